@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages bioinfer builds and tests with. Idempotent; quiet when all are present.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev libhdf5-dev nlohmann-json3-dev
+      zlib1g-dev libgtest-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

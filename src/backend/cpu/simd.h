@@ -1,0 +1,85 @@
+// Thin SIMD wrappers so one kernel source (kernels_impl.h) compiles for AVX2 and AVX-512.
+// Each translation unit includes this with its own target flags; only that ISA's struct is used.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace bioinfer::cpu {
+
+#if defined(__AVX512F__)
+struct VecAvx512 {
+    using R = __m512;
+    static constexpr int W = 16;
+    static R load(const float* p) { return _mm512_loadu_ps(p); }
+    static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+    static R set1(float x) { return _mm512_set1_ps(x); }
+    static R zero() { return _mm512_setzero_ps(); }
+    static R add(R a, R b) { return _mm512_add_ps(a, b); }
+    static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+    static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+    static R div(R a, R b) { return _mm512_div_ps(a, b); }
+    static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+    static R fnmadd(R a, R b, R c) { return _mm512_fnmadd_ps(a, b, c); }
+    static R max(R a, R b) { return _mm512_max_ps(a, b); }
+    static R min(R a, R b) { return _mm512_min_ps(a, b); }
+    static R abs(R a) { return _mm512_abs_ps(a); }
+    static R round(R a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT); }
+    static R copysign(R mag, R sgn) {
+        const __m512i m = _mm512_set1_epi32(0x80000000);
+        return _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_andnot_si512(m, _mm512_castps_si512(mag)),
+            _mm512_and_si512(m, _mm512_castps_si512(sgn))));
+    }
+    // 2^n for integral-valued n in float.
+    static R pow2i(R n) {
+        __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+    }
+    static float hsum(R v) { return _mm512_reduce_add_ps(v); }
+    static float hmax(R v) { return _mm512_reduce_max_ps(v); }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+struct VecAvx2 {
+    using R = __m256;
+    static constexpr int W = 8;
+    static R load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+    static R set1(float x) { return _mm256_set1_ps(x); }
+    static R zero() { return _mm256_setzero_ps(); }
+    static R add(R a, R b) { return _mm256_add_ps(a, b); }
+    static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+    static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+    static R div(R a, R b) { return _mm256_div_ps(a, b); }
+    static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+    static R fnmadd(R a, R b, R c) { return _mm256_fnmadd_ps(a, b, c); }
+    static R max(R a, R b) { return _mm256_max_ps(a, b); }
+    static R min(R a, R b) { return _mm256_min_ps(a, b); }
+    static R abs(R a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+    static R round(R a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    static R copysign(R mag, R sgn) {
+        const R m = _mm256_set1_ps(-0.0f);
+        return _mm256_or_ps(_mm256_andnot_ps(m, mag), _mm256_and_ps(m, sgn));
+    }
+    static R pow2i(R n) {
+        __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+    }
+    static float hsum(R v) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+    static float hmax(R v) {
+        __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_max_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+};
+#endif
+
+}  // namespace bioinfer::cpu

@@ -1,0 +1,89 @@
+// Model directory loading: config, single-file or sharded safetensors.
+#include "io/model_dir.h"
+
+#include <filesystem>
+#include <set>
+
+#include "bioinfer/error.h"
+#include "io/atomic_file.h"
+
+namespace bioinfer::io {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+static json parse_json_file(const std::string& path) {
+    std::string text = read_file(path);
+    try {
+        return json::parse(text);
+    } catch (const std::exception& e) {
+        fail(path, cat("not valid JSON: ", e.what()));
+    }
+}
+
+ModelDir ModelDir::open(const std::string& dir) {
+    BI_CHECK(fs::is_directory(dir), dir, "weights directory does not exist");
+    ModelDir m;
+    m.dir_ = dir;
+    const std::string cfg = (fs::path(dir) / "config.json").string();
+    BI_CHECK(fs::exists(cfg), cfg, "missing: a model directory needs config.json");
+    m.config_ = parse_json_file(cfg);
+    BI_CHECK(m.config_.is_object(), cfg, "config is not a JSON object");
+
+    const fs::path single = fs::path(dir) / "model.safetensors";
+    const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+    std::vector<std::string> shard_names;
+    if (fs::exists(single)) {
+        shard_names.push_back("model.safetensors");
+    } else if (fs::exists(index)) {
+        json idx = parse_json_file(index.string());
+        BI_CHECK(idx.is_object() && idx.contains("weight_map") && idx["weight_map"].is_object(),
+                 index.string(), "has no weight_map object");
+        std::set<std::string> uniq;
+        for (auto& [k, v] : idx["weight_map"].items()) {
+            BI_CHECK(v.is_string(), index.string(), "weight_map entry '", k, "' is not a file name");
+            const std::string s = v.get<std::string>();
+            BI_CHECK(s.find('/') == std::string::npos && s.find("..") == std::string::npos,
+                     index.string(), "shard name '", s, "' must be a plain file name");
+            uniq.insert(s);
+        }
+        shard_names.assign(uniq.begin(), uniq.end());
+    } else if (fs::exists(fs::path(dir) / "pytorch_model.bin")) {
+        fail(dir, "only pytorch_model.bin found: pickled checkpoints are not read yet; "
+                  "provide model.safetensors (e.g. save_pretrained(..., safe_serialization=True))");
+    } else {
+        fail(dir, "no model.safetensors or model.safetensors.index.json");
+    }
+    for (auto& s : shard_names) {
+        auto f = SafetensorsFile::open((fs::path(dir) / s).string());
+        const size_t idx = m.files_.size();
+        for (auto& [name, info] : f->tensors()) {
+            BI_CHECK(!m.where_.count(name), f->path(), "tensor '", name,
+                     "' also appears in another shard");
+            m.where_[name] = idx;
+        }
+        m.files_.push_back(std::move(f));
+    }
+    return m;
+}
+
+std::vector<std::string> ModelDir::names() const {
+    std::vector<std::string> out;
+    for (auto& [k, v] : where_) out.push_back(k);
+    return out;
+}
+
+Tensor ModelDir::get_raw(const std::string& name) const {
+    auto it = where_.find(name);
+    BI_CHECK(it != where_.end(), dir_, "missing tensor '", name, "'");
+    return files_[it->second]->get(name);
+}
+
+Tensor ModelDir::get_f32(const std::string& name, const Shape& expected) const {
+    Tensor t = get_raw(name);
+    BI_CHECK(t.shape() == expected, dir_, "tensor '", name, "': expected shape ",
+             shape_str(expected), ", got ", shape_str(t.shape()));
+    return t.dtype() == DType::F32 ? t : t.to_f32();
+}
+
+}  // namespace bioinfer::io

@@ -1,0 +1,57 @@
+// A Hugging Face model directory: config.json plus model.safetensors, or shards listed in
+// model.safetensors.index.json. Tensors are looked up by the checkpoint's own names.
+#pragma once
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "bioinfer/error.h"
+#include "io/safetensors.h"
+
+namespace bioinfer::io {
+
+class ModelDir {
+public:
+    static ModelDir open(const std::string& dir);
+
+    const std::string& dir() const { return dir_; }
+    const nlohmann::json& config() const { return config_; }
+    bool has(const std::string& name) const { return where_.count(name) > 0; }
+    std::vector<std::string> names() const;
+    // fp32 tensor (zero-copy when stored as F32); a missing name or a shape other than
+    // `expected` is an error naming the key, the expected and the actual shape.
+    Tensor get_f32(const std::string& name, const Shape& expected) const;
+    Tensor get_raw(const std::string& name) const;
+
+private:
+    std::string dir_;
+    nlohmann::json config_;
+    std::vector<std::shared_ptr<SafetensorsFile>> files_;
+    std::map<std::string, size_t> where_;  // tensor name -> index into files_
+};
+
+// Typed config access with an error naming the file and key when missing or mistyped.
+template <typename T>
+T config_get(const nlohmann::json& cfg, const std::string& key, const std::string& where) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null())
+        throw Error(where, "config.json lacks required key '" + key + "'");
+    try {
+        return it->get<T>();
+    } catch (const std::exception&) {
+        throw Error(where, "config.json key '" + key + "' has the wrong type: " + it->dump());
+    }
+}
+
+template <typename T>
+T config_get_or(const nlohmann::json& cfg, const std::string& key, T dflt,
+                const std::string& where) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return dflt;
+    return config_get<T>(cfg, key, where);
+}
+
+}  // namespace bioinfer::io

@@ -1,0 +1,151 @@
+// npz = zip archive of .npy members. We write "stored" (uncompressed) members with CRC-32.
+#include "io/npy.h"
+
+#include <zlib.h>
+
+#include <cstring>
+
+#include "bioinfer/error.h"
+#include "io/atomic_file.h"
+
+namespace bioinfer::io {
+
+std::string npy_bytes(const Shape& shape, const float* data) {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+    for (size_t i = 0; i < shape.size(); ++i) dict += std::to_string(shape[i]) + ",";
+    if (shape.size() > 1) dict.pop_back();
+    dict += "), }";
+    // magic(6) + version(2) + len(2) + dict + '\n', padded to a multiple of 64.
+    size_t total = 10 + dict.size() + 1;
+    dict.append((64 - total % 64) % 64, ' ');
+    dict += '\n';
+    std::string out = "\x93NUMPY";
+    out += '\x01';
+    out += '\x00';
+    const uint16_t hl = uint16_t(dict.size());
+    out += char(hl & 0xff);
+    out += char(hl >> 8);
+    out += dict;
+    out.append(reinterpret_cast<const char*>(data), size_t(shape_numel(shape)) * 4);
+    return out;
+}
+
+namespace {
+
+void put16(std::string& s, uint16_t v) {
+    s += char(v & 0xff);
+    s += char(v >> 8);
+}
+void put32(std::string& s, uint32_t v) {
+    for (int i = 0; i < 4; ++i) s += char((v >> (8 * i)) & 0xff);
+}
+uint32_t get32(const std::string& s, size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(s[at + i])) << (8 * i);
+    return v;
+}
+uint16_t get16(const std::string& s, size_t at) {
+    return uint16_t(uint8_t(s[at]) | uint16_t(uint8_t(s[at + 1])) << 8);
+}
+
+}  // namespace
+
+void write_npz(const std::string& path, const std::vector<NamedArray>& arrays) {
+    std::string zip, central;
+    for (const auto& a : arrays) {
+        const std::string name = a.name + ".npy";
+        const std::string body = npy_bytes(a.shape, a.data);
+        BI_CHECK(body.size() < 0xffffffffu && zip.size() < 0xffffffffu, path, "array '", a.name,
+                 "' too large for a zip member");
+        const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(body.data()),
+                                            uInt(body.size())));
+        const uint32_t offset = uint32_t(zip.size());
+        put32(zip, 0x04034b50);
+        put16(zip, 20);  // version needed
+        put16(zip, 0);   // flags
+        put16(zip, 0);   // stored
+        put16(zip, 0);   // time
+        put16(zip, 0x21);  // date (1980-01-01)
+        put32(zip, crc);
+        put32(zip, uint32_t(body.size()));
+        put32(zip, uint32_t(body.size()));
+        put16(zip, uint16_t(name.size()));
+        put16(zip, 0);
+        zip += name;
+        zip += body;
+
+        put32(central, 0x02014b50);
+        put16(central, 20);
+        put16(central, 20);
+        put16(central, 0);
+        put16(central, 0);
+        put16(central, 0);
+        put16(central, 0x21);
+        put32(central, crc);
+        put32(central, uint32_t(body.size()));
+        put32(central, uint32_t(body.size()));
+        put16(central, uint16_t(name.size()));
+        put16(central, 0);
+        put16(central, 0);
+        put16(central, 0);
+        put16(central, 0);
+        put32(central, 0);
+        put32(central, offset);
+        central += name;
+    }
+    const uint32_t cd_offset = uint32_t(zip.size());
+    zip += central;
+    put32(zip, 0x06054b50);
+    put16(zip, 0);
+    put16(zip, 0);
+    put16(zip, uint16_t(arrays.size()));
+    put16(zip, uint16_t(arrays.size()));
+    put32(zip, uint32_t(central.size()));
+    put32(zip, cd_offset);
+    put16(zip, 0);
+    write_file_atomic(path, zip);
+}
+
+std::map<std::string, LoadedArray> read_npz(const std::string& path) {
+    const std::string z = read_file(path);
+    std::map<std::string, LoadedArray> out;
+    size_t at = 0;
+    while (at + 30 <= z.size() && get32(z, at) == 0x04034b50) {
+        const uint16_t method = get16(z, at + 8);
+        const uint32_t csize = get32(z, at + 18);
+        const uint16_t nlen = get16(z, at + 26), xlen = get16(z, at + 28);
+        BI_CHECK(method == 0, path, "compressed npz members are not supported");
+        std::string name = z.substr(at + 30, nlen);
+        const size_t body = at + 30 + nlen + xlen;
+        BI_CHECK(body + csize <= z.size(), path, "truncated member '", name, "'");
+        BI_CHECK(z.compare(body, 6, "\x93NUMPY") == 0, path, "member '", name, "' is not .npy");
+        const size_t hl = get16(z, body + 8);
+        const std::string hdr = z.substr(body + 10, hl);
+        BI_CHECK(hdr.find("'<f4'") != std::string::npos &&
+                     hdr.find("'fortran_order': False") != std::string::npos,
+                 path, "member '", name, "' is not C-order float32");
+        LoadedArray arr;
+        size_t lp = hdr.find('(', hdr.find("'shape'"));
+        size_t rp = hdr.find(')', lp);
+        std::string dims = hdr.substr(lp + 1, rp - lp - 1);
+        size_t p = 0;
+        while (p < dims.size()) {
+            size_t q = dims.find(',', p);
+            if (q == std::string::npos) q = dims.size();
+            std::string tok = dims.substr(p, q - p);
+            if (tok.find_first_not_of(' ') != std::string::npos) arr.shape.push_back(std::stoll(tok));
+            p = q + 1;
+        }
+        const size_t n = size_t(shape_numel(arr.shape));
+        BI_CHECK(10 + hl + n * 4 <= csize, path, "member '", name, "' is truncated");
+        arr.data.resize(n);
+        std::memcpy(arr.data.data(), z.data() + body + 10 + hl, n * 4);
+        if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
+        out[name] = std::move(arr);
+        at = body + csize;
+    }
+    BI_CHECK(!out.empty(), path, "no arrays found (not an npz file?)");
+    return out;
+}
+
+}  // namespace bioinfer::io

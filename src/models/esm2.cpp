@@ -1,0 +1,237 @@
+// ESM-2 forward, following transformers' EsmForMaskedLM: token-dropout rescaled embeddings,
+// padded rows zeroed, pre-LN blocks with q scaled before rotary, final LayerNorm, LM head and
+// the contact head (attention maps symmetrised, APC, logistic regression).
+#include "models/esm2.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bioinfer/error.h"
+#include "models/esm_alphabet.h"
+
+namespace bioinfer::esm {
+
+using io::config_get;
+using io::config_get_or;
+
+Esm2Config Esm2Config::from_json(const nlohmann::json& j, const std::string& where) {
+    Esm2Config c;
+    const std::string type = config_get_or<std::string>(j, "model_type", "esm", where);
+    BI_CHECK(type == "esm", where, "model_type '", type, "' is not an ESM model");
+    BI_CHECK(!config_get_or<bool>(j, "is_folding_model", false, where), where,
+             "this is an ESMFold checkpoint, not an ESM-2 language model");
+    const std::string pos = config_get_or<std::string>(j, "position_embedding_type", "absolute", where);
+    BI_CHECK(pos == "rotary", where, "position_embedding_type '", pos,
+             "' is not supported (ESM-2 uses 'rotary'; ESM-1/1b checkpoints are not supported)");
+    BI_CHECK(!config_get_or<bool>(j, "emb_layer_norm_before", false, where), where,
+             "emb_layer_norm_before=true (ESM-1b) is not supported");
+    BI_CHECK(!config_get_or<bool>(j, "is_decoder", false, where), where,
+             "is_decoder=true is not supported: ESM-2 is a bidirectional encoder");
+    const std::string act = config_get_or<std::string>(j, "hidden_act", "gelu", where);
+    BI_CHECK(act == "gelu", where, "hidden_act '", act, "' is not supported (expected gelu)");
+    c.vocab = config_get<int64_t>(j, "vocab_size", where);
+    c.hidden = config_get<int64_t>(j, "hidden_size", where);
+    c.layers = config_get<int64_t>(j, "num_hidden_layers", where);
+    c.heads = config_get<int64_t>(j, "num_attention_heads", where);
+    c.intermediate = config_get<int64_t>(j, "intermediate_size", where);
+    c.max_positions = config_get_or<int64_t>(j, "max_position_embeddings", 1026, where);
+    c.ln_eps = float(config_get_or<double>(j, "layer_norm_eps", 1e-5, where));
+    c.rope_theta = float(config_get_or<double>(j, "rope_theta", 10000.0, where));
+    c.token_dropout = config_get_or<bool>(j, "token_dropout", false, where);
+    c.mask_id = config_get_or<int32_t>(j, "mask_token_id", kMask, where);
+    c.pad_id = config_get_or<int32_t>(j, "pad_token_id", kPad, where);
+    BI_CHECK(c.vocab == kVocab, where, "vocab_size ", c.vocab, " is not the ESM alphabet's ", kVocab);
+    BI_CHECK(c.hidden > 0 && c.layers > 0 && c.heads > 0 && c.intermediate > 0, where,
+             "hidden_size, num_hidden_layers, num_attention_heads and intermediate_size must be > 0");
+    BI_CHECK(c.hidden % c.heads == 0, where, "hidden_size ", c.hidden,
+             " is not divisible by num_attention_heads ", c.heads);
+    BI_CHECK((c.hidden / c.heads) % 2 == 0, where, "head dim ", c.hidden / c.heads,
+             " must be even for rotary embeddings");
+    BI_CHECK(c.mask_id == kMask && c.pad_id == kPad, where,
+             "mask/pad token ids differ from the ESM alphabet");
+    return c;
+}
+
+std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m) {
+    auto model = std::make_unique<Esm2Model>();
+    Esm2Config& c = model->cfg_;
+    c = Esm2Config::from_json(m.config(), m.dir() + "/config.json");
+    const int64_t D = c.hidden, F = c.intermediate, Dh = c.hidden / c.heads;
+
+    // EsmForMaskedLM nests the encoder under "esm."; a bare EsmModel does not.
+    std::string p;
+    if (m.has("esm.embeddings.word_embeddings.weight")) p = "esm.";
+    else if (m.has("embeddings.word_embeddings.weight")) p = "";
+    else fail(m.dir(), "missing tensor 'esm.embeddings.word_embeddings.weight'");
+
+    model->word_emb_ = m.get_f32(p + "embeddings.word_embeddings.weight", {c.vocab, D});
+    // Inverse frequencies: model-level (transformers >= 5) or per layer (older checkpoints, where
+    // upstream takes layer 0's, possibly stored in fp16); computed from rope_theta otherwise.
+    const std::string inv_new = p + "rotary_embeddings.inv_freq";
+    const std::string inv_old = p + "encoder.layer.0.attention.self.rotary_embeddings.inv_freq";
+    if (m.has(inv_new)) {
+        model->rotary_.inv_freq = m.get_f32(inv_new, {Dh / 2});
+    } else if (m.has(inv_old)) {
+        model->rotary_.inv_freq = m.get_f32(inv_old, {Dh / 2});
+    } else {
+        Tensor f = Tensor::empty({Dh / 2});
+        for (int64_t i = 0; i < Dh / 2; ++i)
+            f.f32()[i] = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(Dh));
+        model->rotary_.inv_freq = f;
+    }
+    model->rotary_.ensure(c.max_positions);
+
+    for (int64_t l = 0; l < c.layers; ++l) {
+        const std::string lp = p + "encoder.layer." + std::to_string(l) + ".";
+        nn::PreLnBlock b;
+        b.ln_attn = nn::LayerNorm::load(m, lp + "attention.LayerNorm", D, c.ln_eps);
+        b.attn.q = nn::Linear::load(m, lp + "attention.self.query", D, D);
+        b.attn.k = nn::Linear::load(m, lp + "attention.self.key", D, D);
+        b.attn.v = nn::Linear::load(m, lp + "attention.self.value", D, D);
+        b.attn.o = nn::Linear::load(m, lp + "attention.output.dense", D, D);
+        b.attn.heads = c.heads;
+        b.attn.q_scale = float(std::pow(double(Dh), -0.5));
+        b.ln_ffn = nn::LayerNorm::load(m, lp + "LayerNorm", D, c.ln_eps);
+        b.ffn.up = nn::Linear::load(m, lp + "intermediate.dense", D, F);
+        b.ffn.down = nn::Linear::load(m, lp + "output.dense", F, D);
+        model->blocks_.push_back(std::move(b));
+    }
+    model->final_ln_ = nn::LayerNorm::load(m, p + "encoder.emb_layer_norm_after", D, c.ln_eps);
+
+    if (m.has("lm_head.dense.weight")) {
+        model->lm_dense_ = nn::Linear::load(m, "lm_head.dense", D, D);
+        model->lm_ln_ = nn::LayerNorm::load(m, "lm_head.layer_norm", D, c.ln_eps);
+        model->lm_decoder_ = m.has("lm_head.decoder.weight")
+                                 ? m.get_f32("lm_head.decoder.weight", {c.vocab, D})
+                                 : model->word_emb_;  // tied, as save_pretrained drops it
+        model->lm_bias_ = m.get_f32("lm_head.bias", {c.vocab});
+    }
+    if (m.has(p + "contact_head.regression.weight")) {
+        model->contact_w_ = m.get_f32(p + "contact_head.regression.weight", {1, c.layers * c.heads})
+                                .reshape({c.layers * c.heads});
+        model->contact_b_ = m.get_f32(p + "contact_head.regression.bias", {1}).f32()[0];
+    }
+    return model;
+}
+
+namespace {
+
+// Adds one attention map's contact features into acc (L, L):
+// acc += w * APC(A + A^T), A = probs over residue positions 1..L (cls, eos, pads excluded).
+void add_contact_features(const float* probs, int64_t T, int64_t L, float w, float* acc,
+                          std::vector<double>& row) {
+    row.assign(size_t(L), 0.0);
+    double total = 0;
+    for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+            const double s = double(probs[(i + 1) * T + j + 1]) + probs[(j + 1) * T + i + 1];
+            row[size_t(i)] += s;
+            total += s;
+        }
+    for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+            const double s = double(probs[(i + 1) * T + j + 1]) + probs[(j + 1) * T + i + 1];
+            const double apc = total != 0 ? row[size_t(i)] * row[size_t(j)] / total : 0.0;
+            acc[i * L + j] += float(w * (s - apc));
+        }
+}
+
+}  // namespace
+
+Esm2Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
+                              const Esm2Request& req) {
+    const Esm2Config& c = cfg_;
+    const int64_t B = int64_t(tokens.size()), D = c.hidden, H = c.heads;
+    int64_t T = 0;
+    for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
+    BI_CHECK(B > 0 && T > 0, "esm2.forward", "empty batch");
+    BI_CHECK(!req.logits || has_lm_head(), "esm2", "logits requested but the checkpoint has no ",
+             "LM head (lm_head.* tensors): use an EsmForMaskedLM checkpoint");
+    BI_CHECK(!req.contacts || has_contact_head(), "esm2",
+             "contacts requested but the checkpoint has no contact_head.regression tensors");
+    for (int l : req.layers)
+        BI_CHECK(l >= 0 && l <= c.layers, "esm2.forward", "layer ", l, " outside [0, ", c.layers, "]");
+
+    Esm2Output out;
+    out.B = B;
+    out.T = T;
+    nn::BatchCtx ctx;
+    ctx.B = B;
+    ctx.T = T;
+    ctx.key_valid.assign(size_t(B * T), 0);
+    std::vector<int32_t> ids(size_t(B * T), c.pad_id);
+    for (int64_t b = 0; b < B; ++b)
+        for (size_t t = 0; t < tokens[b].size(); ++t) {
+            ids[size_t(b * T) + t] = tokens[b][t];
+            ctx.key_valid[size_t(b * T) + t] = 1;
+        }
+    rotary_.ensure(T);
+    ctx.rotary = &rotary_;
+
+    // Embeddings, token dropout as upstream at inference: <mask> rows zeroed and every row scaled
+    // by (1 - 0.15 * 0.8) / (1 - observed mask ratio); padded rows zeroed.
+    Tensor x = Tensor::empty({B, T, D});
+    ops::embedding(ids, word_emb_, x);
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t n = int64_t(tokens[b].size());
+        int64_t n_mask = 0;
+        for (int32_t id : tokens[b]) n_mask += id == c.mask_id;
+        const float ratio = float(n_mask) / float(n);
+        float* xb = x.f32() + b * T * D;
+        for (int64_t t = 0; t < T; ++t) {
+            float* row = xb + t * D;
+            const bool zero = t >= n || (c.token_dropout && tokens[b][t] == c.mask_id);
+            if (zero) {
+                std::fill(row, row + D, 0.0f);
+            } else if (c.token_dropout) {
+                const float denom = 1.0f - ratio;
+                for (int64_t d = 0; d < D; ++d) row[d] = row[d] * 0.88f / denom;
+            }
+        }
+    }
+    auto keep = [&](int layer) {
+        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
+    };
+    if (keep(0)) out.hidden[0] = x.clone();
+
+    Tensor probs;
+    if (req.contacts) {
+        probs = Tensor::empty({B, H, T, T});
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t L = int64_t(tokens[b].size()) - 2;
+            out.contacts.push_back(Tensor::zeros({L, L}));
+        }
+    }
+    std::vector<double> row;
+    for (int64_t l = 0; l < c.layers; ++l) {
+        nn::pre_ln_block(blocks_[size_t(l)], ctx, x, req.contacts ? &probs : nullptr);
+        if (req.contacts) {
+#pragma omp parallel for schedule(dynamic, 1) private(row)
+            for (int64_t b = 0; b < B; ++b) {
+                const int64_t L = int64_t(tokens[b].size()) - 2;
+                for (int64_t h = 0; h < H; ++h)
+                    add_contact_features(probs.f32() + (b * H + h) * T * T, T, L,
+                                         contact_w_.f32()[l * H + h], out.contacts[b].f32(), row);
+            }
+        }
+        if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
+    }
+    Tensor last = Tensor::empty({B, T, D});
+    final_ln_(x, last);
+    if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
+    if (req.contacts)
+        for (auto& ct : out.contacts) {
+            float* p = ct.f32();
+            for (int64_t i = 0; i < ct.numel(); ++i) p[i] = 1.0f / (1.0f + std::exp(-(p[i] + contact_b_)));
+        }
+    if (req.logits) {
+        Tensor h = Tensor::empty({B, T, D}), hn = Tensor::empty({B, T, D});
+        lm_dense_(last, h, {.gelu = true});
+        lm_ln_(h, hn);
+        out.logits = Tensor::empty({B, T, c.vocab});
+        ops::linear(hn, lm_decoder_, &lm_bias_, out.logits);
+    }
+    return out;
+}
+
+}  // namespace bioinfer::esm

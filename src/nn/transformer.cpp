@@ -1,0 +1,60 @@
+// Transformer blocks: weights by checkpoint name, forward by ops.
+#include "nn/transformer.h"
+
+#include "bioinfer/error.h"
+
+namespace bioinfer::nn {
+
+Linear Linear::load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
+                    bool bias) {
+    Linear l;
+    l.w = m.get_f32(prefix + ".weight", {out, in});
+    if (bias) l.b = m.get_f32(prefix + ".bias", {out});
+    return l;
+}
+
+void Linear::operator()(const Tensor& x, Tensor& out, ops::Epilogue ep) const {
+    ops::linear(x, w, b.defined() ? &b : nullptr, out, ep);
+}
+
+LayerNorm LayerNorm::load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps) {
+    LayerNorm ln;
+    ln.g = m.get_f32(prefix + ".weight", {d});
+    ln.b = m.get_f32(prefix + ".bias", {d});
+    ln.eps = eps;
+    return ln;
+}
+
+void Rotary::ensure(int64_t n_pos) {
+    if (cos.defined() && cos.size(0) >= n_pos) return;
+    ops::rotary_tables(inv_freq, n_pos, cos, sin);
+}
+
+void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs) {
+    const int64_t B = ctx.B, T = ctx.T, D = x.size(-1);
+    const auto& at = blk.attn;
+    const int64_t H = at.heads, Dh = D / H;
+
+    Tensor h = Tensor::empty({B, T, D});
+    blk.ln_attn(x, h);
+    Tensor q = Tensor::empty({B, T, D}), k = Tensor::empty({B, T, D}), v = Tensor::empty({B, T, D});
+    at.q(h, q);
+    at.k(h, k);
+    at.v(h, v);
+    if (at.q_scale != 1.0f) ops::scale(q, at.q_scale, q);
+    if (ctx.rotary) {
+        Tensor q4 = q.reshape({B, T, H, Dh}), k4 = k.reshape({B, T, H, Dh});
+        ops::rotary(q4, ctx.rotary->cos, ctx.rotary->sin);
+        ops::rotary(k4, ctx.rotary->cos, ctx.rotary->sin);
+    }
+    Tensor ctxv = Tensor::empty({B, T, D});
+    ops::attention(q, k, v, H, 1.0f, ctx.key_valid, ctxv, probs);
+    at.o(ctxv, x, {.accumulate = true});  // x += o(attn)
+
+    blk.ln_ffn(x, h);
+    Tensor up = Tensor::empty({B, T, blk.ffn.up.out_features()});
+    blk.ffn.up(h, up, {.gelu = true});
+    blk.ffn.down(up, x, {.accumulate = true});  // x += down(gelu(up(ln(x))))
+}
+
+}  // namespace bioinfer::nn

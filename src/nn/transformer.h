@@ -1,0 +1,65 @@
+// Shared transformer blocks built from ops: linear, layer norm, multi-head self-attention with
+// rotary and key-padding mask, GELU feed-forward, and the pre-LN block that chains them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "ops/ops.h"
+
+namespace bioinfer::nn {
+
+struct Linear {
+    Tensor w;  // (out, in), the checkpoint's layout
+    Tensor b;  // (out) or undefined
+    static Linear load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
+                       bool bias = true);
+    int64_t out_features() const { return w.size(0); }
+    // out (M, out) = x (M, in) . w^T + b, with an optional fused epilogue.
+    void operator()(const Tensor& x, Tensor& out, ops::Epilogue ep = {}) const;
+};
+
+struct LayerNorm {
+    Tensor g, b;
+    float eps = 1e-5f;
+    static LayerNorm load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps);
+    void operator()(const Tensor& x, Tensor& out) const { ops::layer_norm(x, g, b, eps, out); }
+};
+
+// Rotary tables for positions 0..n_pos-1.
+struct Rotary {
+    Tensor inv_freq;  // (Dh/2)
+    Tensor cos, sin;  // (n_pos, Dh/2), grown on demand
+    void ensure(int64_t n_pos);
+};
+
+struct SelfAttention {
+    Linear q, k, v, o;
+    int64_t heads = 0;
+    float q_scale = 1.0f;  // applied to q before rotary (ESM convention)
+};
+
+struct FeedForward {
+    Linear up, down;  // up with GELU
+};
+
+struct PreLnBlock {
+    LayerNorm ln_attn;
+    SelfAttention attn;
+    LayerNorm ln_ffn;
+    FeedForward ffn;
+};
+
+// Context of one padded batch: (B, T) with key_valid[b * T + t] = 1 for real tokens.
+struct BatchCtx {
+    int64_t B = 0, T = 0;
+    std::vector<uint8_t> key_valid;
+    Rotary* rotary = nullptr;  // null: no rotary
+};
+
+// x (B, T, D) updated in place: x += attn(ln(x)); x += ffn(ln(x)).
+// probs (B, H, T, T), when given, receives this block's attention probabilities.
+void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs);
+
+}  // namespace bioinfer::nn

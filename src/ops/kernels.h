@@ -1,0 +1,36 @@
+// The kernel table: raw-pointer signatures every backend implements. ops.cpp checks shapes and
+// dtypes once, then calls the table of the selected backend. Shapes are (rows, cols) row-major.
+#pragma once
+#include <cstdint>
+
+namespace bioinfer::kernels {
+
+struct KernelTable {
+    const char* name;
+    // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]) ; with accumulate, y += that instead of y = that.
+    void (*linear)(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t K,
+                   int64_t N, bool gelu, bool accumulate);
+    // c[M,N] = a[M,K] . b[K,N] with row strides lda, ldb, ldc (single thread; callers parallelise).
+    void (*gemm_nn)(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t M, int64_t N, int64_t K);
+    void (*layer_norm)(const float* x, const float* gamma, const float* beta, float* y,
+                       int64_t rows, int64_t d, float eps);
+    void (*gelu)(const float* x, float* y, int64_t n);  // erf GELU, may run in place
+    // Row softmax in place; additive (cols) and keep (cols, 1 = keep) masks are optional.
+    void (*softmax)(float* x, int64_t rows, int64_t cols, const float* additive,
+                    const uint8_t* keep);
+    // Rotate-half rotary on x viewed as (n_pos, heads, dh) with position stride pos_stride;
+    // cos/sin are (n_pos, dh/2).
+    void (*rotary)(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
+                   const float* cos, const float* sin);
+    void (*add)(const float* a, const float* b, float* y, int64_t n);
+    void (*scale)(const float* a, float s, float* y, int64_t n);
+};
+
+const KernelTable& ref_kernels();
+const KernelTable* cpu_kernels_avx2();
+const KernelTable* cpu_kernels_avx512();  // null when the build has no AVX-512 variant
+// The best table this CPU runs (AVX-512 where present, else AVX2, else the reference).
+const KernelTable& cpu_kernels();
+
+}  // namespace bioinfer::kernels

@@ -1,0 +1,193 @@
+// Op entry points: shape and dtype checks, then the selected backend's kernel table.
+#include "ops/ops.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "bioinfer/error.h"
+#include "ops/kernels.h"
+
+namespace bioinfer::ops {
+namespace {
+
+Backend g_backend = Backend::Cpu;
+
+const kernels::KernelTable& table() {
+    return g_backend == Backend::Ref ? kernels::ref_kernels() : kernels::cpu_kernels();
+}
+
+void check_f32_contig(const Tensor& t, const char* op, const char* name) {
+    BI_CHECK(t.defined(), op, name, " is undefined");
+    BI_CHECK(t.dtype() == DType::F32, op, name, ": expected F32, got ", dtype_name(t.dtype()));
+    BI_CHECK(t.is_contiguous(), op, name, " is not contiguous");
+}
+
+}  // namespace
+
+void set_backend(Backend b) { g_backend = b; }
+Backend backend() { return g_backend; }
+const char* backend_name() { return table().name; }
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep) {
+    check_f32_contig(x, "linear", "x");
+    check_f32_contig(w, "linear", "w");
+    check_f32_contig(out, "linear", "out");
+    BI_CHECK(w.ndim() == 2, "linear", "w: expected 2-D, got ", shape_str(w.shape()));
+    const int64_t K = w.size(1), N = w.size(0);
+    BI_CHECK(x.ndim() >= 1 && x.size(-1) == K, "linear", "x: expected last dim ", K, ", got ",
+             shape_str(x.shape()));
+    const int64_t M = x.numel() / K;
+    BI_CHECK(out.numel() == M * N && out.size(-1) == N, "linear", "out: expected ", M, " x ", N,
+             ", got ", shape_str(out.shape()));
+    if (bias) {
+        check_f32_contig(*bias, "linear", "bias");
+        BI_CHECK(bias->numel() == N, "linear", "bias: expected [", N, "], got ",
+                 shape_str(bias->shape()));
+    }
+    BI_CHECK(!(ep.gelu && ep.accumulate), "linear", "gelu and accumulate cannot be combined");
+    if (M == 0) return;
+    table().linear(x.f32(), w.f32(), bias ? bias->f32() : nullptr, out.f32(), M, K, N, ep.gelu,
+                   ep.accumulate);
+}
+
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out) {
+    check_f32_contig(x, "layer_norm", "x");
+    check_f32_contig(out, "layer_norm", "out");
+    const int64_t D = x.size(-1);
+    BI_CHECK(gamma.numel() == D && beta.numel() == D, "layer_norm", "weight/bias: expected [", D,
+             "], got ", shape_str(gamma.shape()), " / ", shape_str(beta.shape()));
+    BI_CHECK(out.numel() == x.numel(), "layer_norm", "out: expected ", shape_str(x.shape()),
+             ", got ", shape_str(out.shape()));
+    table().layer_norm(x.f32(), gamma.f32(), beta.f32(), out.f32(), x.numel() / D, D, eps);
+}
+
+void gelu(const Tensor& x, Tensor& out) {
+    check_f32_contig(x, "gelu", "x");
+    check_f32_contig(out, "gelu", "out");
+    BI_CHECK(out.numel() == x.numel(), "gelu", "out size ", out.numel(), " != ", x.numel());
+    table().gelu(x.f32(), out.f32(), x.numel());
+}
+
+void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep) {
+    check_f32_contig(x, "softmax", "x");
+    const int64_t C = x.size(-1);
+    if (additive) {
+        check_f32_contig(*additive, "softmax", "additive");
+        BI_CHECK(additive->numel() == C, "softmax", "additive mask: expected [", C, "], got ",
+                 shape_str(additive->shape()));
+    }
+    table().softmax(x.f32(), x.numel() / C, C, additive ? additive->f32() : nullptr, keep);
+}
+
+void rotary_tables(const Tensor& inv_freq, int64_t n_pos, Tensor& cos, Tensor& sin) {
+    check_f32_contig(inv_freq, "rotary_tables", "inv_freq");
+    const int64_t half = inv_freq.numel();
+    cos = Tensor::empty({n_pos, half});
+    sin = Tensor::empty({n_pos, half});
+    const float* f = inv_freq.f32();
+    for (int64_t p = 0; p < n_pos; ++p) {
+        for (int64_t i = 0; i < half; ++i) {
+            // fp32 product as upstream computes it, then cos/sin of that fp32 angle.
+            float angle = float(p) * f[i];
+            cos.f32()[p * half + i] = std::cos(angle);
+            sin.f32()[p * half + i] = std::sin(angle);
+        }
+    }
+}
+
+void rotary(Tensor& x, const Tensor& cos, const Tensor& sin) {
+    check_f32_contig(x, "rotary", "x");
+    BI_CHECK(x.ndim() == 4, "rotary", "x: expected (B, L, H, Dh), got ", shape_str(x.shape()));
+    const int64_t B = x.size(0), L = x.size(1), H = x.size(2), Dh = x.size(3);
+    BI_CHECK(Dh % 2 == 0, "rotary", "head dim must be even, got ", Dh);
+    BI_CHECK(cos.ndim() == 2 && cos.size(0) >= L && cos.size(1) == Dh / 2 &&
+                 sin.shape() == cos.shape(),
+             "rotary", "tables: expected (>= ", L, ", ", Dh / 2, "), got ", shape_str(cos.shape()));
+    for (int64_t b = 0; b < B; ++b)
+        table().rotary(x.f32() + b * L * H * Dh, L, H * Dh, H, Dh, cos.f32(), sin.f32());
+}
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, float scale,
+               const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs) {
+    check_f32_contig(q, "attention", "q");
+    check_f32_contig(k, "attention", "k");
+    check_f32_contig(v, "attention", "v");
+    check_f32_contig(out, "attention", "out");
+    BI_CHECK(q.ndim() == 3, "attention", "q: expected (B, L, H*Dh), got ", shape_str(q.shape()));
+    const int64_t B = q.size(0), L = q.size(1), D = q.size(2);
+    BI_CHECK(heads > 0 && D % heads == 0, "attention", "width ", D, " not divisible by ", heads,
+             " heads");
+    BI_CHECK(k.shape() == q.shape() && v.shape() == q.shape() && out.shape() == q.shape(),
+             "attention", "q/k/v/out shapes differ: ", shape_str(q.shape()), " ",
+             shape_str(k.shape()), " ", shape_str(v.shape()), " ", shape_str(out.shape()));
+    BI_CHECK(int64_t(key_valid.size()) == B * L, "attention", "key mask: expected ", B * L,
+             " entries, got ", key_valid.size());
+    if (probs) {
+        check_f32_contig(*probs, "attention", "probs");
+        BI_CHECK(probs->shape() == (Shape{B, heads, L, L}), "attention", "probs: expected ",
+                 shape_str({B, heads, L, L}), ", got ", shape_str(probs->shape()));
+    }
+    const int64_t Dh = D / heads;
+    const auto& kt = table();
+    const float* qp = q.f32();
+    const float* kp = k.f32();
+    const float* vp = v.f32();
+    float* op = out.f32();
+    float* pp = probs ? probs->f32() : nullptr;
+    const int nt = omp_get_max_threads();
+    // Per-thread scratch: K^T (Dh, L) and scores (L, L).
+    std::vector<float> scratch(size_t(nt) * size_t(Dh * L + (pp ? 0 : L * L)));
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; ++b) {
+        for (int64_t h = 0; h < heads; ++h) {
+            float* base = scratch.data() + size_t(omp_get_thread_num()) *
+                                               size_t(Dh * L + (pp ? 0 : L * L));
+            float* kT = base;
+            float* s = pp ? pp + ((b * heads + h) * L) * L : base + Dh * L;
+            const float* qbh = qp + b * L * D + h * Dh;
+            const float* kbh = kp + b * L * D + h * Dh;
+            const float* vbh = vp + b * L * D + h * Dh;
+            for (int64_t j = 0; j < L; ++j)
+                for (int64_t d = 0; d < Dh; ++d) kT[d * L + j] = kbh[j * D + d];
+            kt.gemm_nn(qbh, D, kT, L, s, L, L, L, Dh);  // s (L, L) = q (L, Dh) . k^T (Dh, L)
+            if (scale != 1.0f) kt.scale(s, scale, s, L * L);
+            kt.softmax(s, L, L, nullptr, key_valid.data() + b * L);
+            kt.gemm_nn(s, L, vbh, D, op + b * L * D + h * Dh, D, L, Dh, L);  // (L, Dh)
+        }
+    }
+}
+
+void embedding(const std::vector<int32_t>& ids, const Tensor& table_t, Tensor& out) {
+    check_f32_contig(table_t, "embedding", "table");
+    check_f32_contig(out, "embedding", "out");
+    const int64_t V = table_t.size(0), D = table_t.size(1);
+    BI_CHECK(out.numel() == int64_t(ids.size()) * D, "embedding", "out: expected ", ids.size(),
+             " x ", D, ", got ", shape_str(out.shape()));
+    // A row copy is already memory-bound optimal: one implementation serves every backend.
+    for (size_t i = 0; i < ids.size(); ++i) {
+        BI_CHECK(ids[i] >= 0 && ids[i] < V, "embedding", "token id ", ids[i], " outside [0, ", V,
+                 ")");
+        std::memcpy(out.f32() + i * D, table_t.f32() + int64_t(ids[i]) * D, size_t(D) * 4);
+    }
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+    check_f32_contig(a, "add", "a");
+    check_f32_contig(b, "add", "b");
+    check_f32_contig(out, "add", "out");
+    BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add", "sizes differ: ",
+             shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
+    table().add(a.f32(), b.f32(), out.f32(), a.numel());
+}
+
+void scale(const Tensor& a, float s, Tensor& out) {
+    check_f32_contig(a, "scale", "a");
+    check_f32_contig(out, "scale", "out");
+    BI_CHECK(a.numel() == out.numel(), "scale", "sizes differ: ", shape_str(a.shape()), " ",
+             shape_str(out.shape()));
+    table().scale(a.f32(), s, out.f32(), a.numel());
+}
+
+}  // namespace bioinfer::ops

@@ -1,0 +1,41 @@
+// THE op list. Each op checks shapes and dtypes, then runs the selected backend's kernel.
+// Every op has a plain fp32 reference (src/ops/ref/) that the op tests hold the fast kernels to.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+
+namespace bioinfer::ops {
+
+enum class Backend { Ref, Cpu };
+void set_backend(Backend b);
+Backend backend();
+const char* backend_name();
+
+struct Epilogue {
+    bool gelu = false;        // apply erf GELU after the bias
+    bool accumulate = false;  // out += result (fused residual add) instead of out = result
+};
+
+// out (M, N) = x (M, K) . w (N, K)^T + bias (N)
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep = {});
+// Normalises over the last dim of x (..., D).
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
+void gelu(const Tensor& x, Tensor& out);
+// Softmax over the last dim of x (R, C) in place. additive: (C) added first; keep: C bytes.
+void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep);
+// Rotary on x (B, L, H, Dh) in place using positions 0..L-1; cos/sin (>= L, Dh/2).
+void rotary(Tensor& x, const Tensor& cos, const Tensor& sin);
+// cos/sin tables (n_pos, Dh/2) from inverse frequencies (Dh/2), as fp32 position * inv_freq.
+void rotary_tables(const Tensor& inv_freq, int64_t n_pos, Tensor& cos, Tensor& sin);
+// Scaled-dot-product attention. q, k, v: (B, L, H*Dh); key_valid: B*L bytes (1 = real token);
+// out: (B, L, H*Dh). probs (B, H, L, L), when given, receives the softmax probabilities.
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, float scale,
+               const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs);
+// out (n, D) = table (V, D) rows at ids; an id outside [0, V) is an error.
+void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void scale(const Tensor& a, float s, Tensor& out);
+
+}  // namespace bioinfer::ops

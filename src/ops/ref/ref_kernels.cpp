@@ -1,0 +1,103 @@
+// Plain fp32 reference kernels: the oracle every optimized kernel is tested against.
+// Accumulation in double where it costs nothing in clarity, so the oracle is the more exact side.
+#include <cmath>
+#include <limits>
+
+#include "ops/kernels.h"
+
+namespace bioinfer::kernels {
+namespace {
+
+float gelu_erf(float x) { return float(0.5 * double(x) * (1.0 + std::erf(double(x) / std::sqrt(2.0)))); }
+
+void linear(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t K,
+            int64_t N, bool gelu, bool accumulate) {
+#pragma omp parallel for
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = b ? b[n] : 0.0;
+            for (int64_t k = 0; k < K; ++k) acc += double(x[m * K + k]) * w[n * K + k];
+            float r = gelu ? gelu_erf(float(acc)) : float(acc);
+            y[m * N + n] = accumulate ? y[m * N + n] + r : r;
+        }
+    }
+}
+
+void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+             int64_t M, int64_t N, int64_t K) {
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += double(a[m * lda + k]) * b[k * ldb + n];
+            c[m * ldc + n] = float(acc);
+        }
+}
+
+void layer_norm(const float* x, const float* g, const float* bt, float* y, int64_t rows,
+                int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * d;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < d; ++i) mean += xr[i];
+        mean /= double(d);
+        for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+        var /= double(d);  // biased variance, as torch.nn.LayerNorm
+        const double inv = 1.0 / std::sqrt(var + double(eps));
+        for (int64_t i = 0; i < d; ++i) y[r * d + i] = float((xr[i] - mean) * inv * g[i] + bt[i]);
+    }
+}
+
+void gelu(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf(x[i]);
+}
+
+void softmax(float* x, int64_t rows, int64_t cols, const float* additive, const uint8_t* keep) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float* xr = x + r * cols;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t c = 0; c < cols; ++c) {
+            if (additive) xr[c] += additive[c];
+            if (!keep || keep[c]) mx = std::max(mx, double(xr[c]));
+        }
+        double sum = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+            double e = (!keep || keep[c]) ? std::exp(double(xr[c]) - mx) : 0.0;
+            xr[c] = float(e);
+            sum += e;
+        }
+        for (int64_t c = 0; c < cols; ++c) xr[c] = sum > 0 ? float(xr[c] / sum) : 0.0f;
+    }
+}
+
+void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
+            const float* cos, const float* sin) {
+    const int64_t half = dh / 2;
+    for (int64_t p = 0; p < n_pos; ++p)
+        for (int64_t h = 0; h < heads; ++h) {
+            float* v = x + p * pos_stride + h * dh;
+            for (int64_t i = 0; i < half; ++i) {
+                const float c = cos[p * half + i], s = sin[p * half + i];
+                const float x1 = v[i], x2 = v[i + half];
+                v[i] = x1 * c - x2 * s;  // x*cos + rotate_half(x)*sin, rotate_half = (-x2, x1)
+                v[i + half] = x2 * c + x1 * s;
+            }
+        }
+}
+
+void add(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void scale(const float* a, float s, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] * s;
+}
+
+}  // namespace
+
+const KernelTable& ref_kernels() {
+    static const KernelTable t{"ref",   linear,  gemm_nn, layer_norm, gelu,
+                               softmax, rotary,  add,     scale};
+    return t;
+}
+
+}  // namespace bioinfer::kernels

@@ -1,0 +1,30 @@
+// Greedy length batching over items sorted longest first (ties keep input order).
+#include "runtime/batching.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace bioinfer::runtime {
+
+std::vector<std::vector<size_t>> make_batches(const std::vector<int64_t>& lengths,
+                                              int64_t toks_per_batch) {
+    std::vector<size_t> order(lengths.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return lengths[a] > lengths[b]; });
+    std::vector<std::vector<size_t>> batches;
+    int64_t max_len = 0;
+    for (size_t i : order) {
+        const int64_t m = std::max(max_len, lengths[i]);
+        if (batches.empty() || m * int64_t(batches.back().size() + 1) > toks_per_batch) {
+            batches.push_back({i});
+            max_len = lengths[i];
+        } else {
+            batches.back().push_back(i);
+            max_len = m;
+        }
+    }
+    return batches;
+}
+
+}  // namespace bioinfer::runtime

@@ -1,0 +1,49 @@
+// The embedding job behind `bioinfer embed` and `bioinfer bench embed`: collect and validate
+// inputs, batch by length, run the model once per batch, write per-record outputs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/esm2.h"
+
+namespace bioinfer::runtime {
+
+struct EmbedRecord {
+    std::string id;
+    std::string source;           // file (or "<argument>")
+    std::vector<int32_t> tokens;  // residue tokens, no <cls>/<eos>, after truncation
+    int64_t original_length = 0;
+};
+
+// INPUT: a FASTA file, a folder of FASTA files (*.fa, *.fasta, *.faa, *.fas), or a bare sequence.
+// Validates everything (alphabet, empty and duplicate records) before returning.
+std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate);
+
+struct EmbedOptions {
+    std::vector<int> repr_layers{-1};  // fair-esm style, negative counts from the end
+    bool per_tok = false, mean = true, bos = false, contacts = false, logits = false;
+    int64_t toks_per_batch = 4096;
+    std::string format = "npz";  // npz | h5
+    std::string out_dir;
+    std::string model_label;  // for the manifest
+    bool quiet = false;
+};
+
+// Parses "mean,per_tok,bos,contacts,logits" into opts (error on unknown words).
+void parse_include(const std::string& list, EmbedOptions& opts);
+// Resolves negative layer indices against num_layers (error when out of range).
+std::vector<int> resolve_layers(const std::vector<int>& layers, int64_t num_layers);
+// File name for a record id: '/', NUL and leading dots replaced so it stays inside out_dir.
+std::string safe_file_stem(const std::string& id);
+
+struct EmbedStats {
+    int64_t sequences = 0, tokens = 0;  // tokens include <cls>/<eos>, exclude padding
+    double seconds = 0;                 // model forward + output writing
+};
+
+// Runs the job; with write_outputs=false only the forward passes run (benchmarking).
+EmbedStats run_embed(esm::Esm2Model& model, const std::vector<EmbedRecord>& records,
+                     const EmbedOptions& opts, bool write_outputs);
+
+}  // namespace bioinfer::runtime

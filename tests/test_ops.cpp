@@ -1,0 +1,208 @@
+// Op tests: every optimized CPU kernel against its plain fp32 reference, over odd and even sizes,
+// masks and strides (the same binary runs whichever ISA the dispatcher picks).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "bioinfer/error.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+using namespace bioinfer;
+using bioinfer::test::compare;
+using bioinfer::test::random_tensor;
+
+namespace {
+
+// Runs f under the reference and then the optimized backend on copies of the same inputs.
+template <typename F>
+void both(F f) {
+    ops::set_backend(ops::Backend::Ref);
+    f(true);
+    ops::set_backend(ops::Backend::Cpu);
+    f(false);
+}
+
+class OpSizes : public ::testing::TestWithParam<int> {};
+
+}  // namespace
+
+TEST(Ops, KernelTableIsOptimized) {
+    // On an x86-64 machine with AVX2 the dispatcher must not fall back to the reference.
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        EXPECT_NE(std::string(kernels::cpu_kernels().name), "ref");
+    }
+}
+
+TEST_P(OpSizes, Linear) {
+    const int64_t n = GetParam();
+    for (int64_t M : {int64_t(1), n, 2 * n + 3}) {
+        Tensor x = random_tensor({M, n + 5}, 1), w = random_tensor({n, n + 5}, 2),
+               b = random_tensor({n}, 3), res = random_tensor({M, n}, 4);
+        for (int mode = 0; mode < 3; ++mode) {
+            Tensor ref, got;
+            both([&](bool is_ref) {
+                Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
+                ops::linear(x, w, mode == 1 ? nullptr : &b, out,
+                            {.gelu = mode == 0, .accumulate = mode == 2});
+                (is_ref ? ref : got) = out;
+            });
+            compare(got, ref, 1e-5, 1e-5, "linear");
+        }
+    }
+}
+
+TEST_P(OpSizes, LayerNorm) {
+    const int64_t d = GetParam();
+    Tensor x = random_tensor({7, d}, 5, 3.0f, 1.5f), g = random_tensor({d}, 6), b = random_tensor({d}, 7);
+    Tensor ref = Tensor::empty({7, d}), got = Tensor::empty({7, d});
+    ops::set_backend(ops::Backend::Ref);
+    ops::layer_norm(x, g, b, 1e-5f, ref);
+    ops::set_backend(ops::Backend::Cpu);
+    ops::layer_norm(x, g, b, 1e-5f, got);
+    compare(got, ref, 2e-6, 1e-6, "layer_norm");
+}
+
+TEST_P(OpSizes, Gelu) {
+    const int64_t n = GetParam() * 7;
+    Tensor x = random_tensor({n}, 8, 0.0f, 4.0f);
+    Tensor ref = Tensor::empty({n}), got = Tensor::empty({n});
+    ops::set_backend(ops::Backend::Ref);
+    ops::gelu(x, ref);
+    ops::set_backend(ops::Backend::Cpu);
+    ops::gelu(x, got);
+    compare(got, ref, 1e-6, 2e-6, "gelu");
+}
+
+TEST_P(OpSizes, SoftmaxWithMasks) {
+    const int64_t c = GetParam();
+    std::vector<uint8_t> keep(size_t(c), 1);
+    for (int64_t i = 0; i < c; i += 3) keep[size_t(i)] = 0;
+    keep[size_t(c - 1)] = 1;
+    Tensor add = random_tensor({c}, 9);
+    for (int variant = 0; variant < 3; ++variant) {
+        Tensor x = random_tensor({5, c}, 10, 0.0f, 5.0f);
+        Tensor ref = x.clone(), got = x.clone();
+        const Tensor* a = variant == 1 ? &add : nullptr;
+        const uint8_t* k = variant == 2 ? keep.data() : nullptr;
+        ops::set_backend(ops::Backend::Ref);
+        ops::softmax(ref, a, k);
+        ops::set_backend(ops::Backend::Cpu);
+        ops::softmax(got, a, k);
+        compare(got, ref, 1e-6, 1e-6, "softmax");
+        if (!k) continue;
+        for (int64_t r = 0; r < 5; ++r)
+            for (int64_t i = 0; i < c; ++i) {
+                if (!keep[size_t(i)]) {
+                    EXPECT_EQ(got.f32()[r * c + i], 0.0f);
+                }
+            }
+    }
+}
+
+TEST_P(OpSizes, Rotary) {
+    const int64_t dh = 2 * GetParam();
+    const int64_t B = 2, L = 9, H = 3;
+    Tensor inv = Tensor::empty({dh / 2});
+    for (int64_t i = 0; i < dh / 2; ++i) inv.f32()[i] = 1.0f / std::pow(10000.0f, float(2 * i) / float(dh));
+    Tensor cos, sin;
+    ops::rotary_tables(inv, L, cos, sin);
+    Tensor x = random_tensor({B, L, H, dh}, 11);
+    Tensor ref = x.clone(), got = x.clone();
+    ops::set_backend(ops::Backend::Ref);
+    ops::rotary(ref, cos, sin);
+    ops::set_backend(ops::Backend::Cpu);
+    ops::rotary(got, cos, sin);
+    compare(got, ref, 1e-6, 1e-6, "rotary");
+    // Position 0 is the identity rotation.
+    for (int64_t i = 0; i < H * dh; ++i) EXPECT_FLOAT_EQ(got.f32()[i], x.f32()[i]);
+}
+
+TEST_P(OpSizes, AttentionWithKeyPadding) {
+    const int64_t L = GetParam(), H = 2, Dh = 12, B = 3;
+    Tensor q = random_tensor({B, L, H * Dh}, 12), k = random_tensor({B, L, H * Dh}, 13),
+           v = random_tensor({B, L, H * Dh}, 14);
+    std::vector<uint8_t> valid(size_t(B * L), 1);
+    for (int64_t t = L / 2 + 1; t < L; ++t) valid[size_t(1 * L + t)] = 0;  // batch 1 padded
+    Tensor ref_o = Tensor::empty({B, L, H * Dh}), got_o = Tensor::empty({B, L, H * Dh});
+    Tensor ref_p = Tensor::empty({B, H, L, L}), got_p = Tensor::empty({B, H, L, L});
+    ops::set_backend(ops::Backend::Ref);
+    ops::attention(q, k, v, H, 0.3f, valid, ref_o, &ref_p);
+    ops::set_backend(ops::Backend::Cpu);
+    ops::attention(q, k, v, H, 0.3f, valid, got_o, &got_p);
+    compare(got_o, ref_o, 1e-5, 1e-5, "attention out");
+    compare(got_p, ref_p, 1e-6, 1e-6, "attention probs");
+    // Without probs the result is the same.
+    Tensor o2 = Tensor::empty({B, L, H * Dh});
+    ops::attention(q, k, v, H, 0.3f, valid, o2, nullptr);
+    compare(o2, got_o, 0, 0, "attention without probs");
+    // Independent oracle: batch 1 equals attention over its valid prefix alone.
+    const int64_t Lv = L / 2 + 1;
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < L; ++i) {
+            std::vector<double> s(static_cast<size_t>(Lv));
+            double mx = -1e300, sum = 0;
+            for (int64_t j = 0; j < Lv; ++j) {
+                double d = 0;
+                for (int64_t c = 0; c < Dh; ++c)
+                    d += double(q.f32()[(L + i) * H * Dh + h * Dh + c]) * k.f32()[(L + j) * H * Dh + h * Dh + c];
+                s[size_t(j)] = 0.3 * d;
+                mx = std::max(mx, s[size_t(j)]);
+            }
+            for (auto& e : s) sum += (e = std::exp(e - mx));
+            for (int64_t c = 0; c < Dh; ++c) {
+                double o = 0;
+                for (int64_t j = 0; j < Lv; ++j) o += s[size_t(j)] / sum * v.f32()[(L + j) * H * Dh + h * Dh + c];
+                EXPECT_NEAR(got_o.f32()[(L + i) * H * Dh + h * Dh + c], o, 2e-5);
+            }
+        }
+}
+
+TEST_P(OpSizes, GemmStrided) {
+    const int64_t n = GetParam();
+    const int64_t M = n + 1, N = n + 2, K = n, lda = K + 3, ldb = N + 5, ldc = N + 1;
+    Tensor a = random_tensor({M, lda}, 15), b = random_tensor({K, ldb}, 16);
+    Tensor ref = Tensor::zeros({M, ldc}), got = Tensor::zeros({M, ldc});
+    kernels::ref_kernels().gemm_nn(a.f32(), lda, b.f32(), ldb, ref.f32(), ldc, M, N, K);
+    kernels::cpu_kernels().gemm_nn(a.f32(), lda, b.f32(), ldb, got.f32(), ldc, M, N, K);
+    compare(got, ref, 1e-5, 1e-5, "gemm_nn");
+}
+
+TEST_P(OpSizes, AddScale) {
+    const int64_t n = GetParam() * 3 + 1;
+    Tensor a = random_tensor({n}, 17), b = random_tensor({n}, 18);
+    Tensor r1 = Tensor::empty({n}), g1 = Tensor::empty({n});
+    ops::set_backend(ops::Backend::Ref);
+    ops::add(a, b, r1);
+    ops::set_backend(ops::Backend::Cpu);
+    ops::add(a, b, g1);
+    compare(g1, r1, 0, 0, "add");
+    ops::scale(a, -0.7f, g1);
+    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(g1.f32()[i], a.f32()[i] * -0.7f);
+}
+
+INSTANTIATE_TEST_SUITE_P(OddEven, OpSizes, ::testing::Values(1, 7, 8, 16, 33, 64, 100));
+
+TEST(Ops, EmbeddingGatherAndBadId) {
+    Tensor table = random_tensor({5, 4}, 19);
+    Tensor out = Tensor::empty({3, 4});
+    ops::embedding({4, 0, 4}, table, out);
+    for (int c = 0; c < 4; ++c) {
+        EXPECT_EQ(out.f32()[c], table.f32()[16 + c]);
+        EXPECT_EQ(out.f32()[4 + c], table.f32()[c]);
+    }
+    EXPECT_THROW(ops::embedding({5, 0, 1}, table, out), Error);
+}
+
+TEST(Ops, ShapeErrorsNameTheOperand) {
+    Tensor x = random_tensor({3, 4}, 20), w = random_tensor({5, 6}, 21), out = Tensor::empty({3, 5});
+    try {
+        ops::linear(x, w, nullptr, out);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("[linear] x: expected last dim 6"), std::string::npos)
+            << e.what();
+    }
+}

@@ -1,0 +1,56 @@
+// bioinfer: one binary, a table of subcommands. Errors print one line and exit non-zero.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "bioinfer/error.h"
+
+namespace bioinfer::cli {
+int embed_main(int argc, char** argv);
+int bench_main(int argc, char** argv);
+}  // namespace bioinfer::cli
+
+namespace {
+
+struct Subcommand {
+    const char* name;
+    int (*run)(int, char**);
+    const char* summary;
+};
+
+const Subcommand kSubcommands[] = {
+    {"embed", bioinfer::cli::embed_main, "per-residue / pooled embeddings, contacts, logits (ESM-2)"},
+    {"bench", bioinfer::cli::bench_main, "time a model on inputs, JSON on stdout"},
+};
+
+void usage(FILE* f) {
+    std::fprintf(f, "usage: bioinfer <command> [options]\n\ncommands:\n");
+    for (auto& s : kSubcommands) std::fprintf(f, "  %-8s %s\n", s.name, s.summary);
+    std::fprintf(f, "\n'bioinfer <command> --help' describes a command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!std::strcmp(argv[1], "--version")) {
+        std::printf("bioinfer 0.1.0\n");
+        return 0;
+    }
+    for (auto& s : kSubcommands) {
+        if (std::strcmp(argv[1], s.name) != 0) continue;
+        try {
+            return s.run(argc - 2, argv + 2);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bioinfer %s: error: %s\n", s.name, e.what());
+            return 1;
+        }
+    }
+    std::fprintf(stderr, "bioinfer: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
