@@ -204,6 +204,7 @@ Esm2Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
     }
     std::vector<double> row;
     for (int64_t l = 0; l < c.layers; ++l) {
+        if (req.tap) ctx.tap = [&](const std::string& n, const Tensor& t) { req.tap(int(l), n, t); };
         nn::pre_ln_block(blocks_[size_t(l)], ctx, x, req.contacts ? &probs : nullptr);
         if (req.contacts) {
 #pragma omp parallel for schedule(dynamic, 1) private(row)

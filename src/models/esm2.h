@@ -1,6 +1,7 @@
 // ESM-2 (Hugging Face EsmForMaskedLM / EsmModel checkpoints of any size): hyper-parameters from
 // config.json, a declarative weight table, and a batched forward exact to the upstream model.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,8 @@ struct Esm2Request {
     std::vector<int> layers;  // resolved indices in [0, num_layers]; 0 = embeddings
     bool logits = false;
     bool contacts = false;
+    // Optional observer of block intermediates: (layer, name, tensor (B, T, ...)).
+    std::function<void(int layer, const std::string& name, const Tensor& t)> tap;
 };
 
 struct Esm2Output {

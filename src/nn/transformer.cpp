@@ -19,8 +19,10 @@ void Linear::operator()(const Tensor& x, Tensor& out, ops::Epilogue ep) const {
 
 LayerNorm LayerNorm::load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps) {
     LayerNorm ln;
-    ln.g = m.get_f32(prefix + ".weight", {d});
-    ln.b = m.get_f32(prefix + ".bias", {d});
+    // transformers >= 5 writes modules named "LayerNorm" with the legacy gamma/beta names.
+    const bool legacy = !m.has(prefix + ".weight") && m.has(prefix + ".gamma");
+    ln.g = m.get_f32(prefix + (legacy ? ".gamma" : ".weight"), {d});
+    ln.b = m.get_f32(prefix + (legacy ? ".beta" : ".bias"), {d});
     ln.eps = eps;
     return ln;
 }
@@ -37,6 +39,7 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
 
     Tensor h = Tensor::empty({B, T, D});
     blk.ln_attn(x, h);
+    if (ctx.tap) ctx.tap("attn_ln", h);
     Tensor q = Tensor::empty({B, T, D}), k = Tensor::empty({B, T, D}), v = Tensor::empty({B, T, D});
     at.q(h, q);
     at.k(h, k);
@@ -49,11 +52,14 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
     }
     Tensor ctxv = Tensor::empty({B, T, D});
     ops::attention(q, k, v, H, 1.0f, ctx.key_valid, ctxv, probs);
+    if (ctx.tap) ctx.tap("attn_ctx", ctxv);
     at.o(ctxv, x, {.accumulate = true});  // x += o(attn)
+    if (ctx.tap) ctx.tap("attn_out", x);
 
     blk.ln_ffn(x, h);
     Tensor up = Tensor::empty({B, T, blk.ffn.up.out_features()});
     blk.ffn.up(h, up, {.gelu = true});
+    if (ctx.tap) ctx.tap("ffn_up", up);
     blk.ffn.down(up, x, {.accumulate = true});  // x += down(gelu(up(ln(x))))
 }
 

@@ -2,6 +2,8 @@
 // rotary and key-padding mask, GELU feed-forward, and the pre-LN block that chains them.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "bioinfer/tensor.h"
@@ -56,6 +58,8 @@ struct BatchCtx {
     int64_t B = 0, T = 0;
     std::vector<uint8_t> key_valid;
     Rotary* rotary = nullptr;  // null: no rotary
+    // Optional observer of named intermediates (tests compare them with upstream modules).
+    std::function<void(const std::string& name, const Tensor& t)> tap;
 };
 
 // x (B, T, D) updated in place: x += attn(ln(x)); x += ffn(ln(x)).
