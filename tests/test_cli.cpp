@@ -1,1 +1,252 @@
+// CLI tests: the real binary on real files. Good inputs must reproduce the upstream fixtures;
+// bad inputs must give one clear error line, a non-zero exit, and no output files.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "io/h5.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace bioinfer;
+
+namespace {
+
+const std::string kBin = BIOINFER_BIN;
+const std::string kFix = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
+
+struct Result {
+    int rc = -1;
+    std::string err;
+};
+
+struct Cli : ::testing::Test {
+    fs::path tmp;
+    void SetUp() override {
+        tmp = fs::temp_directory_path() /
+              ("bioinfer_cli_" + std::to_string(getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(tmp);
+        fs::create_directories(tmp);
+    }
+    void TearDown() override { fs::remove_all(tmp); }
+    std::string p(const std::string& n) const { return (tmp / n).string(); }
+
+    Result run(const std::string& args, const std::string& env = "") const {
+        const std::string errf = p("stderr.txt");
+        const std::string cmd = env + " " + kBin + " " + args + " > /dev/null 2> " + errf + " < /dev/null";
+        int st = std::system(cmd.c_str());
+        Result r;
+        r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        r.err = io::read_file(errf);
+        return r;
+    }
+    void write(const std::string& name, const std::string& text) const {
+        std::ofstream(p(name)) << text;
+    }
+    // The fixture's cases as a FASTA file.
+    std::string cases_fasta() const {
+        auto j = nlohmann::json::parse(io::read_file(kFix + "/cases.json"));
+        std::string fa;
+        for (auto& c : j["cases"])
+            fa += ">" + c["id"].get<std::string>() + " test\n" + c["sequence"].get<std::string>() + "\n";
+        write("cases.fa", fa);
+        return p("cases.fa");
+    }
+    // A bad input must fail with one line naming `needle` and leave no file in out/.
+    void expect_clean_failure(const std::string& args, const std::string& needle) const {
+        Result r = run(args + " --out-dir " + p("out"));
+        EXPECT_NE(r.rc, 0) << args;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+        EXPECT_TRUE(!fs::exists(p("out")) || fs::is_empty(p("out"))) << args;
+    }
+};
+
+Tensor ref_tensor(const std::string& key) {
+    return io::SafetensorsFile::open(kFix + "/reference.safetensors")->get(key).to_f32();
+}
+
+// Rows [1, n-1) of a (n, C) reference: residues only.
+std::vector<float> residue_rows(const Tensor& t) {
+    const int64_t n = t.size(0), C = t.size(1);
+    return std::vector<float>(t.f32() + C, t.f32() + (n - 1) * C);
+}
+
+std::vector<float> mean_rows(const Tensor& t) {
+    const int64_t n = t.size(0), C = t.size(1);
+    std::vector<float> m(size_t(C), 0.0f);
+    for (int64_t c = 0; c < C; ++c) {
+        double s = 0;
+        for (int64_t i = 1; i < n - 1; ++i) s += t.f32()[i * C + c];
+        m[size_t(c)] = float(s / double(n - 2));
+    }
+    return m;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    auto s = test::stats(got.data(), want.data(), int64_t(got.size()));
+    EXPECT_LE(s.max_abs, 2e-5) << what;
+    EXPECT_GE(s.pcc, 0.99999) << what;
+}
+
+const char* kCases[] = {"ubq", "rare", "masked", "short", "trpcage"};
+
+}  // namespace
+
+TEST_F(Cli, EmbedNpzMatchesFixtures) {
+    Result r = run("embed " + cases_fasta() + " --weights " + kFix + " --out-dir " + p("out") +
+                   " --repr-layers 0,-1 --include mean,per_tok,bos,contacts,logits --threads 2");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto man = nlohmann::json::parse(io::read_file(p("out/manifest.json")));
+    EXPECT_EQ(man["layers"], nlohmann::json({0, 3}));
+    ASSERT_EQ(man["records"].size(), 5u);
+    for (const char* id : kCases) {
+        auto m = io::read_npz(p(std::string("out/") + id + ".npz"));
+        Tensor h3 = ref_tensor(std::string(id) + ".hidden.3"), h0 = ref_tensor(std::string(id) + ".hidden.0");
+        expect_close(m["representations_3"].data, residue_rows(h3), std::string(id) + " per_tok 3");
+        expect_close(m["representations_0"].data, residue_rows(h0), std::string(id) + " per_tok 0");
+        EXPECT_EQ(m["representations_3"].shape, (Shape{h3.size(0) - 2, 32}));
+        expect_close(m["mean_representations_3"].data, mean_rows(h3), std::string(id) + " mean");
+        expect_close(m["bos_representations_3"].data, std::vector<float>(h3.f32(), h3.f32() + 32),
+                     std::string(id) + " bos");
+        Tensor c = ref_tensor(std::string(id) + ".contacts");
+        expect_close(m["contacts"].data, std::vector<float>(c.f32(), c.f32() + c.numel()),
+                     std::string(id) + " contacts");
+        expect_close(m["logits"].data, residue_rows(ref_tensor(std::string(id) + ".logits")),
+                     std::string(id) + " logits");
+    }
+    for (auto& e : fs::directory_iterator(p("out")))
+        EXPECT_NE(e.path().filename().string()[0], '.') << "temporary left: " << e.path();
+}
+
+TEST_F(Cli, EmbedH5MatchesFixturesAndBatchingIsExact) {
+    const std::string fa = cases_fasta();
+    Result r = run("embed " + fa + " --weights " + kFix + " --out-dir " + p("h5") +
+                   " --include mean,per_tok --format h5 --toks-per-batch 100000");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    Result r1 = run("embed " + fa + " --weights " + kFix + " --out-dir " + p("one") +
+                    " --include mean,per_tok --format h5 --toks-per-batch 1");  // one per batch
+    ASSERT_EQ(r1.rc, 0) << r1.err;
+    for (const char* id : kCases) {
+        Tensor h3 = ref_tensor(std::string(id) + ".hidden.3");
+        Shape s;
+        auto per_tok = io::h5_read(p("h5/embeddings.h5"), std::string("/representations_3/") + id, &s);
+        EXPECT_EQ(s, (Shape{h3.size(0) - 2, 32}));
+        expect_close(per_tok, residue_rows(h3), std::string(id) + " h5 per_tok");
+        auto mean = io::h5_read(p("h5/embeddings.h5"), std::string("/mean_representations_3/") + id, &s);
+        expect_close(mean, mean_rows(h3), std::string(id) + " h5 mean");
+        auto single = io::h5_read(p("one/embeddings.h5"), std::string("/representations_3/") + id, &s);
+        auto st = test::stats(per_tok.data(), single.data(), int64_t(single.size()));
+        EXPECT_LE(st.max_abs, 1e-5) << id << ": batched differs from single";
+    }
+}
+
+TEST_F(Cli, EmbedH5UniprotLayoutFolderAndBareSequence) {
+    fs::create_directories(p("in"));
+    write("in/a.fasta", ">P1\nMKTAYIAK\n");
+    write("in/b.fa", ">P2\nGSHMLL\n");
+    write("in/notes.txt", "ignored");
+    Result r = run("embed " + p("in") + " --weights " + kFix + " --out-dir " + p("out") + " --format h5");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    Shape s;
+    io::h5_read(p("out/embeddings.h5"), "/P1", &s);  // one array per record: /<accession>
+    EXPECT_EQ(s, (Shape{32}));
+    io::h5_read(p("out/embeddings.h5"), "/P2", &s);
+    Result b = run("embed MKTAYIAK --weights " + kFix + " --out-dir " + p("bare"));
+    ASSERT_EQ(b.rc, 0) << b.err;
+    auto m = io::read_npz(p("bare/seq.npz"));
+    auto m2 = io::read_npz(p("bare/seq.npz"));
+    EXPECT_EQ(m["mean_representations_3"].shape, (Shape{32}));
+    // The same sequence gives the same embedding from the folder run.
+    auto f = io::h5_read(p("out/embeddings.h5"), "/P1", &s);
+    expect_close(m["mean_representations_3"].data, f, "bare vs folder");
+}
+
+TEST_F(Cli, ModelNameResolvesFromHuggingFaceCache) {
+    const fs::path snap = tmp / "hub/models--facebook--esm2_t6_8M_UR50D/snapshots/0123abc";
+    fs::create_directories(snap);
+    for (auto& e : fs::directory_iterator(kFix)) fs::create_symlink(e.path(), snap / e.path().filename());
+    fs::create_directories(tmp / "hub/models--facebook--esm2_t6_8M_UR50D/refs");
+    write("hub/models--facebook--esm2_t6_8M_UR50D/refs/main", "0123abc");
+    Result r = run("embed MKV --model esm2_t6_8M_UR50D --out-dir " + p("out"), "HF_HUB_CACHE=" + p("hub"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::exists(p("out/seq.npz")));
+    auto man = nlohmann::json::parse(io::read_file(p("out/manifest.json")));
+    EXPECT_EQ(man["model"], "esm2_t6_8M_UR50D");
+    Result miss = run("embed MKV --model esm2_t12_35M_UR50D --out-dir " + p("o2"), "HF_HUB_CACHE=" + p("hub"));
+    EXPECT_NE(miss.rc, 0);
+    EXPECT_NE(miss.err.find("not in the Hugging Face cache"), std::string::npos) << miss.err;
+}
+
+TEST_F(Cli, TruncationWarnsPerRecord) {
+    write("long.fa", ">long\nMKTAYIAKQRQISFVK\n>ok\nMK\n");
+    Result r = run("embed " + p("long.fa") + " --weights " + kFix + " --out-dir " + p("out") +
+                   " --truncate 10 --include per_tok");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("record 'long': 16 residues truncated to 10"), std::string::npos) << r.err;
+    EXPECT_EQ(io::read_npz(p("out/long.npz"))["representations_3"].shape, (Shape{10, 32}));
+}
+
+TEST_F(Cli, BadInputsFailCleanly) {
+    const std::string w = " --weights " + kFix;
+    write("bad_residue.fa", ">ok\nMKV\n>bad1\nMKJV\n");
+    expect_clean_failure("embed " + p("bad_residue.fa") + w, "record 'bad1'] residue 'J' at position 3");
+    write("empty.fa", ">ok\nMKV\n>empty\n>next\nMK\n");
+    expect_clean_failure("embed " + p("empty.fa") + w, "record 'empty' has an empty sequence");
+    write("dup.fa", ">x\nMKV\n>x\nMK\n");
+    expect_clean_failure("embed " + p("dup.fa") + w, "duplicate record id 'x'");
+    write("nofasta.fa", "just text\n");
+    expect_clean_failure("embed " + p("nofasta.fa") + w, "before the first '>'");
+    write("unreadable.fa", ">x\nMK\n");
+    fs::permissions(p("unreadable.fa"), fs::perms::none);
+    if (getuid() != 0)  // root reads anything; a folder in place of a file fails the same way
+        expect_clean_failure("embed " + p("unreadable.fa") + w, "unreadable.fa");
+    fs::create_directories(p("dir.fa"));
+    expect_clean_failure("embed " + p("dir.fa") + w, "no FASTA files");
+    expect_clean_failure("embed MKV --weights " + p("nowhere"), "weights directory does not exist");
+
+    // Corrupt weights: truncated safetensors.
+    fs::create_directories(p("trunc"));
+    fs::copy_file(kFix + "/config.json", p("trunc/config.json"));
+    std::string st = io::read_file(kFix + "/model.safetensors");
+    write("trunc/model.safetensors", st.substr(0, st.size() / 2));
+    expect_clean_failure("embed MKV --weights " + p("trunc"), "truncated");
+    // Unsupported config.
+    fs::create_directories(p("absolute"));
+    fs::copy_file(kFix + "/model.safetensors", p("absolute/model.safetensors"));
+    auto cfg = nlohmann::json::parse(io::read_file(kFix + "/config.json"));
+    cfg["position_embedding_type"] = "absolute";
+    write("absolute/config.json", cfg.dump());
+    expect_clean_failure("embed MKV --weights " + p("absolute"), "position_embedding_type 'absolute'");
+    // A config that disagrees with the tensors: wrong shape names the key.
+    fs::create_directories(p("shape"));
+    fs::copy_file(kFix + "/model.safetensors", p("shape/model.safetensors"));
+    cfg = nlohmann::json::parse(io::read_file(kFix + "/config.json"));
+    cfg["intermediate_size"] = 48;
+    write("shape/config.json", cfg.dump());
+    expect_clean_failure("embed MKV --weights " + p("shape"),
+                         "tensor 'esm.encoder.layer.0.intermediate.dense.weight': expected shape [48, 32], got [64, 32]");
+    // Options.
+    expect_clean_failure("embed MKV" + w + " --include mean,everything", "unknown output 'everything'");
+    expect_clean_failure("embed MKV" + w + " --repr-layers 7", "layer 7 outside");
+    expect_clean_failure("embed MKV" + w + " --format parquet", "expected npz or h5");
+    expect_clean_failure("embed MKV" + w + " --bogus 1", "--bogus");
+}
+
+TEST_F(Cli, HelpAndUnknownCommand) {
+    EXPECT_EQ(run("embed --help").rc, 0);
+    EXPECT_EQ(run("--help").rc, 0);
+    Result r = run("fold x");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("unknown command 'fold'"), std::string::npos);
+}

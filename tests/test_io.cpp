@@ -1,1 +1,236 @@
+// I/O and runtime units: safetensors validation, model directories, FASTA, npz/h5 round trips,
+// the tokenizer's errors, and length batching.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "bioinfer/error.h"
+#include "io/atomic_file.h"
+#include "io/fasta.h"
+#include "io/h5.h"
+#include "io/model_dir.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "models/esm_alphabet.h"
+#include "runtime/batching.h"
+#include "runtime/embed_pipeline.h"
+#include "test_util.h"
+
+using namespace bioinfer;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        path = fs::temp_directory_path() / ("bioinfer_test_" + std::to_string(getpid()) + "_" +
+                                            std::to_string(counter()++));
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+    static int& counter() {
+        static int c = 0;
+        return c;
+    }
+    std::string operator/(const std::string& n) const { return (path / n).string(); }
+};
+
+// Runs f and returns the error message it throws (fails the test when it does not throw).
+template <typename F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected an error";
+    return "";
+}
+
+void expect_contains(const std::string& s, const std::string& part) {
+    EXPECT_NE(s.find(part), std::string::npos) << "'" << s << "' lacks '" << part << "'";
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string make_st(const std::string& header, size_t data_bytes) {
+    std::string s(8, '\0');
+    uint64_t n = header.size();
+    std::memcpy(s.data(), &n, 8);
+    return s + header + std::string(data_bytes, '\0');
+}
+
+}  // namespace
+
+TEST(Safetensors, RoundTripAllDtypes) {
+    TempDir d;
+    Tensor a = test::random_tensor({3, 5}, 1);
+    Tensor h = Tensor::empty({4}, DType::BF16), f = Tensor::empty({2}, DType::F16);
+    uint16_t* hp = static_cast<uint16_t*>(h.raw());
+    for (int i = 0; i < 4; ++i) hp[i] = f32_to_bf16(float(i) - 1.5f);
+    uint16_t* fp = static_cast<uint16_t*>(f.raw());
+    fp[0] = 0x3c00;  // 1.0
+    fp[1] = 0xc500;  // -5.0
+    io::write_safetensors(d / "x.safetensors", {{"a", a}, {"h", h}, {"f", f}});
+    auto st = io::SafetensorsFile::open(d / "x.safetensors");
+    Tensor a2 = st->get("a");
+    EXPECT_EQ(a2.shape(), a.shape());
+    EXPECT_EQ(std::memcmp(a2.raw(), a.raw(), 60), 0);
+    Tensor h2 = st->get("h").to_f32();
+    EXPECT_FLOAT_EQ(h2.f32()[0], -1.5f);
+    EXPECT_FLOAT_EQ(h2.f32()[3], 1.5f);
+    Tensor f2 = st->get("f").to_f32();
+    EXPECT_FLOAT_EQ(f2.f32()[0], 1.0f);
+    EXPECT_FLOAT_EQ(f2.f32()[1], -5.0f);
+}
+
+TEST(Safetensors, RejectsCorruptFiles) {
+    TempDir d;
+    write_bytes(d / "short", "abc");
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "short"); }), "at least 8");
+    write_bytes(d / "hlen", make_st("{}", 0).replace(0, 8, std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8)));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "hlen"); }), "header length");
+    write_bytes(d / "json", make_st("{not json", 0));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "json"); }), "not valid JSON");
+    write_bytes(d / "dtype", make_st(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "dtype"); }), "tensor 'w'");
+    write_bytes(d / "trunc", make_st(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "trunc"); }), "truncated");
+    write_bytes(d / "size", make_st(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "size"); }), "needs 12");
+    write_bytes(d / "overlap",
+                make_st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                        12));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "overlap"); }), "overlap");
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "missing"); }), "cannot open");
+}
+
+TEST(ModelDir, ShardedAndErrorsNameTheKey) {
+    const std::string fx = std::string(BIOINFER_FIXTURES) + "/esm2_tiny_hd12";
+    auto m = io::ModelDir::open(fx);
+    EXPECT_TRUE(m.has("lm_head.bias"));
+    EXPECT_TRUE(m.has("esm.encoder.layer.1.output.dense.weight"));
+    expect_contains(error_of([&] { m.get_f32("lm_head.bias", {34}); }),
+                    "tensor 'lm_head.bias': expected shape [34], got [33]");
+    expect_contains(error_of([&] { m.get_f32("nope", {1}); }), "missing tensor 'nope'");
+    TempDir d;
+    expect_contains(error_of([&] { io::ModelDir::open(d.path.string()); }), "config.json");
+    write_bytes(d / "config.json", "{}");
+    expect_contains(error_of([&] { io::ModelDir::open(d.path.string()); }), "no model.safetensors");
+    write_bytes(d / "config.json", "{oops");
+    expect_contains(error_of([&] { io::ModelDir::open(d.path.string()); }), "not valid JSON");
+}
+
+TEST(Fasta, ParsesAndRejects) {
+    auto r = io::parse_fasta(">a desc here\r\nMK\nTV*\n\n>b\nGG\n", "t.fa");
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].id, "a");
+    EXPECT_EQ(r[0].description, "a desc here");
+    EXPECT_EQ(r[0].sequence, "MKTV");
+    EXPECT_EQ(r[1].line, 5);
+    expect_contains(error_of([] { io::parse_fasta(">a\n>b\nMK\n", "t.fa"); }),
+                    "[t.fa:1] record 'a' has an empty sequence");
+    expect_contains(error_of([] { io::parse_fasta("MKV\n", "t.fa"); }), "before the first '>'");
+    expect_contains(error_of([] { io::parse_fasta(">\nMK\n", "t.fa"); }), "no id");
+    expect_contains(error_of([] { io::parse_fasta("", "t.fa"); }), "no FASTA records");
+}
+
+TEST(Fasta, ReadsSharedData) {
+    auto r = io::read_fasta(std::string(BIOINFER_SHARED_DATA) + "/sequences.fasta");
+    EXPECT_GE(r.size(), 5u);
+    for (auto& x : r) EXPECT_FALSE(x.sequence.empty()) << x.id;
+}
+
+TEST(Alphabet, TokenizeAndErrors) {
+    auto t = esm::tokenize("mk<mask>XBUZO.-", "r1");
+    std::vector<int32_t> want{20, 15, 32, 24, 25, 26, 27, 28, 29, 30};
+    EXPECT_EQ(t, want);
+    expect_contains(error_of([] { esm::tokenize("MKJ", "r1"); }),
+                    "[record 'r1'] residue 'J' at position 3 is not in the ESM alphabet");
+    expect_contains(error_of([] { esm::tokenize("MK<eos>", "r2"); }), "special token '<eos>'");
+    expect_contains(error_of([] { esm::tokenize("MK1", "r3"); }), "residue '1'");
+}
+
+TEST(Npz, RoundTrip) {
+    TempDir d;
+    Tensor a = test::random_tensor({3, 7}, 2), b = test::random_tensor({5}, 3);
+    io::write_npz(d / "x.npz", {{"a", a.shape(), a.f32()}, {"b", b.shape(), b.f32()}});
+    auto m = io::read_npz(d / "x.npz");
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m["a"].shape, a.shape());
+    EXPECT_EQ(m["b"].shape, b.shape());
+    EXPECT_EQ(std::memcmp(m["a"].data.data(), a.f32(), 21 * 4), 0);
+    EXPECT_EQ(std::memcmp(m["b"].data.data(), b.f32(), 5 * 4), 0);
+    for (auto& e : fs::directory_iterator(d.path))  // no temporary left behind
+        EXPECT_EQ(e.path().filename().string()[0] == '.', false) << e.path();
+}
+
+TEST(H5, RoundTripAndAtomic) {
+    TempDir d;
+    Tensor a = test::random_tensor({4, 3}, 4);
+    {
+        io::H5Writer w(d / "e.h5");
+        w.write("/P1", a.shape(), a.f32());
+        w.write("/mean_2/P1", {3}, a.f32());
+        EXPECT_FALSE(fs::exists(d / "e.h5"));  // only the temporary exists until commit
+        w.commit();
+    }
+    Shape s;
+    auto v = io::h5_read(d / "e.h5", "/P1", &s);
+    EXPECT_EQ(s, a.shape());
+    EXPECT_EQ(std::memcmp(v.data(), a.f32(), 12 * 4), 0);
+    io::h5_read(d / "e.h5", "/mean_2/P1", &s);
+    EXPECT_EQ(s, (Shape{3}));
+    {
+        io::H5Writer w(d / "f.h5");
+        w.write("/x", {1}, a.f32());
+    }  // destroyed without commit
+    EXPECT_FALSE(fs::exists(d / "f.h5"));
+    EXPECT_TRUE(fs::is_empty(d.path) || !fs::exists(d / ".f.h5.tmp"));
+}
+
+TEST(Batching, BudgetAndCoverage) {
+    std::vector<int64_t> len{10, 300, 20, 300, 5, 1000};
+    auto b = runtime::make_batches(len, 700);
+    std::vector<int> seen(len.size(), 0);
+    for (auto& batch : b) {
+        int64_t mx = 0;
+        for (size_t i : batch) {
+            seen[i]++;
+            mx = std::max(mx, len[i]);
+        }
+        EXPECT_TRUE(batch.size() == 1 || mx * int64_t(batch.size()) <= 700);
+    }
+    for (int s : seen) EXPECT_EQ(s, 1);
+    EXPECT_EQ(b[0], std::vector<size_t>{5});  // longest first, alone over budget
+}
+
+TEST(EmbedPipeline, LayersIncludeAndInputs) {
+    EXPECT_EQ(runtime::resolve_layers({-1, 0, 2, -4}, 3), (std::vector<int>{3, 0, 2}));
+    expect_contains(error_of([] { runtime::resolve_layers({4}, 3); }), "layer 4 outside");
+    runtime::EmbedOptions o;
+    runtime::parse_include("per_tok,contacts", o);
+    EXPECT_TRUE(o.per_tok && o.contacts && !o.mean);
+    expect_contains(error_of([&] { runtime::parse_include("mean,foo", o); }), "unknown output 'foo'");
+    EXPECT_EQ(runtime::safe_file_stem("sp|P1/x"), "sp|P1_x");
+    EXPECT_EQ(runtime::safe_file_stem(".."), "_.");
+    TempDir d;
+    write_bytes(d / "dup.fa", ">a\nMK\n>a\nMV\n");
+    expect_contains(error_of([&] { runtime::collect_records(d / "dup.fa", 1022); }),
+                    "duplicate record id 'a'");
+    write_bytes(d / "long.fa", ">x\nMKVLA\n");
+    auto r = runtime::collect_records(d / "long.fa", 3);
+    EXPECT_EQ(r[0].tokens.size(), 3u);
+    EXPECT_EQ(r[0].original_length, 5);
+    auto bare = runtime::collect_records("MKV", 1022);
+    EXPECT_EQ(bare[0].id, "seq");
+    expect_contains(error_of([&] { runtime::collect_records(d / "nothing.fa", 1022); }),
+                    "no such file");
+}

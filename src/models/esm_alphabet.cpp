@@ -44,8 +44,10 @@ std::vector<int32_t> tokenize(const std::string& seq, const std::string& record)
         const int32_t id = table[c];
         if (id < 0) {
             std::string shown = std::isprint(c) ? std::string(1, char(c)) : cat("\\x", int(c));
+            const char* hint = c == ':' ? " (':' joins chains for ESMFold; embed each chain as its own record)"
+                                        : "";
             fail("record '" + record + "'", cat("residue '", shown, "' at position ", out.size() + 1,
-                                                " is not in the ESM alphabet"));
+                                                " is not in the ESM alphabet", hint));
         }
         out.push_back(id);
     }
