@@ -50,8 +50,27 @@ TEST_P(OpSizes, Linear) {
                 (is_ref ? ref : got) = out;
             });
             compare(got, ref, 1e-5, 1e-5, "linear");
+            // The same product through weights packed once into the backend's GEMM layout.
+            ops::set_backend(ops::Backend::Cpu);
+            auto packed = ops::pack_linear_weight(w);
+            Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
+            ops::linear(x, w, mode == 1 ? nullptr : &b, out,
+                        {.gelu = mode == 0, .accumulate = mode == 2}, packed.get());
+            compare(out, ref, 1e-5, 1e-5, "linear (packed)");
         }
     }
+}
+
+TEST(Ops, PackedWeightIsIgnoredUnderAnotherBackend) {
+    Tensor x = random_tensor({5, 9}, 1), w = random_tensor({4, 9}, 2);
+    ops::set_backend(ops::Backend::Cpu);
+    auto packed = ops::pack_linear_weight(w);
+    Tensor got = Tensor::empty({5, 4}), ref = Tensor::empty({5, 4});
+    ops::set_backend(ops::Backend::Ref);
+    ops::linear(x, w, nullptr, ref);
+    ops::linear(x, w, nullptr, got, {}, packed.get());
+    ops::set_backend(ops::Backend::Cpu);
+    compare(got, ref, 0, 0, "linear (packed for cpu, run on ref)");
 }
 
 TEST_P(OpSizes, LayerNorm) {

@@ -123,4 +123,16 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
     write_file_atomic(path, bytes);
 }
 
+void release_pages_hint(const void* p, size_t bytes) {
+#ifdef MADV_PAGEOUT
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page;
+    const uintptr_t end = (uintptr_t(p) + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 }  // namespace bioinfer::io

@@ -33,6 +33,11 @@ private:
     const char* data_ = nullptr;       // start of the data section
 };
 
+// Tells the kernel that [p, p + bytes) will not be read soon, so the pages wholly inside it can
+// be reclaimed (MADV_PAGEOUT). Only a hint: contents never change, and a file mapping re-reads
+// them on the next access. Used for checkpoint weights the engine keeps in a packed copy.
+void release_pages_hint(const void* p, size_t bytes);
+
 // Writes named tensors (any dtype) as a safetensors file, atomically. Used by tests and tools.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
 

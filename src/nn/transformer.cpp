@@ -2,6 +2,7 @@
 #include "nn/transformer.h"
 
 #include "bioinfer/error.h"
+#include "io/safetensors.h"
 
 namespace bioinfer::nn {
 
@@ -10,11 +11,15 @@ Linear Linear::load(const io::ModelDir& m, const std::string& prefix, int64_t in
     Linear l;
     l.w = m.get_f32(prefix + ".weight", {out, in});
     if (bias) l.b = m.get_f32(prefix + ".bias", {out});
+    l.packed = ops::pack_linear_weight(l.w);
+    // The GEMM reads only the packed copy from now on: let the kernel reclaim the mapped pages
+    // of the checkpoint (re-read from the file if the reference backend ever needs them).
+    if (l.packed) io::release_pages_hint(l.w.raw(), size_t(l.w.numel()) * dtype_size(l.w.dtype()));
     return l;
 }
 
 void Linear::operator()(const Tensor& x, Tensor& out, ops::Epilogue ep) const {
-    ops::linear(x, w, b.defined() ? &b : nullptr, out, ep);
+    ops::linear(x, w, b.defined() ? &b : nullptr, out, ep, packed.get());
 }
 
 LayerNorm LayerNorm::load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps) {

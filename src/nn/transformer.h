@@ -15,6 +15,7 @@ namespace bioinfer::nn {
 struct Linear {
     Tensor w;  // (out, in), the checkpoint's layout
     Tensor b;  // (out) or undefined
+    ops::PackedWeightPtr packed;  // w in the backend's GEMM layout, packed at load (may be null)
     static Linear load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
                        bool bias = true);
     int64_t out_features() const { return w.size(0); }

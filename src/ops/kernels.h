@@ -8,8 +8,12 @@ namespace bioinfer::kernels {
 struct KernelTable {
     const char* name;
     // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]) ; with accumulate, y += that instead of y = that.
-    void (*linear)(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t K,
-                   int64_t N, bool gelu, bool accumulate);
+    // packed, when not null, is this table's pack_linear(w) and is read instead of w.
+    void (*linear)(const float* x, const float* w, const void* packed, const float* b, float* y,
+                   int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate);
+    // Optional: w (N, K) rearranged once into the layout `linear` reads fastest (null: none).
+    void* (*pack_linear)(const float* w, int64_t K, int64_t N);
+    void (*free_packed)(void* packed);
     // c[M,N] = a[M,K] . b[K,N] with row strides lda, ldb, ldc (single thread; callers parallelise).
     void (*gemm_nn)(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                     int64_t ldc, int64_t M, int64_t N, int64_t K);

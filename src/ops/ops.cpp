@@ -26,11 +26,33 @@ void check_f32_contig(const Tensor& t, const char* op, const char* name) {
 
 }  // namespace
 
+class PackedWeight {
+public:
+    PackedWeight(const kernels::KernelTable* t, void* h, int64_t K, int64_t N)
+        : table(t), handle(h), k(K), n(N) {}
+    ~PackedWeight() { table->free_packed(handle); }
+    PackedWeight(const PackedWeight&) = delete;
+    PackedWeight& operator=(const PackedWeight&) = delete;
+    const kernels::KernelTable* table;
+    void* handle;
+    int64_t k, n;
+};
+
 void set_backend(Backend b) { g_backend = b; }
 Backend backend() { return g_backend; }
 const char* backend_name() { return table().name; }
 
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep) {
+PackedWeightPtr pack_linear_weight(const Tensor& w) {
+    check_f32_contig(w, "pack_linear_weight", "w");
+    BI_CHECK(w.ndim() == 2, "pack_linear_weight", "w: expected 2-D, got ", shape_str(w.shape()));
+    const auto& t = table();
+    if (!t.pack_linear) return nullptr;
+    const int64_t N = w.size(0), K = w.size(1);
+    return std::make_shared<const PackedWeight>(&t, t.pack_linear(w.f32(), K, N), K, N);
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep,
+            const PackedWeight* packed) {
     check_f32_contig(x, "linear", "x");
     check_f32_contig(w, "linear", "w");
     check_f32_contig(out, "linear", "out");
@@ -48,8 +70,12 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
     }
     BI_CHECK(!(ep.gelu && ep.accumulate), "linear", "gelu and accumulate cannot be combined");
     if (M == 0) return;
-    table().linear(x.f32(), w.f32(), bias ? bias->f32() : nullptr, out.f32(), M, K, N, ep.gelu,
-                   ep.accumulate);
+    const auto& t = table();
+    const bool use_packed = packed && packed->table == &t;
+    BI_CHECK(!use_packed || (packed->k == K && packed->n == N), "linear", "packed weight is ",
+             packed->n, " x ", packed->k, ", w is ", shape_str(w.shape()));
+    t.linear(x.f32(), w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
+             out.f32(), M, K, N, ep.gelu, ep.accumulate);
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out) {

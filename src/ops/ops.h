@@ -2,6 +2,7 @@
 // Every op has a plain fp32 reference (src/ops/ref/) that the op tests hold the fast kernels to.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "bioinfer/tensor.h"
@@ -18,8 +19,16 @@ struct Epilogue {
     bool accumulate = false;  // out += result (fused residual add) instead of out = result
 };
 
-// out (M, N) = x (M, K) . w (N, K)^T + bias (N)
-void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep = {});
+// A linear weight rearranged once, at load, into the layout the backend's GEMM reads fastest.
+// It remembers the backend that packed it; under another backend it is ignored.
+class PackedWeight;
+using PackedWeightPtr = std::shared_ptr<const PackedWeight>;
+// Packs w (N, K) for the current backend; null when that backend reads plain weights.
+PackedWeightPtr pack_linear_weight(const Tensor& w);
+
+// out (M, N) = x (M, K) . w (N, K)^T + bias (N); `packed`, when given, is pack_linear_weight(w).
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep = {},
+            const PackedWeight* packed = nullptr);
 // Normalises over the last dim of x (..., D).
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
 void gelu(const Tensor& x, Tensor& out);

@@ -7,9 +7,17 @@ namespace bioinfer::kernels {
 
 const KernelTable* cpu_kernels_avx2() {
     using V = cpu::VecAvx2;
-    static const KernelTable t{"cpu-avx2",         cpu::linear_dnnl,   cpu::gemm_nn<V>,
-                               cpu::layer_norm<V>, cpu::gelu<V>,       cpu::softmax<V>,
-                               cpu::rotary<V>,     cpu::add<V>,        cpu::scale<V>};
+    static const KernelTable t{.name = "cpu-avx2",
+                               .linear = cpu::linear_dnnl,
+                               .pack_linear = cpu::pack_linear_dnnl,
+                               .free_packed = cpu::free_packed_dnnl,
+                               .gemm_nn = cpu::gemm_nn<V>,
+                               .layer_norm = cpu::layer_norm<V>,
+                               .gelu = cpu::gelu<V>,
+                               .softmax = cpu::softmax<V>,
+                               .rotary = cpu::rotary<V>,
+                               .add = cpu::add<V>,
+                               .scale = cpu::scale<V>};
     return &t;
 }
 

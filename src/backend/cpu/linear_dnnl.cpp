@@ -1,5 +1,7 @@
-// oneDNN matmul provider. Weights stay in the checkpoint's (N, K) row-major layout, described to
-// oneDNN as a transposed (K, N) matrix; oneDNN packs them per call.
+// oneDNN matmul provider. Plain weights stay in the checkpoint's (N, K) row-major layout, described
+// to oneDNN as a transposed (K, N) matrix, which oneDNN then repacks on every call. Packed weights
+// are reordered once into the layout oneDNN chooses for the shape (format_tag::any); that layout
+// depends on K and N only, so one packed copy serves every batch size M.
 #include "backend/cpu/linear_dnnl.h"
 
 #include <dnnl.hpp>
@@ -17,7 +19,23 @@ dnnl::engine& engine() {
     return e;
 }
 
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>;
+memory::desc md(int64_t r, int64_t c, int64_t sr, int64_t sc) {
+    return memory::desc({r, c}, memory::data_type::f32, memory::dims{sr, sc});
+}
+
+// The plain weights view: w (N, K) row-major seen as (K, N).
+memory::desc plain_weights(int64_t K, int64_t N) {
+    return md(K, N, 1, K);
+}
+
+struct Packed {
+    memory::desc desc;
+    memory mem;  // owns the packed buffer
+};
+
+// Primitives are shared by every layer of the same shape: the packed layout is a function of
+// (K, N) alone, so "packed or plain" is all the key needs to say about the weights.
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool>;
 
 struct Cache {
     std::mutex mu;
@@ -29,17 +47,14 @@ Cache& cache() {
     return c;
 }
 
-memory::desc md(int64_t r, int64_t c, int64_t sr, int64_t sc) {
-    return memory::desc({r, c}, memory::data_type::f32, memory::dims{sr, sc});
-}
-
-dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, bool accumulate) {
+dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, bool accumulate,
+                  const memory::desc& wei) {
     dnnl::post_ops po;
     if (gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
     if (accumulate) po.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
-    auto src = md(M, K, K, 1), wei = md(K, N, 1, K), dst = md(M, N, N, 1);
+    auto src = md(M, K, K, 1), dst = md(M, N, N, 1);
     if (bias) {
         dnnl::matmul::desc d(src, wei, md(1, N, N, 1), dst);
         return dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine()));
@@ -50,22 +65,44 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, bool ac
 
 }  // namespace
 
-void linear_dnnl(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t K,
-                 int64_t N, bool gelu, bool accumulate) {
-    Key key{M, K, N, b != nullptr, gelu, accumulate};
+void* pack_linear_dnnl(const float* w, int64_t K, int64_t N) {
+    auto& eng = engine();
+    // Ask the matmul which weights layout it wants at a representative batch size.
+    constexpr int64_t kProbeM = 4096;
+    memory::desc any({K, N}, memory::data_type::f32, memory::format_tag::any);
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(md(kProbeM, K, K, 1), any, md(kProbeM, N, N, 1)), eng);
+    auto* p = new Packed{pd.weights_desc(), memory(pd.weights_desc(), eng)};
+    memory src(plain_weights(K, N), eng, const_cast<float*>(w));
+    dnnl::stream s(eng);
+    dnnl::reorder(src, p->mem).execute(s, src, p->mem);
+    s.wait();
+    return p;
+}
+
+void free_packed_dnnl(void* packed) {
+    delete static_cast<Packed*>(packed);
+}
+
+void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
+                 int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate) {
+    const auto* p = static_cast<const Packed*>(packed);
+    const memory::desc wd = p ? p->desc : plain_weights(K, N);
+    Key key{M, K, N, b != nullptr, gelu, accumulate, p != nullptr};
     dnnl::matmul prim;
     {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mu);
         auto it = c.prims.find(key);
-        if (it == c.prims.end()) it = c.prims.emplace(key, make(M, K, N, b, gelu, accumulate)).first;
+        if (it == c.prims.end())
+            it = c.prims.emplace(key, make(M, K, N, b, gelu, accumulate, wd)).first;
         prim = it->second;
     }
     auto& eng = engine();
     dnnl::stream s(eng);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, memory(md(M, K, K, 1), eng, const_cast<float*>(x))},
-        {DNNL_ARG_WEIGHTS, memory(md(K, N, 1, K), eng, const_cast<float*>(w))},
+        {DNNL_ARG_WEIGHTS, p ? p->mem : memory(wd, eng, const_cast<float*>(w))},
         {DNNL_ARG_DST, memory(md(M, N, N, 1), eng, y)}};
     if (b) args.emplace(DNNL_ARG_BIAS, memory(md(1, N, N, 1), eng, const_cast<float*>(b)));
     prim.execute(s, args);

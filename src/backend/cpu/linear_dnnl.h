@@ -1,11 +1,15 @@
 // Linear layers through oneDNN matmul (AVX2/AVX-512/AMX inside), with bias, GELU and the
-// residual add fused as post-ops. Primitives are cached per shape.
+// residual add fused as post-ops. Primitives are cached per shape; weights can be packed once
+// into the blocked layout oneDNN's kernels read directly (no per-call repacking).
 #pragma once
 #include <cstdint>
 
 namespace bioinfer::cpu {
 
-void linear_dnnl(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t K,
-                 int64_t N, bool gelu, bool accumulate);
+void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
+                 int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate);
+// w (N, K) reordered into oneDNN's preferred weights layout; owned by the returned handle.
+void* pack_linear_dnnl(const float* w, int64_t K, int64_t N);
+void free_packed_dnnl(void* packed);
 
 }  // namespace bioinfer::cpu

@@ -10,8 +10,8 @@ namespace {
 
 float gelu_erf(float x) { return float(0.5 * double(x) * (1.0 + std::erf(double(x) / std::sqrt(2.0)))); }
 
-void linear(const float* x, const float* w, const float* b, float* y, int64_t M, int64_t K,
-            int64_t N, bool gelu, bool accumulate) {
+void linear(const float* x, const float* w, const void* /*packed*/, const float* b, float* y,
+            int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate) {
 #pragma omp parallel for
     for (int64_t m = 0; m < M; ++m) {
         for (int64_t n = 0; n < N; ++n) {
@@ -95,8 +95,17 @@ void scale(const float* a, float s, float* y, int64_t n) {
 }  // namespace
 
 const KernelTable& ref_kernels() {
-    static const KernelTable t{"ref",   linear,  gemm_nn, layer_norm, gelu,
-                               softmax, rotary,  add,     scale};
+    static const KernelTable t{.name = "ref",
+                               .linear = linear,
+                               .pack_linear = nullptr,
+                               .free_packed = nullptr,
+                               .gemm_nn = gemm_nn,
+                               .layer_norm = layer_norm,
+                               .gelu = gelu,
+                               .softmax = softmax,
+                               .rotary = rotary,
+                               .add = add,
+                               .scale = scale};
     return t;
 }
 
