@@ -1,8 +1,6 @@
 // Op entry points: shape and dtype checks, then the selected backend's kernel table.
 #include "ops/ops.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <cstring>
 
@@ -155,34 +153,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
         BI_CHECK(probs->shape() == (Shape{B, heads, L, L}), "attention", "probs: expected ",
                  shape_str({B, heads, L, L}), ", got ", shape_str(probs->shape()));
     }
-    const int64_t Dh = D / heads;
-    const auto& kt = table();
-    const float* qp = q.f32();
-    const float* kp = k.f32();
-    const float* vp = v.f32();
-    float* op = out.f32();
-    float* pp = probs ? probs->f32() : nullptr;
-    const int nt = omp_get_max_threads();
-    // Per-thread scratch: K^T (Dh, L) and scores (L, L).
-    std::vector<float> scratch(size_t(nt) * size_t(Dh * L + (pp ? 0 : L * L)));
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-    for (int64_t b = 0; b < B; ++b) {
-        for (int64_t h = 0; h < heads; ++h) {
-            float* base = scratch.data() + size_t(omp_get_thread_num()) *
-                                               size_t(Dh * L + (pp ? 0 : L * L));
-            float* kT = base;
-            float* s = pp ? pp + ((b * heads + h) * L) * L : base + Dh * L;
-            const float* qbh = qp + b * L * D + h * Dh;
-            const float* kbh = kp + b * L * D + h * Dh;
-            const float* vbh = vp + b * L * D + h * Dh;
-            for (int64_t j = 0; j < L; ++j)
-                for (int64_t d = 0; d < Dh; ++d) kT[d * L + j] = kbh[j * D + d];
-            kt.gemm_nn(qbh, D, kT, L, s, L, L, L, Dh);  // s (L, L) = q (L, Dh) . k^T (Dh, L)
-            if (scale != 1.0f) kt.scale(s, scale, s, L * L);
-            kt.softmax(s, L, L, nullptr, key_valid.data() + b * L);
-            kt.gemm_nn(s, L, vbh, D, op + b * L * D + h * Dh, D, L, Dh, L);  // (L, Dh)
-        }
-    }
+    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), B, L, heads, D / heads, scale,
+                      key_valid.data(), probs ? probs->f32() : nullptr);
 }
 
 void embedding(const std::vector<int32_t>& ids, const Tensor& table_t, Tensor& out) {

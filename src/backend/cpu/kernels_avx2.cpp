@@ -12,6 +12,7 @@ const KernelTable* cpu_kernels_avx2() {
                                .pack_linear = cpu::pack_linear_dnnl,
                                .free_packed = cpu::free_packed_dnnl,
                                .gemm_nn = cpu::gemm_nn<V>,
+                               .attention = cpu::attention<V>,
                                .layer_norm = cpu::layer_norm<V>,
                                .gelu = cpu::gelu<V>,
                                .softmax = cpu::softmax<V>,

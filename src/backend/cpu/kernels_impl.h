@@ -1,9 +1,11 @@
 // Optimized CPU kernels written once over a SIMD wrapper V (simd.h); kernels_avx2.cpp and
 // kernels_avx512.cpp instantiate them with their own target flags. Tails run scalar code.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/simd.h"
 
@@ -173,6 +175,10 @@ void add(const float* a, const float* b, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+inline void scale_row(float* x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 template <typename V>
 void scale(const float* a, float s, float* y, int64_t n) {
     int64_t i = 0;
@@ -181,57 +187,207 @@ void scale(const float* a, float s, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = a[i] * s;
 }
 
-// c (M, N) = a (M, K) . b (K, N); register tile 4 rows x 2 vectors, scalar column tail.
+// One register tile of c (MR rows x up to NV vectors) (+)= a (MR, K) . b (K, ncols). Columns
+// that do not fill the last vector are read and written with partial loads and stores, so any
+// N works without padding and without touching memory past the last column.
+template <typename V, int MR, int NV>
+inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                      int64_t ldc, int64_t K, int64_t ncols, bool accumulate) {
+    using R = typename V::R;
+    constexpr int W = V::W;
+    const int64_t last = ncols - (NV - 1) * W;  // columns in the last vector, 1..W
+    R acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
+    if (last == W) {
+        for (int64_t k = 0; k < K; ++k) {
+            R bv[NV];
+            for (int v = 0; v < NV; ++v) bv[v] = V::load(b + k * ldb + v * W);
+            for (int r = 0; r < MR; ++r) {
+                const R av = V::set1(a[r * lda + k]);
+                for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, bv[v], acc[r][v]);
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < K; ++k) {
+            R bv[NV];
+            for (int v = 0; v + 1 < NV; ++v) bv[v] = V::load(b + k * ldb + v * W);
+            bv[NV - 1] = V::load_partial(b + k * ldb + (NV - 1) * W, last);
+            for (int r = 0; r < MR; ++r) {
+                const R av = V::set1(a[r * lda + k]);
+                for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, bv[v], acc[r][v]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; ++r) {
+        float* cr = c + r * ldc;
+        for (int v = 0; v < NV; ++v) {
+            const int64_t n = v + 1 < NV ? W : last;
+            R x = acc[r][v];
+            if (n == W) {
+                if (accumulate) x = V::add(x, V::load(cr + v * W));
+                V::store(cr + v * W, x);
+            } else {
+                if (accumulate) x = V::add(x, V::load_partial(cr + v * W, n));
+                V::store_partial(cr + v * W, x, n);
+            }
+        }
+    }
+}
+
+// A column strip of up to NV vectors over all M rows, in tiles of kMR rows.
+template <typename V, int NV>
+inline void gemm_strip(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, int64_t M, int64_t K, int64_t ncols, bool accumulate) {
+    constexpr int kMR = 6;  // 6 x 2 accumulators + 2 b vectors + 1 broadcast fit AVX2's 16 registers
+    int64_t i = 0;
+    for (; i + kMR <= M; i += kMR)
+        gemm_tile<V, kMR, NV>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, K, ncols, accumulate);
+    const float* ai = a + i * lda;
+    float* ci = c + i * ldc;
+    switch (M - i) {
+        case 5: gemm_tile<V, 5, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
+        case 4: gemm_tile<V, 4, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
+        case 3: gemm_tile<V, 3, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
+        case 2: gemm_tile<V, 2, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
+        case 1: gemm_tile<V, 1, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
+        default: break;
+    }
+}
+
+// c (M, N) (+)= a (M, K) . b (K, N) with row strides lda, ldb, ldc; single-threaded (callers
+// parallelise). The small GEMM inside attention, where matrices are thin and strided.
+template <typename V>
+void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+          int64_t M, int64_t N, int64_t K, bool accumulate) {
+    constexpr int W = V::W;
+    for (int64_t j = 0; j < N; j += 2 * W) {
+        const int64_t n = std::min<int64_t>(2 * W, N - j);
+        if (n > W)
+            gemm_strip<V, 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate);
+        else
+            gemm_strip<V, 1>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate);
+    }
+}
+
 template <typename V>
 void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
              int64_t M, int64_t N, int64_t K) {
+    gemm<V>(a, lda, b, ldb, c, ldc, M, N, K, false);
+}
+
+// K of one (batch, head) transposed to kT (Dh, ldk): kT[d][j] = k[j][d] for j < n, zero for
+// j in [n, ldk), so a key block may run past the last key.
+inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t dh, float* kT,
+                                 int64_t ldk) {
+    for (int64_t d = 0; d < dh; ++d) {
+        float* row = kT + d * ldk;
+        for (int64_t j = 0; j < n; ++j) row[j] = k[j * ld + d];
+        for (int64_t j = n; j < ldk; ++j) row[j] = 0.0f;
+    }
+}
+
+// Attention over q, k, v, out (B, L, H*Dh), keys masked by key_valid (B*L, 1 = attend).
+// Without probs: flash-style tiles, kQB query rows against kKB keys at a time with an online
+// softmax, so no L x L matrix exists. With probs (B, H, L, L): full score rows, as the contact
+// head needs every probability. A query row whose keys are all masked gets zeros.
+template <typename V>
+void attention(const float* q, const float* k, const float* v, float* out, int64_t B, int64_t L,
+               int64_t H, int64_t Dh, float scale, const uint8_t* key_valid, float* probs) {
     constexpr int W = V::W;
-    constexpr int MR = 4;
+    constexpr int64_t kQB = 64, kKB = 128;
     using R = typename V::R;
-    int64_t j = 0;
-    for (; j + 2 * W <= N; j += 2 * W) {
-        int64_t i = 0;
-        for (; i + MR <= M; i += MR) {
-            R acc[MR][2];
-            for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V::zero();
-            for (int64_t k = 0; k < K; ++k) {
-                const R b0 = V::load(b + k * ldb + j), b1 = V::load(b + k * ldb + j + W);
-                for (int r = 0; r < MR; ++r) {
-                    const R av = V::set1(a[(i + r) * lda + k]);
-                    acc[r][0] = V::fmadd(av, b0, acc[r][0]);
-                    acc[r][1] = V::fmadd(av, b1, acc[r][1]);
+    const int64_t D = H * Dh;
+    const float ninf = -std::numeric_limits<float>::infinity();
+    const int64_t n_qb = probs ? 1 : (L + kQB - 1) / kQB;
+#pragma omp parallel
+    {
+        // Per-thread scratch, sized for the longest case.
+        const int64_t ldk = (L + W - 1) / W * W;
+        const auto n = [](int64_t x) { return static_cast<size_t>(x); };
+        std::vector<float> kT(n(Dh * ldk)), bias(n(ldk)), keep(n(ldk));
+        std::vector<float> s(probs ? 0 : n(kQB * kKB)), o(probs ? 0 : n(kQB * Dh));
+        std::vector<float> m(n(kQB)), l(n(kQB));
+#pragma omp for collapse(3) schedule(dynamic, 1)
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t qb = 0; qb < n_qb; ++qb) {
+                    const uint8_t* valid = key_valid + b * L;
+                    int64_t nk = L;  // keys past the last valid one are skipped outright
+                    while (nk > 0 && !valid[nk - 1]) --nk;
+                    const float* qbh = q + b * L * D + h * Dh;
+                    const float* vbh = v + b * L * D + h * Dh;
+                    float* obh = out + b * L * D + h * Dh;
+                    pack_keys_transposed(k + b * L * D + h * Dh, D, nk, Dh, kT.data(), ldk);
+                    for (int64_t j = 0; j < ldk; ++j) {
+                        const bool ok = j < nk && valid[j];
+                        bias[size_t(j)] = ok ? 0.0f : ninf;
+                        keep[size_t(j)] = ok ? 1.0f : 0.0f;
+                    }
+                    if (probs) {
+                        float* p = probs + (b * H + h) * L * L;
+                        if (nk == 0) {
+                            std::fill(p, p + L * L, 0.0f);
+                            for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
+                            continue;
+                        }
+                        gemm<V>(qbh, D, kT.data(), ldk, p, L, L, nk, Dh, false);
+                        for (int64_t i = 0; i < L; ++i) {
+                            float* pr = p + i * L;
+                            for (int64_t j = 0; j < nk; ++j) pr[j] *= scale;
+                            std::fill(pr + nk, pr + L, 0.0f);
+                            softmax<V>(pr, 1, nk, nullptr, valid);
+                        }
+                        gemm<V>(p, L, vbh, D, obh, D, L, Dh, nk, false);
+                        continue;
+                    }
+                    const int64_t i0 = qb * kQB, mq = std::min(kQB, L - i0);
+                    std::fill(o.begin(), o.end(), 0.0f);
+                    std::fill(m.begin(), m.end(), ninf);
+                    std::fill(l.begin(), l.end(), 0.0f);
+                    const R vs = V::set1(scale);
+                    for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
+                        const int64_t kb = std::min(kKB, nk - j0);
+                        const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
+                        // s (mq, kbv) = q rows . kT block
+                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
+                        for (int64_t r = 0; r < mq; ++r) {
+                            float* sr = s.data() + r * kKB;
+                            R vmax = V::set1(ninf);
+                            for (int64_t c = 0; c < kbv; c += W) {
+                                const R t = V::fmadd(V::load(sr + c), vs, V::load(bias.data() + j0 + c));
+                                V::store(sr + c, t);
+                                vmax = V::max(vmax, t);
+                            }
+                            const float mnew = std::max(m[size_t(r)], V::hmax(vmax));
+                            if (mnew == ninf) {  // every key so far masked: nothing to add
+                                std::fill(sr, sr + kbv, 0.0f);
+                                continue;
+                            }
+                            const R vm = V::set1(mnew);
+                            R vsum = V::zero();
+                            for (int64_t c = 0; c < kbv; c += W) {
+                                const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)),
+                                                   V::load(keep.data() + j0 + c));
+                                V::store(sr + c, e);
+                                vsum = V::add(vsum, e);
+                            }
+                            const float alpha = m[size_t(r)] == ninf ? 0.0f : std::exp(m[size_t(r)] - mnew);
+                            l[size_t(r)] = l[size_t(r)] * alpha + V::hsum(vsum);
+                            m[size_t(r)] = mnew;
+                            if (alpha != 1.0f) scale_row(o.data() + r * Dh, Dh, alpha);
+                        }
+                        // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
+                        gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
+                    }
+                    for (int64_t r = 0; r < mq; ++r) {
+                        const float inv = l[size_t(r)] > 0.0f ? 1.0f / l[size_t(r)] : 0.0f;
+                        float* dst = obh + (i0 + r) * D;
+                        const float* src = o.data() + r * Dh;
+                        for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * inv;
+                    }
                 }
-            }
-            for (int r = 0; r < MR; ++r) {
-                V::store(c + (i + r) * ldc + j, acc[r][0]);
-                V::store(c + (i + r) * ldc + j + W, acc[r][1]);
-            }
-        }
-        for (; i < M; ++i) {
-            R a0 = V::zero(), a1 = V::zero();
-            for (int64_t k = 0; k < K; ++k) {
-                const R av = V::set1(a[i * lda + k]);
-                a0 = V::fmadd(av, V::load(b + k * ldb + j), a0);
-                a1 = V::fmadd(av, V::load(b + k * ldb + j + W), a1);
-            }
-            V::store(c + i * ldc + j, a0);
-            V::store(c + i * ldc + j + W, a1);
-        }
     }
-    for (; j + W <= N; j += W) {
-        for (int64_t i = 0; i < M; ++i) {
-            R a0 = V::zero();
-            for (int64_t k = 0; k < K; ++k)
-                a0 = V::fmadd(V::set1(a[i * lda + k]), V::load(b + k * ldb + j), a0);
-            V::store(c + i * ldc + j, a0);
-        }
-    }
-    for (; j < N; ++j)
-        for (int64_t i = 0; i < M; ++i) {
-            float acc = 0;
-            for (int64_t k = 0; k < K; ++k) acc += a[i * lda + k] * b[k * ldb + j];
-            c[i * ldc + j] = acc;
-        }
 }
 
 }  // namespace bioinfer::cpu

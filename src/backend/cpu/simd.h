@@ -36,6 +36,13 @@ struct VecAvx512 {
         __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
         return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
     }
+    // The first n (0 < n <= W) lanes; the others read as zero and are never touched in memory.
+    static R load_partial(const float* p, int64_t n) {
+        return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p);
+    }
+    static void store_partial(float* p, R v, int64_t n) {
+        _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1u), v);
+    }
     static float hsum(R v) { return _mm512_reduce_add_ps(v); }
     static float hmax(R v) { return _mm512_reduce_max_ps(v); }
 };
@@ -67,6 +74,11 @@ struct VecAvx2 {
         __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
         return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
     }
+    static __m256i lanes_below(int64_t n) {
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    static R load_partial(const float* p, int64_t n) { return _mm256_maskload_ps(p, lanes_below(n)); }
+    static void store_partial(float* p, R v, int64_t n) { _mm256_maskstore_ps(p, lanes_below(n), v); }
     static float hsum(R v) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));

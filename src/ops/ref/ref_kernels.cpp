@@ -1,7 +1,9 @@
 // Plain fp32 reference kernels: the oracle every optimized kernel is tested against.
 // Accumulation in double where it costs nothing in clarity, so the oracle is the more exact side.
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "ops/kernels.h"
 
@@ -84,6 +86,41 @@ void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t 
         }
 }
 
+// Textbook attention, one query row at a time, in double.
+void attention(const float* q, const float* k, const float* v, float* out, int64_t B, int64_t L,
+               int64_t H, int64_t Dh, float scale, const uint8_t* key_valid, float* probs) {
+    const int64_t D = H * Dh;
+#pragma omp parallel for collapse(2)
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h) {
+            std::vector<double> p(static_cast<size_t>(L));
+            for (int64_t i = 0; i < L; ++i) {
+                const float* qi = q + (b * L + i) * D + h * Dh;
+                double mx = -std::numeric_limits<double>::infinity();
+                for (int64_t j = 0; j < L; ++j) {
+                    if (!key_valid[b * L + j]) continue;
+                    const float* kj = k + (b * L + j) * D + h * Dh;
+                    double d = 0;
+                    for (int64_t c = 0; c < Dh; ++c) d += double(qi[c]) * kj[c];
+                    p[size_t(j)] = d * scale;
+                    mx = std::max(mx, p[size_t(j)]);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < L; ++j)
+                    sum += p[size_t(j)] = key_valid[b * L + j] ? std::exp(p[size_t(j)] - mx) : 0.0;
+                for (int64_t j = 0; j < L; ++j) p[size_t(j)] = sum > 0 ? p[size_t(j)] / sum : 0.0;
+                if (probs)
+                    for (int64_t j = 0; j < L; ++j) probs[((b * H + h) * L + i) * L + j] = float(p[size_t(j)]);
+                float* oi = out + (b * L + i) * D + h * Dh;
+                for (int64_t c = 0; c < Dh; ++c) {
+                    double o = 0;
+                    for (int64_t j = 0; j < L; ++j) o += p[size_t(j)] * v[(b * L + j) * D + h * Dh + c];
+                    oi[c] = float(o);
+                }
+            }
+        }
+}
+
 void add(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
@@ -100,6 +137,7 @@ const KernelTable& ref_kernels() {
                                .pack_linear = nullptr,
                                .free_packed = nullptr,
                                .gemm_nn = gemm_nn,
+                               .attention = attention,
                                .layer_norm = layer_norm,
                                .gelu = gelu,
                                .softmax = softmax,
