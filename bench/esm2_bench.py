@@ -4,9 +4,11 @@ run, same threads, fp32, random weights at the real shapes of the released check
 
     .venv-reference/bin/python bench/esm2_bench.py [--sizes 35M,150M,650M] [--threads 2]
 
-Both sides get the same length-sorted batches (toks_per_batch 4096, fair-esm's default), one
-warm-up pass, then --repeat timed passes; the fastest counts. Each side runs in its own process
-so peak RSS is its own. Writes bench/results/esm2_cpu.json.
+Both sides get the same length-sorted batches (toks_per_batch 4096, fair-esm's default). Each run
+is its own process (so peak RSS is its own): model load, one warm-up pass, then --repeat timed
+passes. The two sides alternate for --rounds rounds, so a slow spell of a shared machine hits
+both; the fastest pass of each side counts, and every round is kept in the JSON.
+Writes bench/results/esm2_cpu.json.
 """
 import argparse
 import json
@@ -109,12 +111,19 @@ def run_json(cmd):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def best_of(runs):
+    """The run with the highest tokens/s (an error only when every run failed)."""
+    ok = [r for r in runs if "tokens_per_s" in r]
+    return max(ok, key=lambda r: r["tokens_per_s"]) if ok else runs[-1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="35M,150M,650M")
     ap.add_argument("--sets", default="uniform_8x256,mixed_64_lognormal300")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "esm2_cpu.json"))
     ap.add_argument("--hf-worker", nargs=4, help=argparse.SUPPRESS)
@@ -139,11 +148,15 @@ def main():
             make_model(size, mdir)
             for name in args.sets.split(","):
                 fasta = os.path.join(tmp, name + ".fasta")
-                ours = run_json([args.bin, "bench", "embed", fasta, "--weights", mdir,
-                                 "--threads", str(args.threads), "--repeat", str(args.repeat)])
-                ref = run_json([sys.executable, __file__, "--hf-worker", mdir, fasta,
-                                str(args.threads), str(args.repeat)])
-                row = {"model": "esm2_" + size, "set": name, "bioinfer": ours, "transformers": ref}
+                runs = {"bioinfer": [], "transformers": []}
+                for _ in range(args.rounds):
+                    runs["bioinfer"].append(run_json([args.bin, "bench", "embed", fasta, "--weights", mdir,
+                                                      "--threads", str(args.threads), "--repeat", str(args.repeat)]))
+                    runs["transformers"].append(run_json([sys.executable, __file__, "--hf-worker", mdir, fasta,
+                                                          str(args.threads), str(args.repeat)]))
+                ours, ref = best_of(runs["bioinfer"]), best_of(runs["transformers"])
+                row = {"model": "esm2_" + size, "set": name, "bioinfer": ours, "transformers": ref,
+                       "rounds": runs}
                 if "tokens_per_s" in ours and "tokens_per_s" in ref:
                     row["ratio"] = ours["tokens_per_s"] / ref["tokens_per_s"]
                 results.append(row)
@@ -154,6 +167,8 @@ def main():
     doc = {"benchmark": "esm2 embedding throughput, fp32, CPU",
            "command": "bench/esm2_bench.py " + " ".join(sys.argv[1:]),
            "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": args.threads},
+           "method": {"repeat": args.repeat, "rounds": args.rounds, "toks_per_batch": 4096,
+                      "precision": "fp32", "weights": "random, real checkpoint shapes"},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "date": time.strftime("%Y-%m-%d"),
            "results": results}

@@ -138,21 +138,21 @@ void add_contact_features(const float* probs, int64_t T, int64_t L, float w, flo
 
 }  // namespace
 
-Esm2Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
-                              const Esm2Request& req) {
+lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
+                              const lm::Request& req) {
     const Esm2Config& c = cfg_;
     const int64_t B = int64_t(tokens.size()), D = c.hidden, H = c.heads;
     int64_t T = 0;
     for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
     BI_CHECK(B > 0 && T > 0, "esm2.forward", "empty batch");
-    BI_CHECK(!req.logits || has_lm_head(), "esm2", "logits requested but the checkpoint has no ",
+    BI_CHECK(!req.logits || has_logits(), "esm2", "logits requested but the checkpoint has no ",
              "LM head (lm_head.* tensors): use an EsmForMaskedLM checkpoint");
-    BI_CHECK(!req.contacts || has_contact_head(), "esm2",
+    BI_CHECK(!req.contacts || has_contacts(), "esm2",
              "contacts requested but the checkpoint has no contact_head.regression tensors");
     for (int l : req.layers)
         BI_CHECK(l >= 0 && l <= c.layers, "esm2.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
-    Esm2Output out;
+    lm::Output out;
     out.B = B;
     out.T = T;
     nn::BatchCtx ctx;

@@ -9,6 +9,8 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
+#include "models/esm_alphabet.h"
+#include "models/language_model.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::esm {
@@ -23,31 +25,22 @@ struct Esm2Config {
     static Esm2Config from_json(const nlohmann::json& cfg, const std::string& where);
 };
 
-struct Esm2Request {
-    std::vector<int> layers;  // resolved indices in [0, num_layers]; 0 = embeddings
-    bool logits = false;
-    bool contacts = false;
-    // Optional observer of block intermediates: (layer, name, tensor (B, T, ...)).
-    std::function<void(int layer, const std::string& name, const Tensor& t)> tap;
-};
-
-struct Esm2Output {
-    int64_t B = 0, T = 0;
-    std::map<int, Tensor> hidden;   // layer -> (B, T, D); layer num_layers is after the final LN
-    Tensor logits;                  // (B, T, V)
-    std::vector<Tensor> contacts;   // per sequence (L, L), residues only
-};
-
-class Esm2Model {
+class Esm2Model : public lm::LanguageModel {
 public:
     static std::unique_ptr<Esm2Model> load(const io::ModelDir& dir);
 
     const Esm2Config& config() const { return cfg_; }
-    bool has_lm_head() const { return lm_dense_.w.defined(); }
-    bool has_contact_head() const { return contact_w_.defined(); }
-
-    // tokens: one vector per sequence, each <cls> residues... <eos> (ragged; padded here).
-    Esm2Output forward(const std::vector<std::vector<int32_t>>& tokens, const Esm2Request& req);
+    std::string architecture() const override { return "esm2"; }
+    int64_t num_layers() const override { return cfg_.layers; }
+    int64_t hidden_size() const override { return cfg_.hidden; }
+    int64_t logits_width() const override { return cfg_.vocab; }
+    bool has_logits() const override { return lm_dense_.w.defined(); }
+    bool has_contacts() const override { return contact_w_.defined(); }
+    std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const override {
+        return esm::tokenize(seq, record, Vocab::Esm2);
+    }
+    lm::Output forward(const std::vector<std::vector<int32_t>>& tokens,
+                       const lm::Request& req) override;
 
 private:
     Esm2Config cfg_;

@@ -7,22 +7,31 @@
 
 namespace bioinfer::esm {
 
-const std::vector<std::string>& alphabet() {
-    static const std::vector<std::string> a{
+const std::vector<std::string>& alphabet(Vocab v) {
+    static const std::vector<std::string> esm2{
         "<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R",
         "T",     "I",     "D",     "P",     "K", "Q", "N", "F", "Y", "M", "H",
         "W",     "C",     "X",     "B",     "U", "Z", "O", ".", "-", "<null_1>", "<mask>"};
-    return a;
+    static const std::vector<std::string> esmc = [] {
+        auto a = esm2;
+        a[kChainBreak] = "|";
+        return a;
+    }();
+    return v == Vocab::Esm2 ? esm2 : esmc;
 }
 
-std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) {
-    static const auto table = [] {
+std::vector<int32_t> tokenize(const std::string& seq, const std::string& record, Vocab v) {
+    static const auto make_table = [](Vocab which) {
         std::vector<int32_t> t(256, -1);
-        const auto& a = alphabet();
+        const auto& a = alphabet(which);
         for (size_t i = 0; i < a.size(); ++i)
             if (a[i].size() == 1) t[uint8_t(a[i][0])] = int32_t(i);
         return t;
-    }();
+    };
+    static const std::vector<int32_t> esm2_table = make_table(Vocab::Esm2);
+    static const std::vector<int32_t> esmc_table = make_table(Vocab::Esmc);
+    const auto& table = v == Vocab::Esm2 ? esm2_table : esmc_table;
+    const auto& a = alphabet(v);
     std::vector<int32_t> out;
     out.reserve(seq.size());
     for (size_t i = 0; i < seq.size(); ++i) {
@@ -30,7 +39,6 @@ std::vector<int32_t> tokenize(const std::string& seq, const std::string& record)
             size_t end = seq.find('>', i);
             std::string tok = end == std::string::npos ? seq.substr(i) : seq.substr(i, end - i + 1);
             int32_t id = -1;
-            const auto& a = alphabet();
             for (size_t k = 0; k < a.size(); ++k)
                 if (a[k] == tok) id = int32_t(k);
             BI_CHECK(id >= 0 && id != kCls && id != kEos && id != kPad, "record '" + record + "'",
@@ -44,8 +52,10 @@ std::vector<int32_t> tokenize(const std::string& seq, const std::string& record)
         const int32_t id = table[c];
         if (id < 0) {
             std::string shown = std::isprint(c) ? std::string(1, char(c)) : cat("\\x", int(c));
-            const char* hint = c == ':' ? " (':' joins chains for ESMFold; embed each chain as its own record)"
-                                        : "";
+            const char* hint =
+                c == ':' ? (v == Vocab::Esmc ? " (ESM C joins chains with '|')"
+                                             : " (':' joins chains for ESMFold; embed each chain as its own record)")
+                         : "";
             fail("record '" + record + "'", cat("residue '", shown, "' at position ", out.size() + 1,
                                                 " is not in the ESM alphabet", hint));
         }

@@ -22,12 +22,19 @@ void Linear::operator()(const Tensor& x, Tensor& out, ops::Epilogue ep) const {
     ops::linear(x, w, b.defined() ? &b : nullptr, out, ep, packed.get());
 }
 
-LayerNorm LayerNorm::load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps) {
-    LayerNorm ln;
+LayerNorm LayerNorm::load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps,
+                          bool bias) {
     // transformers >= 5 writes modules named "LayerNorm" with the legacy gamma/beta names.
     const bool legacy = !m.has(prefix + ".weight") && m.has(prefix + ".gamma");
-    ln.g = m.get_f32(prefix + (legacy ? ".gamma" : ".weight"), {d});
-    ln.b = m.get_f32(prefix + (legacy ? ".beta" : ".bias"), {d});
+    Tensor g = m.get_f32(prefix + (legacy ? ".gamma" : ".weight"), {d});
+    Tensor b = bias ? m.get_f32(prefix + (legacy ? ".beta" : ".bias"), {d}) : Tensor();
+    return from(g, b, eps);
+}
+
+LayerNorm LayerNorm::from(Tensor g, Tensor b, float eps) {
+    LayerNorm ln;
+    ln.g = g;
+    ln.b = b.defined() ? b : Tensor::zeros(g.shape());
     ln.eps = eps;
     return ln;
 }
@@ -49,6 +56,10 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
     at.q(h, q);
     at.k(h, k);
     at.v(h, v);
+    if (at.q_ln.defined()) {
+        at.q_ln(q, q);
+        at.k_ln(k, k);
+    }
     if (at.q_scale != 1.0f) ops::scale(q, at.q_scale, q);
     if (ctx.rotary) {
         Tensor q4 = q.reshape({B, T, H, Dh}), k4 = k.reshape({B, T, H, Dh});
@@ -56,16 +67,25 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
         ops::rotary(k4, ctx.rotary->cos, ctx.rotary->sin);
     }
     Tensor ctxv = Tensor::empty({B, T, D});
-    ops::attention(q, k, v, H, 1.0f, ctx.key_valid, ctxv, probs);
+    ops::attention(q, k, v, H, at.score_scale, ctx.key_valid, ctxv, probs);
     if (ctx.tap) ctx.tap("attn_ctx", ctxv);
-    at.o(ctxv, x, {.accumulate = true});  // x += o(attn)
+    const float s = blk.residual_scale;
+    at.o(ctxv, x, {.scale = s, .accumulate = true});  // x += s * o(attn)
     if (ctx.tap) ctx.tap("attn_out", x);
 
     blk.ln_ffn(x, h);
-    Tensor up = Tensor::empty({B, T, blk.ffn.up.out_features()});
-    blk.ffn.up(h, up, {.gelu = true});
+    const auto& f = blk.ffn;
+    Tensor up = Tensor::empty({B, T, f.up.out_features()});
+    if (f.act == FeedForward::Act::Gelu) {
+        f.up(h, up, {.gelu = true});
+    } else {
+        Tensor gate = Tensor::empty({B, T, f.gate.out_features()});
+        f.gate(h, gate);
+        f.up(h, up);
+        ops::swiglu(gate, up, up);
+    }
     if (ctx.tap) ctx.tap("ffn_up", up);
-    blk.ffn.down(up, x, {.accumulate = true});  // x += down(gelu(up(ln(x))))
+    f.down(up, x, {.scale = s, .accumulate = true});  // x += s * down(act(ln(x)))
 }
 
 }  // namespace bioinfer::nn

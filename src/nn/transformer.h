@@ -1,5 +1,6 @@
 // Shared transformer blocks built from ops: linear, layer norm, multi-head self-attention with
-// rotary and key-padding mask, GELU feed-forward, and the pre-LN block that chains them.
+// rotary, optional q/k LayerNorm and key-padding mask, GELU or SwiGLU feed-forward, and the pre-LN
+// block that chains them. ESM-2 and ESM C are two settings of the same block.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,9 +25,13 @@ struct Linear {
 };
 
 struct LayerNorm {
-    Tensor g, b;
+    Tensor g, b;  // b is zeros for a LayerNorm without bias
     float eps = 1e-5f;
-    static LayerNorm load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps);
+    static LayerNorm load(const io::ModelDir& m, const std::string& prefix, int64_t d, float eps,
+                          bool bias = true);
+    // From tensors already loaded (b undefined: no bias).
+    static LayerNorm from(Tensor g, Tensor b, float eps);
+    bool defined() const { return g.defined(); }
     void operator()(const Tensor& x, Tensor& out) const { ops::layer_norm(x, g, b, eps, out); }
 };
 
@@ -39,12 +44,17 @@ struct Rotary {
 
 struct SelfAttention {
     Linear q, k, v, o;
+    LayerNorm q_ln, k_ln;      // over the full width, before rotary (ESM C); undefined: none
     int64_t heads = 0;
-    float q_scale = 1.0f;  // applied to q before rotary (ESM convention)
+    float q_scale = 1.0f;      // applied to q before rotary (ESM-2 convention)
+    float score_scale = 1.0f;  // applied to q.k scores inside attention (ESM C: 1/sqrt(Dh))
 };
 
 struct FeedForward {
-    Linear up, down;  // up with GELU
+    enum class Act { Gelu, SwiGlu };
+    Act act = Act::Gelu;
+    Linear up, down;  // Gelu: down(gelu(up(x)))
+    Linear gate;      // SwiGlu: down(silu(gate(x)) * up(x))
 };
 
 struct PreLnBlock {
@@ -52,6 +62,7 @@ struct PreLnBlock {
     SelfAttention attn;
     LayerNorm ln_ffn;
     FeedForward ffn;
+    float residual_scale = 1.0f;  // each branch is multiplied by this before the residual add
 };
 
 // Context of one padded batch: (B, T) with key_valid[b * T + t] = 1 for real tokens.
@@ -63,7 +74,7 @@ struct BatchCtx {
     std::function<void(const std::string& name, const Tensor& t)> tap;
 };
 
-// x (B, T, D) updated in place: x += attn(ln(x)); x += ffn(ln(x)).
+// x (B, T, D) updated in place: x += s * attn(ln(x)); x += s * ffn(ln(x)), s = residual_scale.
 // probs (B, H, T, T), when given, receives this block's attention probabilities.
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs);
 

@@ -7,10 +7,10 @@ namespace bioinfer::kernels {
 
 struct KernelTable {
     const char* name;
-    // y[M,N] = act(x[M,K] . w[N,K]^T + b[N]) ; with accumulate, y += that instead of y = that.
+    // y[M,N] = scale * act(x[M,K] . w[N,K]^T + b[N]); with accumulate, y += that instead.
     // packed, when not null, is this table's pack_linear(w) and is read instead of w.
     void (*linear)(const float* x, const float* w, const void* packed, const float* b, float* y,
-                   int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate);
+                   int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate);
     // Optional: w (N, K) rearranged once into the layout `linear` reads fastest (null: none).
     void* (*pack_linear)(const float* w, int64_t K, int64_t N);
     void (*free_packed)(void* packed);
@@ -25,6 +25,8 @@ struct KernelTable {
     void (*layer_norm)(const float* x, const float* gamma, const float* beta, float* y,
                        int64_t rows, int64_t d, float eps);
     void (*gelu)(const float* x, float* y, int64_t n);  // erf GELU, may run in place
+    // y = silu(gate) * up = gate / (1 + exp(-gate)) * up; may run in place on either input.
+    void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
     // Row softmax in place; additive (cols) and keep (cols, 1 = keep) masks are optional.
     void (*softmax)(float* x, int64_t rows, int64_t cols, const float* additive,
                     const uint8_t* keep);

@@ -73,7 +73,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
     BI_CHECK(!use_packed || (packed->k == K && packed->n == N), "linear", "packed weight is ",
              packed->n, " x ", packed->k, ", w is ", shape_str(w.shape()));
     t.linear(x.f32(), w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
-             out.f32(), M, K, N, ep.gelu, ep.accumulate);
+             out.f32(), M, K, N, ep.gelu, ep.scale, ep.accumulate);
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out) {
@@ -92,6 +92,15 @@ void gelu(const Tensor& x, Tensor& out) {
     check_f32_contig(out, "gelu", "out");
     BI_CHECK(out.numel() == x.numel(), "gelu", "out size ", out.numel(), " != ", x.numel());
     table().gelu(x.f32(), out.f32(), x.numel());
+}
+
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+    check_f32_contig(gate, "swiglu", "gate");
+    check_f32_contig(up, "swiglu", "up");
+    check_f32_contig(out, "swiglu", "out");
+    BI_CHECK(gate.numel() == up.numel() && out.numel() == gate.numel(), "swiglu", "sizes differ: gate ",
+             shape_str(gate.shape()), ", up ", shape_str(up.shape()), ", out ", shape_str(out.shape()));
+    table().swiglu(gate.f32(), up.f32(), out.f32(), gate.numel());
 }
 
 void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep) {

@@ -16,6 +16,7 @@ const char* backend_name();
 
 struct Epilogue {
     bool gelu = false;        // apply erf GELU after the bias
+    float scale = 1.0f;       // multiply the result (after bias and GELU) by this
     bool accumulate = false;  // out += result (fused residual add) instead of out = result
 };
 
@@ -32,6 +33,8 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
 // Normalises over the last dim of x (..., D).
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
 void gelu(const Tensor& x, Tensor& out);
+// out = silu(gate) * up, elementwise (the SwiGLU feed-forward's gate).
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 // Softmax over the last dim of x (R, C) in place. additive: (C) added first; keep: C bytes.
 void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep);
 // Rotary on x (B, L, H, Dh) in place using positions 0..L-1; cos/sin (>= L, Dh/2).

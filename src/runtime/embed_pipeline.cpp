@@ -32,7 +32,8 @@ static bool looks_like_sequence(const std::string& s) {
     return true;
 }
 
-std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate) {
+std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate,
+                                         esm::Vocab vocab) {
     std::vector<io::FastaRecord> fasta;
     std::error_code ec;
     if (fs::is_directory(input, ec)) {
@@ -77,7 +78,7 @@ std::vector<EmbedRecord> collect_records(const std::string& input, int64_t trunc
         EmbedRecord r;
         r.id = f.id;
         r.source = f.source;
-        r.tokens = esm::tokenize(f.sequence, f.id);
+        r.tokens = esm::tokenize(f.sequence, f.id, vocab);
         BI_CHECK(!r.tokens.empty(), where, "record '", f.id, "' has an empty sequence");
         r.original_length = int64_t(r.tokens.size());
         if (truncate > 0 && r.original_length > truncate) {
@@ -132,7 +133,7 @@ struct RecordArrays {
 };
 
 // Extracts one record's outputs from a batch result (special tokens stripped).
-RecordArrays extract(const esm::Esm2Output& o, int64_t b, int64_t L, const std::vector<int>& layers,
+RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vector<int>& layers,
                      const EmbedOptions& opts, int64_t D, int64_t V) {
     RecordArrays r;
     for (int l : layers) {
@@ -169,20 +170,20 @@ RecordArrays extract(const esm::Esm2Output& o, int64_t b, int64_t L, const std::
 
 }  // namespace
 
-EmbedStats run_embed(esm::Esm2Model& model, const std::vector<EmbedRecord>& records,
+EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
                      const EmbedOptions& opts, bool write_outputs) {
-    const auto& cfg = model.config();
-    const std::vector<int> layers = resolve_layers(opts.repr_layers, cfg.layers);
+    const std::vector<int> layers = resolve_layers(opts.repr_layers, model.num_layers());
     BI_CHECK(opts.per_tok || opts.mean || opts.bos || opts.contacts || opts.logits, "--include",
              "nothing to output");
     BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "unknown format '",
              opts.format, "': expected npz or h5");
-    BI_CHECK(!opts.logits || model.has_lm_head(), "--include", "logits need an LM head, and the ",
-             "checkpoint has no lm_head.* tensors (use an EsmForMaskedLM checkpoint)");
-    BI_CHECK(!opts.contacts || model.has_contact_head(), "--include", "contacts need the ",
-             "checkpoint's contact_head.regression tensors");
+    BI_CHECK(!opts.logits || model.has_logits(), "--include", "logits need an LM head, and the ",
+             "checkpoint has none (use a masked-LM checkpoint)");
+    BI_CHECK(!opts.contacts || model.has_contacts(), "--include", "contacts need a contact head, and ",
+             model.architecture() == "esm2" ? "the checkpoint has no contact_head.regression tensors"
+                                            : "this model has none");
     const bool any_hidden = opts.per_tok || opts.mean || opts.bos;
-    esm::Esm2Request req;
+    lm::Request req;
     if (any_hidden) req.layers = layers;
     req.logits = opts.logits;
     req.contacts = opts.contacts;
@@ -217,12 +218,13 @@ EmbedStats run_embed(esm::Esm2Model& model, const std::vector<EmbedRecord>& reco
             ntok += int64_t(t.size());
             toks.push_back(std::move(t));
         }
-        esm::Esm2Output out = model.forward(toks, req);
+        lm::Output out = model.forward(toks, req);
         if (write_outputs) {
             for (size_t bi = 0; bi < batch.size(); ++bi) {
                 const EmbedRecord& rec = records[batch[bi]];
                 const int64_t L = int64_t(rec.tokens.size());
-                RecordArrays ra = extract(out, int64_t(bi), L, layers, opts, cfg.hidden, cfg.vocab);
+                RecordArrays ra = extract(out, int64_t(bi), L, layers, opts, model.hidden_size(),
+                                          model.logits_width());
                 const std::string stem = safe_file_stem(rec.id);
                 json arrays = json::object();
                 for (auto& [k, t] : ra.arrays) arrays[k] = t.shape();
@@ -264,9 +266,9 @@ EmbedStats run_embed(esm::Esm2Model& model, const std::vector<EmbedRecord>& reco
     json manifest = {
         {"tool", "bioinfer embed"},
         {"model", opts.model_label},
-        {"architecture", "esm2"},
-        {"num_layers", cfg.layers},
-        {"hidden_size", cfg.hidden},
+        {"architecture", model.architecture()},
+        {"num_layers", model.num_layers()},
+        {"hidden_size", model.hidden_size()},
         {"layers", layers_json},
         {"include", include},
         {"dtype", "float32"},

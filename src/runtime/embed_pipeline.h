@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "models/esm2.h"
+#include "models/esm_alphabet.h"
+#include "models/language_model.h"
 
 namespace bioinfer::runtime {
 
@@ -17,8 +18,9 @@ struct EmbedRecord {
 };
 
 // INPUT: a FASTA file, a folder of FASTA files (*.fa, *.fasta, *.faa, *.fas), or a bare sequence.
-// Validates everything (alphabet, empty and duplicate records) before returning.
-std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate);
+// Validates everything (alphabet `vocab`, empty and duplicate records) before returning.
+std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate,
+                                         esm::Vocab vocab = esm::Vocab::Esm2);
 
 struct EmbedOptions {
     std::vector<int> repr_layers{-1};  // fair-esm style, negative counts from the end
@@ -43,7 +45,7 @@ struct EmbedStats {
 };
 
 // Runs the job; with write_outputs=false only the forward passes run (benchmarking).
-EmbedStats run_embed(esm::Esm2Model& model, const std::vector<EmbedRecord>& records,
+EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
                      const EmbedOptions& opts, bool write_outputs);
 
 }  // namespace bioinfer::runtime

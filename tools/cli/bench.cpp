@@ -9,7 +9,7 @@
 #include "bioinfer/error.h"
 #include "core/threads.h"
 #include "io/model_dir.h"
-#include "models/esm2.h"
+#include "models/language_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
 
@@ -41,8 +41,10 @@ int bench_main(int argc, char** argv) {
     if (a.has("include")) runtime::parse_include(a.get("include"), opts);
     const int repeat = int(a.get_int("repeat", 3));
     BI_CHECK(repeat > 0, "--repeat", "must be positive");
-    auto records = runtime::collect_records(a.positional[1], 1022);
-    auto model = esm::Esm2Model::load(io::ModelDir::open(weights_dir_from(a)));
+    const io::ModelDir model_dir = io::ModelDir::open(weights_dir_from(a));
+    auto records = runtime::collect_records(a.positional[1], 1022,
+                                            lm::vocab_of(lm::detect_architecture(model_dir)));
+    auto model = lm::load(model_dir);
     runtime::run_embed(*model, records, opts, false);  // warm-up
     double best = 1e300;
     runtime::EmbedStats st;

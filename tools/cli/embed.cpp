@@ -1,11 +1,11 @@
-// bioinfer embed: ESM-2 embeddings for a FASTA file, a folder of them, or a bare sequence.
+// bioinfer embed: ESM-2 / ESM C embeddings for a FASTA file, a folder of them, or a bare sequence.
 #include <cstdio>
 
 #include "args.h"
 #include "bioinfer/error.h"
 #include "core/threads.h"
 #include "io/model_dir.h"
-#include "models/esm2.h"
+#include "models/language_model.h"
 #include "runtime/embed_pipeline.h"
 
 namespace bioinfer::cli {
@@ -14,7 +14,7 @@ static const char* kEmbedHelp = R"(usage: bioinfer embed INPUT (--weights DIR | 
 
 INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
 
-  --weights DIR        Hugging Face ESM-2 directory (config.json + model.safetensors)
+  --weights DIR        Hugging Face ESM-2 or ESM C directory (config.json + model.safetensors)
   --model NAME         e.g. esm2_t33_650M_UR50D, found in the local Hugging Face cache
   --out-dir DIR        where <id>.npz (or embeddings.h5) and manifest.json go
   --repr-layers L,...  layers to output, negative counts from the end (default -1)
@@ -54,9 +54,12 @@ int embed_main(int argc, char** argv) {
 
     const std::string dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;
-    // Validate every input before loading weights or writing anything.
-    auto records = runtime::collect_records(a.positional[0], truncate);
-    auto model = esm::Esm2Model::load(io::ModelDir::open(dir));
+    // Validate every input before loading weights or writing anything: opening the directory
+    // reads config.json and the safetensors headers only.
+    const io::ModelDir model_dir = io::ModelDir::open(dir);
+    const std::string arch = lm::detect_architecture(model_dir);
+    auto records = runtime::collect_records(a.positional[0], truncate, lm::vocab_of(arch));
+    auto model = lm::load(model_dir);
     auto stats = runtime::run_embed(*model, records, opts, /*write_outputs=*/true);
     if (!opts.quiet)
         std::fprintf(stderr, "embed: wrote %lld records to %s\n", (long long)stats.sequences,

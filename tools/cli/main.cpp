@@ -20,7 +20,7 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
-    {"embed", bioinfer::cli::embed_main, "per-residue / pooled embeddings, contacts, logits (ESM-2)"},
+    {"embed", bioinfer::cli::embed_main, "per-residue / pooled embeddings, contacts, logits (ESM-2, ESM C)"},
     {"bench", bioinfer::cli::bench_main, "time a model on inputs, JSON on stdout"},
 };
 

@@ -15,6 +15,7 @@ const KernelTable* cpu_kernels_avx2() {
                                .attention = cpu::attention<V>,
                                .layer_norm = cpu::layer_norm<V>,
                                .gelu = cpu::gelu<V>,
+                               .swiglu = cpu::swiglu<V>,
                                .softmax = cpu::softmax<V>,
                                .rotary = cpu::rotary<V>,
                                .add = cpu::add<V>,

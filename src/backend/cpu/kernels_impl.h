@@ -63,6 +63,23 @@ void gelu(const float* x, float* y, int64_t n) {
 }
 
 template <typename V>
+void swiglu(const float* g, const float* u, float* y, int64_t n) {
+    constexpr int W = V::W;
+    const auto one = V::set1(1.0f);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < (n + 4095) / 4096; ++c) {
+        const int64_t end = std::min(n, (c + 1) * 4096);
+        int64_t i = c * 4096;
+        for (; i + W <= end; i += W) {
+            const auto gv = V::load(g + i);
+            const auto e = vexp<V>(V::sub(V::zero(), gv));
+            V::store(y + i, V::mul(V::div(gv, V::add(one, e)), V::load(u + i)));
+        }
+        for (; i < end; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+}
+
+template <typename V>
 void layer_norm(const float* x, const float* g, const float* b, float* y, int64_t rows, int64_t d,
                 float eps) {
     constexpr int W = V::W;

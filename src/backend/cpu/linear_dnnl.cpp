@@ -35,7 +35,7 @@ struct Packed {
 
 // Primitives are shared by every layer of the same shape: the packed layout is a function of
 // (K, N) alone, so "packed or plain" is all the key needs to say about the weights.
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, float, bool, bool>;
 
 struct Cache {
     std::mutex mu;
@@ -47,10 +47,12 @@ Cache& cache() {
     return c;
 }
 
-dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, bool accumulate,
-                  const memory::desc& wei) {
+dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, float scale,
+                  bool accumulate, const memory::desc& wei) {
     dnnl::post_ops po;
     if (gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    // After bias and GELU, before the residual sum: y (+)= scale * act(x.w^T + b).
+    if (scale != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, scale, 0.0f);
     if (accumulate) po.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
@@ -85,17 +87,17 @@ void free_packed_dnnl(void* packed) {
 }
 
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
-                 int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate) {
+                 int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate) {
     const auto* p = static_cast<const Packed*>(packed);
     const memory::desc wd = p ? p->desc : plain_weights(K, N);
-    Key key{M, K, N, b != nullptr, gelu, accumulate, p != nullptr};
+    Key key{M, K, N, b != nullptr, gelu, scale, accumulate, p != nullptr};
     dnnl::matmul prim;
     {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mu);
         auto it = c.prims.find(key);
         if (it == c.prims.end())
-            it = c.prims.emplace(key, make(M, K, N, b, gelu, accumulate, wd)).first;
+            it = c.prims.emplace(key, make(M, K, N, b, gelu, scale, accumulate, wd)).first;
         prim = it->second;
     }
     auto& eng = engine();

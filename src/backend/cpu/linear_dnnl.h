@@ -7,7 +7,7 @@
 namespace bioinfer::cpu {
 
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
-                 int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate);
+                 int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate);
 // w (N, K) reordered into oneDNN's preferred weights layout; owned by the returned handle.
 void* pack_linear_dnnl(const float* w, int64_t K, int64_t N);
 void free_packed_dnnl(void* packed);

@@ -13,13 +13,13 @@ namespace {
 float gelu_erf(float x) { return float(0.5 * double(x) * (1.0 + std::erf(double(x) / std::sqrt(2.0)))); }
 
 void linear(const float* x, const float* w, const void* /*packed*/, const float* b, float* y,
-            int64_t M, int64_t K, int64_t N, bool gelu, bool accumulate) {
+            int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate) {
 #pragma omp parallel for
     for (int64_t m = 0; m < M; ++m) {
         for (int64_t n = 0; n < N; ++n) {
             double acc = b ? b[n] : 0.0;
             for (int64_t k = 0; k < K; ++k) acc += double(x[m * K + k]) * w[n * K + k];
-            float r = gelu ? gelu_erf(float(acc)) : float(acc);
+            float r = (gelu ? gelu_erf(float(acc)) : float(acc)) * scale;
             y[m * N + n] = accumulate ? y[m * N + n] + r : r;
         }
     }
@@ -121,6 +121,10 @@ void attention(const float* q, const float* k, const float* v, float* out, int64
         }
 }
 
+void swiglu(const float* g, const float* u, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = float(double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i]);
+}
+
 void add(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
@@ -140,6 +144,7 @@ const KernelTable& ref_kernels() {
                                .attention = attention,
                                .layer_norm = layer_norm,
                                .gelu = gelu,
+                               .swiglu = swiglu,
                                .softmax = softmax,
                                .rotary = rotary,
                                .add = add,

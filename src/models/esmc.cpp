@@ -1,0 +1,172 @@
+// ESM C forward, following transformers' EsmcForMaskedLM and the esm package's ESMC: embedding
+// (no scaling), pre-LN blocks with q/k LayerNorm over the full width, rotary on positions 0..T-1,
+// attention between non-pad tokens, SwiGLU FFN, both residual branches divided by
+// sqrt(n_layers / 36), final LayerNorm without bias, sequence head to 64 logits.
+#include "models/esmc.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bioinfer/error.h"
+
+namespace bioinfer::esm {
+
+using io::config_get;
+using io::config_get_or;
+
+EsmcConfig EsmcConfig::from_hf_json(const nlohmann::json& j, const std::string& where) {
+    EsmcConfig c;
+    const std::string type = config_get_or<std::string>(j, "model_type", "", where);
+    BI_CHECK(type == "esmc", where, "model_type '", type, "' is not ESM C");
+    c.vocab = config_get<int64_t>(j, "vocab_size", where);
+    c.hidden = config_get<int64_t>(j, "hidden_size", where);
+    c.layers = config_get<int64_t>(j, "num_hidden_layers", where);
+    c.heads = config_get<int64_t>(j, "num_attention_heads", where);
+    c.intermediate = config_get<int64_t>(j, "intermediate_size", where);
+    BI_CHECK(c.hidden > 0 && c.layers > 0 && c.heads > 0 && c.intermediate > 0, where,
+             "hidden_size, num_hidden_layers, num_attention_heads and intermediate_size must be > 0");
+    BI_CHECK(c.hidden % c.heads == 0 && (c.hidden / c.heads) % 2 == 0, where, "hidden_size ", c.hidden,
+             " must split into ", c.heads, " heads of even width");
+    BI_CHECK(c.vocab >= kVocab, where, "vocab_size ", c.vocab, " is smaller than the ESM alphabet (",
+             kVocab, ")");
+    const int64_t head_dim = config_get_or<int64_t>(j, "head_dim", c.hidden / c.heads, where);
+    BI_CHECK(head_dim == c.hidden / c.heads, where, "head_dim ", head_dim, " != hidden_size / heads");
+    const int64_t kv = config_get_or<int64_t>(j, "num_key_value_heads", c.heads, where);
+    BI_CHECK(kv == c.heads, where, "num_key_value_heads ", kv, " != num_attention_heads (ESM C has no GQA)");
+    const std::string act = config_get_or<std::string>(j, "hidden_act", "silu", where);
+    BI_CHECK(act == "silu", where, "hidden_act '", act, "' is not supported (ESM C uses silu)");
+    BI_CHECK(!config_get_or<bool>(j, "attention_bias", false, where) &&
+                 !config_get_or<bool>(j, "mlp_bias", false, where),
+             where, "attention_bias / mlp_bias are not supported (ESM C has none)");
+    double theta = config_get_or<double>(j, "rope_theta", 10000.0, where);
+    if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+        const auto& rp = j["rope_parameters"];
+        const std::string rt = config_get_or<std::string>(rp, "rope_type", "default", where);
+        BI_CHECK(rt == "default", where, "rope_type '", rt, "' is not supported");
+        theta = config_get_or<double>(rp, "rope_theta", theta, where);
+    }
+    c.rope_theta = float(theta);
+    return c;
+}
+
+EsmcConfig esmc_preset(const std::string& name) {
+    EsmcConfig c;
+    if (name == "esmc-300m") c.hidden = 960, c.layers = 30, c.heads = 15;
+    else if (name == "esmc-600m") c.hidden = 1152, c.layers = 36, c.heads = 18;
+    else if (name == "esmc-6b") c.hidden = 2560, c.layers = 80, c.heads = 40;
+    else fail("esmc", cat("unknown configuration '", name, "' (esmc-300m, esmc-600m, esmc-6b)"));
+    c.intermediate = EsmcConfig::swiglu_hidden(c.hidden);
+    return c;
+}
+
+void EsmcModel::init_common() {
+    const int64_t Dh = cfg_.hidden / cfg_.heads;
+    Tensor f = Tensor::empty({Dh / 2});
+    // As upstream: 1 / base^(arange(0, Dh, 2) / Dh) in fp32.
+    for (int64_t i = 0; i < Dh / 2; ++i)
+        f.f32()[i] = 1.0f / std::pow(cfg_.rope_theta, float(2 * i) / float(Dh));
+    rotary_.inv_freq = f;
+    rotary_.ensure(1026);
+    const float s = 1.0f / std::sqrt(float(cfg_.layers) / 36.0f);
+    for (auto& b : blocks_) {
+        b.attn.heads = cfg_.heads;
+        b.attn.score_scale = 1.0f / std::sqrt(float(Dh));
+        b.ffn.act = nn::FeedForward::Act::SwiGlu;
+        b.residual_scale = s;
+    }
+}
+
+std::unique_ptr<EsmcModel> EsmcModel::load(const io::ModelDir& m) {
+    auto model = std::make_unique<EsmcModel>();
+    EsmcConfig& c = model->cfg_;
+    c = EsmcConfig::from_hf_json(m.config(), m.dir() + "/config.json");
+    const int64_t D = c.hidden, F = c.intermediate;
+    const float eps = c.ln_eps;
+
+    // EsmcForMaskedLM nests the encoder under "esmc."; a bare EsmcModel does not.
+    std::string p;
+    if (m.has("esmc.embed_tokens.weight")) p = "esmc.";
+    else if (m.has("embed_tokens.weight")) p = "";
+    else fail(m.dir(), "missing tensor 'esmc.embed_tokens.weight'");
+
+    model->embed_ = m.get_f32(p + "embed_tokens.weight", {c.vocab, D});
+    for (int64_t l = 0; l < c.layers; ++l) {
+        const std::string lp = p + "layers." + std::to_string(l) + ".";
+        nn::PreLnBlock b;
+        b.ln_attn = nn::LayerNorm::load(m, lp + "input_layernorm", D, eps);
+        b.attn.q = nn::Linear::load(m, lp + "self_attn.q_proj", D, D, false);
+        b.attn.k = nn::Linear::load(m, lp + "self_attn.k_proj", D, D, false);
+        b.attn.v = nn::Linear::load(m, lp + "self_attn.v_proj", D, D, false);
+        b.attn.o = nn::Linear::load(m, lp + "self_attn.o_proj", D, D, false);
+        b.attn.q_ln = nn::LayerNorm::load(m, lp + "self_attn.q_norm", D, eps, false);
+        b.attn.k_ln = nn::LayerNorm::load(m, lp + "self_attn.k_norm", D, eps, false);
+        b.ln_ffn = nn::LayerNorm::load(m, lp + "post_attention_layernorm", D, eps);
+        b.ffn.gate = nn::Linear::load(m, lp + "mlp.gate_proj", D, F, false);
+        b.ffn.up = nn::Linear::load(m, lp + "mlp.up_proj", D, F, false);
+        b.ffn.down = nn::Linear::load(m, lp + "mlp.down_proj", F, D, false);
+        model->blocks_.push_back(std::move(b));
+    }
+    model->final_ln_ = nn::LayerNorm::load(m, p + "norm", D, eps, false);
+    if (m.has("lm_head.dense.weight")) {
+        model->head_dense_ = nn::Linear::load(m, "lm_head.dense", D, D);
+        model->head_ln_ = nn::LayerNorm::load(m, "lm_head.layer_norm", D, eps);
+        model->head_decoder_ = nn::Linear::load(m, "lm_head.decoder", D, c.vocab);
+    }
+    model->init_common();
+    return model;
+}
+
+lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
+                              const lm::Request& req) {
+    const EsmcConfig& c = cfg_;
+    const int64_t B = int64_t(tokens.size()), D = c.hidden;
+    int64_t T = 0;
+    for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
+    BI_CHECK(B > 0 && T > 0, "esmc.forward", "empty batch");
+    BI_CHECK(!req.logits || has_logits(), "esmc", "logits requested but the checkpoint has no ",
+             "sequence head");
+    BI_CHECK(!req.contacts, "esmc", "ESM C has no contact head");
+    for (int l : req.layers)
+        BI_CHECK(l >= 0 && l <= c.layers, "esmc.forward", "layer ", l, " outside [0, ", c.layers, "]");
+
+    lm::Output out;
+    out.B = B;
+    out.T = T;
+    nn::BatchCtx ctx;
+    ctx.B = B;
+    ctx.T = T;
+    ctx.key_valid.assign(size_t(B * T), 0);
+    std::vector<int32_t> ids(size_t(B * T), kPad);
+    for (int64_t b = 0; b < B; ++b)
+        for (size_t t = 0; t < tokens[b].size(); ++t) {
+            ids[size_t(b * T) + t] = tokens[b][t];
+            ctx.key_valid[size_t(b * T) + t] = 1;
+        }
+    rotary_.ensure(T);
+    ctx.rotary = &rotary_;
+
+    Tensor x = Tensor::empty({B, T, D});
+    ops::embedding(ids, embed_, x);
+    auto keep = [&](int layer) {
+        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
+    };
+    if (keep(0)) out.hidden[0] = x.clone();
+    for (int64_t l = 0; l < c.layers; ++l) {
+        if (req.tap) ctx.tap = [&](const std::string& n, const Tensor& t) { req.tap(int(l), n, t); };
+        nn::pre_ln_block(blocks_[size_t(l)], ctx, x, nullptr);
+        if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
+    }
+    Tensor last = Tensor::empty({B, T, D});
+    final_ln_(x, last);
+    if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
+    if (req.logits) {
+        Tensor h = Tensor::empty({B, T, D}), hn = Tensor::empty({B, T, D});
+        head_dense_(last, h, {.gelu = true});
+        head_ln_(h, hn);
+        out.logits = Tensor::empty({B, T, c.vocab});
+        head_decoder_(hn, out.logits);
+    }
+    return out;
+}
+
+}  // namespace bioinfer::esm

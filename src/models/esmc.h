@@ -1,0 +1,60 @@
+// ESM C (EvolutionaryScale / Biohub; 300M, 600M, 6B): hyper-parameters, a declarative weight table
+// for both checkpoint layouts (Hugging Face `EsmcForMaskedLM` safetensors and the original `esm`
+// package state dict), and the batched forward on the shared pre-LN block.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "models/esm_alphabet.h"
+#include "models/language_model.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::esm {
+
+struct EsmcConfig {
+    int64_t vocab = 64, hidden = 0, layers = 0, heads = 0, intermediate = 0;
+    float rope_theta = 10000.0f;
+    float ln_eps = 1e-5f;  // torch.nn.LayerNorm's default, used by every ESM C LayerNorm
+    // Hidden width of the SwiGLU FFN: 8/3 * d rounded up to a multiple of 256.
+    static int64_t swiglu_hidden(int64_t d) { return (8 * d / 3 + 255) / 256 * 256; }
+    static EsmcConfig from_hf_json(const nlohmann::json& cfg, const std::string& where);
+};
+
+// The released configurations (d, layers, heads), keyed "esmc-300m", "esmc-600m", "esmc-6b".
+EsmcConfig esmc_preset(const std::string& name);
+
+class EsmcModel : public lm::LanguageModel {
+public:
+    // Hugging Face layout: config.json (model_type "esmc") + safetensors, `esmc.layers.*`.
+    static std::unique_ptr<EsmcModel> load(const io::ModelDir& dir);
+
+    const EsmcConfig& config() const { return cfg_; }
+    std::string architecture() const override { return "esmc"; }
+    int64_t num_layers() const override { return cfg_.layers; }
+    int64_t hidden_size() const override { return cfg_.hidden; }
+    int64_t logits_width() const override { return cfg_.vocab; }
+    bool has_logits() const override { return head_dense_.w.defined(); }
+    bool has_contacts() const override { return false; }
+    std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const override {
+        return esm::tokenize(seq, record, Vocab::Esmc);
+    }
+    lm::Output forward(const std::vector<std::vector<int32_t>>& tokens,
+                       const lm::Request& req) override;
+
+private:
+    EsmcConfig cfg_;
+    Tensor embed_;  // (V, D)
+    nn::Rotary rotary_;
+    std::vector<nn::PreLnBlock> blocks_;
+    nn::LayerNorm final_ln_;  // no bias
+    // Sequence head: dense (D -> D), GELU, LayerNorm, decoder (D -> V) with bias.
+    nn::Linear head_dense_;
+    nn::LayerNorm head_ln_;
+    nn::Linear head_decoder_;
+    void init_common();
+};
+
+}  // namespace bioinfer::esm

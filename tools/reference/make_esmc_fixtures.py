@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Builds tiny random-weight ESM C models with Hugging Face transformers (EsmcForMaskedLM), runs
+them, and writes the parity fixtures the C++ tests read (tests/fixtures/esmc_*/).
+
+Each fixture folder is a real model directory (config.json, safetensors weights) plus
+reference.safetensors (per-sequence input ids, every hidden state, logits and layer-0 module
+intermediates) and cases.json (the sequences).
+
+    .venv-reference/bin/python tools/reference/make_esmc_fixtures.py [--out tests/fixtures]
+"""
+import argparse
+import json
+import os
+import shutil
+
+import torch
+from safetensors.torch import save_file
+from transformers import EsmcConfig, EsmcForMaskedLM, EsmcTokenizer
+
+# ESM C's vocabulary: the ESM alphabet with the chain break '|' at 31.
+VOCAB = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D",
+         "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-",
+         "|", "<mask>"]
+
+# Padding in one batch, <mask> tokens, the chain break, the rare letters X/B/U/Z/O, lower case,
+# and lengths from 3 to 76 (ubiquitin, 1UBQ).
+CASES = [
+    ("ubq", "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"),
+    ("rare", "GSHMXBUZOLAGKD"),
+    ("masked", "MKT<mask>LLVA<mask>GSW"),
+    ("dimer", "MKVLAAGIW|GSHMKTAYIA"),
+    ("short", "MKV"),
+    ("trpcage", "nlyiqwlkdggpssgrppps"),
+]
+
+CONFIGS = {
+    # head_dim 16, SwiGLU hidden = ESM C's rule (8/3 d rounded up to 256), F32, one file.
+    "esmc_tiny": dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=3, dtype="f32"),
+    # head_dim 10 (not a multiple of 8), 2 layers, BF16 weights in two shards plus an index.
+    "esmc_tiny_hd10": dict(hidden_size=40, num_hidden_layers=2, num_attention_heads=4, dtype="bf16"),
+}
+
+
+def swiglu_hidden(d):
+    return int(((8 / 3) * d + 255) // 256 * 256)
+
+
+def tokenize(seq):
+    ids, i = [0], 0
+    while i < len(seq):
+        if seq[i] == "<":
+            j = seq.index(">", i)
+            ids.append(VOCAB.index(seq[i:j + 1]))
+            i = j + 1
+        else:
+            ids.append(VOCAB.index(seq[i].upper()))
+            i += 1
+    return ids + [2]
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                base = 1.0 if name.endswith("weight") else 0.0
+                p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p.shape[-1]
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
+
+
+def build(name, spec, out_root):
+    torch.manual_seed(0)
+    d = spec["hidden_size"]
+    cfg = EsmcConfig(vocab_size=64, hidden_size=d, num_hidden_layers=spec["num_hidden_layers"],
+                     num_attention_heads=spec["num_attention_heads"],
+                     intermediate_size=swiglu_hidden(d), max_position_embeddings=2048)
+    cfg._attn_implementation = "eager"
+    model = EsmcForMaskedLM(cfg).eval()
+    randomize(model, seed=len(name))
+    if spec["dtype"] == "bf16":  # weights representable in bf16, computed in fp32
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
+
+    out = os.path.join(out_root, name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    if spec["dtype"] == "f32":
+        model.save_pretrained(out, safe_serialization=True)
+    else:
+        cfg.save_pretrained(out)
+        sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+        names = sorted(sd)
+        shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+                  "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+        weight_map = {}
+        for fname, keys in shards.items():
+            save_file({k: sd[k].to(torch.bfloat16) for k in keys}, os.path.join(out, fname),
+                      metadata={"format": "pt"})
+            weight_map.update({k: fname for k in keys})
+        with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+
+    tok_ids = [tokenize(s) for _, s in CASES]
+    # The upstream tokenizer must agree with the table above.
+    hf_tok = EsmcTokenizer()
+    for (cid, s), ids in zip(CASES, tok_ids):
+        up = hf_tok(s.upper().replace("<MASK>", "<mask>"))["input_ids"]
+        assert up == ids, (cid, up, ids)
+    T = max(len(t) for t in tok_ids)
+    ids = torch.full((len(CASES), T), 1, dtype=torch.long)
+    am = torch.zeros((len(CASES), T), dtype=torch.long)
+    for b, t in enumerate(tok_ids):
+        ids[b, :len(t)] = torch.tensor(t)
+        am[b, :len(t)] = 1
+
+    taps = {}
+    layer0 = model.esmc.layers[0]
+    hooks = [
+        layer0.input_layernorm.register_forward_hook(lambda m, i, o: taps.__setitem__("attn_ln", o)),
+        layer0.self_attn.o_proj.register_forward_hook(lambda m, i, o: taps.__setitem__("attn_ctx", i[0])),
+        layer0.post_attention_layernorm.register_forward_hook(lambda m, i, o: taps.__setitem__("attn_out", i[0])),
+        layer0.mlp.down_proj.register_forward_hook(lambda m, i, o: taps.__setitem__("ffn_up", i[0])),
+    ]
+    with torch.no_grad():
+        res = model(input_ids=ids, attention_mask=am, output_hidden_states=True)
+        base = model.esmc(input_ids=ids, attention_mask=am)
+        for h in hooks:
+            h.remove()
+
+    L = cfg.num_hidden_layers
+    ref = {}
+    for b, (cid, _) in enumerate(CASES):
+        n = int(am[b].sum())
+        ref[f"{cid}.input_ids"] = ids[b, :n].to(torch.float32)
+        # bioinfer's layer convention: 0 = embedding, 1..L-1 = block outputs, L = after the final
+        # LayerNorm. transformers' hidden_states[L] is block L's output before that norm.
+        for l in range(L):
+            ref[f"{cid}.hidden.{l}"] = res.hidden_states[l][b, :n]
+        ref[f"{cid}.hidden.{L}"] = base.last_hidden_state[b, :n]
+        ref[f"{cid}.logits"] = res.logits[b, :n]
+        for k, v in taps.items():
+            ref[f"{cid}.layer0.{k}"] = v[b, :n]
+    ref = {k: v.detach().contiguous().clone() for k, v in ref.items()}
+    save_file(ref, os.path.join(out, "reference.safetensors"),
+              metadata={"transformers": __import__("transformers").__version__,
+                        "torch": torch.__version__})
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump({"model": name, "num_layers": L,
+                   "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)
+        f.write("\n")
+    print(f"wrote {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    for name, spec in CONFIGS.items():
+        build(name, spec, os.path.abspath(args.out))
+
+
+if __name__ == "__main__":
+    main()
