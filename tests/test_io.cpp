@@ -14,6 +14,7 @@
 #include "io/model_dir.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "io/torch_checkpoint.h"
 #include "models/esm_alphabet.h"
 #include "runtime/batching.h"
 #include "runtime/embed_pipeline.h"
@@ -233,4 +234,32 @@ TEST(EmbedPipeline, LayersIncludeAndInputs) {
     EXPECT_EQ(bare[0].id, "seq");
     expect_contains(error_of([&] { runtime::collect_records(d / "nothing.fa", 1022); }),
                     "no such file");
+}
+
+// The restricted unpickler: a real torch.save state dict loads (bf16 views, names as saved); a
+// pickle that calls os.system is refused before anything runs; damaged archives name the problem.
+TEST(TorchCheckpoint, ReadsStateDictAndRefusesHostilePickles) {
+    const std::string fx = BIOINFER_FIXTURES;
+    auto sd = io::read_torch_checkpoint(fx + "/esmc_tiny_pth/data/weights/esmc_tiny_pth_v0.pth");
+    ASSERT_TRUE(sd.count("embed.weight"));
+    EXPECT_EQ(sd.at("embed.weight").shape(), (Shape{64, 128}));
+    EXPECT_EQ(sd.at("embed.weight").dtype(), DType::BF16);
+    EXPECT_EQ(sd.at("transformer.blocks.1.attn.layernorm_qkv.1.weight").shape(), (Shape{384, 128}));
+
+    const std::string marker = "/tmp/bioinfer_pickle_was_executed";
+    fs::remove(marker);
+    const std::string e = error_of([&] { io::read_torch_checkpoint(fx + "/hostile_checkpoints/os_system.pth"); });
+    expect_contains(e, "refusing to load");
+    expect_contains(e, "posix.system");
+    EXPECT_FALSE(fs::exists(marker)) << "the pickle's payload ran";
+    // Through the model loader too: a directory holding only the hostile file is refused.
+    TempDir d;
+    fs::copy_file(fx + "/hostile_checkpoints/os_system.pth", d / "model.pth");
+    expect_contains(error_of([&] { io::ModelDir::open(d.path.string()); }), "refusing to load");
+    EXPECT_FALSE(fs::exists(marker));
+
+    expect_contains(error_of([&] { io::read_torch_checkpoint(fx + "/hostile_checkpoints/truncated.pth"); }),
+                    "truncated.pth");
+    std::ofstream(d / "not_zip.pth") << "not a zip archive at all, just text";
+    expect_contains(error_of([&] { io::read_torch_checkpoint(d / "not_zip.pth"); }), "not a torch checkpoint");
 }

@@ -156,4 +156,5 @@ TEST_P(LmParity, BatchedEqualsSingle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LmParity,
-                         ::testing::Values("esm2_tiny", "esm2_tiny_hd12", "esmc_tiny", "esmc_tiny_hd10"));
+                         ::testing::Values("esm2_tiny", "esm2_tiny_hd12", "esmc_tiny", "esmc_tiny_hd10",
+                                           "esmc_tiny_pth"));

@@ -21,12 +21,46 @@ static json parse_json_file(const std::string& path) {
     }
 }
 
+static bool is_torch_file(const fs::path& p) {
+    const std::string e = p.extension().string();
+    return e == ".pth" || e == ".pt" || e == ".bin" || e == ".ckpt";
+}
+
+// The single .pth/.pt in dir or dir/data/weights (EvolutionaryScale's repository layout).
+static std::string find_torch_checkpoint(const std::string& dir) {
+    std::vector<std::string> found;
+    for (const fs::path sub : {fs::path(dir), fs::path(dir) / "data" / "weights"}) {
+        std::error_code ec;
+        if (!fs::is_directory(sub, ec)) continue;
+        for (auto& e : fs::directory_iterator(sub, ec)) {
+            const std::string ext = e.path().extension().string();
+            if (e.is_regular_file() && (ext == ".pth" || ext == ".pt")) found.push_back(e.path().string());
+        }
+    }
+    BI_CHECK(found.size() <= 1, dir, "holds ", found.size(), " torch checkpoints; point --weights at one");
+    return found.empty() ? "" : found[0];
+}
+
 ModelDir ModelDir::open(const std::string& dir) {
-    BI_CHECK(fs::is_directory(dir), dir, "weights directory does not exist");
     ModelDir m;
     m.dir_ = dir;
+    m.config_ = json::object();
+    std::error_code ec;
+    if (fs::is_regular_file(dir, ec) && is_torch_file(dir)) {
+        m.torch_file_ = dir;
+        m.pickled_ = read_torch_checkpoint(dir);
+        return m;
+    }
+    BI_CHECK(fs::is_directory(dir), dir, "weights directory does not exist");
     const std::string cfg = (fs::path(dir) / "config.json").string();
-    BI_CHECK(fs::exists(cfg), cfg, "missing: a model directory needs config.json");
+    if (!fs::exists(cfg)) {
+        const std::string pth = find_torch_checkpoint(dir);
+        BI_CHECK(!pth.empty(), cfg, "missing: a model directory needs config.json (or a torch "
+                                    "checkpoint such as data/weights/esmc_300m_2024_12_v0.pth)");
+        m.torch_file_ = pth;
+        m.pickled_ = read_torch_checkpoint(pth);
+        return m;
+    }
     m.config_ = parse_json_file(cfg);
     BI_CHECK(m.config_.is_object(), cfg, "config is not a JSON object");
 
@@ -49,8 +83,9 @@ ModelDir ModelDir::open(const std::string& dir) {
         }
         shard_names.assign(uniq.begin(), uniq.end());
     } else if (fs::exists(fs::path(dir) / "pytorch_model.bin")) {
-        fail(dir, "only pytorch_model.bin found: pickled checkpoints are not read yet; "
-                  "provide model.safetensors (e.g. save_pretrained(..., safe_serialization=True))");
+        m.torch_file_ = (fs::path(dir) / "pytorch_model.bin").string();
+        m.pickled_ = read_torch_checkpoint(m.torch_file_);
+        return m;
     } else {
         fail(dir, "no model.safetensors or model.safetensors.index.json");
     }
@@ -70,10 +105,12 @@ ModelDir ModelDir::open(const std::string& dir) {
 std::vector<std::string> ModelDir::names() const {
     std::vector<std::string> out;
     for (auto& [k, v] : where_) out.push_back(k);
+    for (auto& [k, v] : pickled_) out.push_back(k);
     return out;
 }
 
 Tensor ModelDir::get_raw(const std::string& name) const {
+    if (auto p = pickled_.find(name); p != pickled_.end()) return p->second;
     auto it = where_.find(name);
     BI_CHECK(it != where_.end(), dir_, "missing tensor '", name, "'");
     return files_[it->second]->get(name);

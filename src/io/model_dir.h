@@ -1,5 +1,7 @@
-// A Hugging Face model directory: config.json plus model.safetensors, or shards listed in
-// model.safetensors.index.json. Tensors are looked up by the checkpoint's own names.
+// A model directory: a Hugging Face one (config.json plus model.safetensors, shards listed in
+// model.safetensors.index.json, or a pickled pytorch_model.bin), or a torch checkpoint without
+// config (a .pth file, or a folder holding one, as EvolutionaryScale's repositories do under
+// data/weights/). Tensors are looked up by the checkpoint's own names.
 #pragma once
 #include <map>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "bioinfer/tensor.h"
 #include "bioinfer/error.h"
 #include "io/safetensors.h"
+#include "io/torch_checkpoint.h"
 
 namespace bioinfer::io {
 
@@ -18,8 +21,12 @@ public:
     static ModelDir open(const std::string& dir);
 
     const std::string& dir() const { return dir_; }
+    // config.json, or an empty object for a bare torch checkpoint.
     const nlohmann::json& config() const { return config_; }
-    bool has(const std::string& name) const { return where_.count(name) > 0; }
+    bool has_config() const { return !config_.empty(); }
+    // The file that held the weights when they came from a torch checkpoint, else empty.
+    const std::string& torch_file() const { return torch_file_; }
+    bool has(const std::string& name) const { return where_.count(name) > 0 || pickled_.count(name) > 0; }
     std::vector<std::string> names() const;
     // fp32 tensor (zero-copy when stored as F32); a missing name or a shape other than
     // `expected` is an error naming the key, the expected and the actual shape.
@@ -31,6 +38,8 @@ private:
     nlohmann::json config_;
     std::vector<std::shared_ptr<SafetensorsFile>> files_;
     std::map<std::string, size_t> where_;  // tensor name -> index into files_
+    std::string torch_file_;
+    std::map<std::string, Tensor> pickled_;  // tensors of a torch checkpoint (views of its mapping)
 };
 
 // Typed config access with an error naming the file and key when missing or mistyped.

@@ -76,7 +76,66 @@ void EsmcModel::init_common() {
     }
 }
 
+bool EsmcModel::is_original_layout(const io::ModelDir& m) {
+    return m.has("transformer.blocks.0.attn.layernorm_qkv.1.weight");
+}
+
 std::unique_ptr<EsmcModel> EsmcModel::load(const io::ModelDir& m) {
+    return is_original_layout(m) ? load_original(m) : load_hf(m);
+}
+
+std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
+    auto model = std::make_unique<EsmcModel>();
+    EsmcConfig& c = model->cfg_;
+    const std::string where = m.torch_file().empty() ? m.dir() : m.torch_file();
+    BI_CHECK(m.has("embed.weight"), where, "missing tensor 'embed.weight'");
+    const Shape emb = m.get_raw("embed.weight").shape();
+    BI_CHECK(emb.size() == 2, where, "tensor 'embed.weight': expected 2-D, got ", shape_str(emb));
+    c.vocab = emb[0];
+    c.hidden = emb[1];
+    while (m.has(cat("transformer.blocks.", c.layers, ".attn.out_proj.weight"))) ++c.layers;
+    // The state dict does not store the head count; every released ESM C (300M, 600M, 6B) uses
+    // 64-wide heads (960/15, 1152/18, 2560/40).
+    BI_CHECK(c.layers > 0 && c.hidden % 64 == 0, where, "width ", c.hidden,
+             " is not a multiple of ESM C's 64-wide heads");
+    c.heads = c.hidden / 64;
+    BI_CHECK(c.vocab >= kVocab, where, "embedding has ", c.vocab, " rows, fewer than the alphabet");
+    c.intermediate = EsmcConfig::swiglu_hidden(c.hidden);
+    const int64_t D = c.hidden, F = c.intermediate;
+    const float eps = c.ln_eps;
+
+    model->embed_ = m.get_f32("embed.weight", {c.vocab, D});
+    for (int64_t l = 0; l < c.layers; ++l) {
+        const std::string lp = cat("transformer.blocks.", l, ".");
+        nn::PreLnBlock b;
+        b.ln_attn = nn::LayerNorm::load(m, lp + "attn.layernorm_qkv.0", D, eps);
+        // One (3D, D) matrix: rows [0, D) are q, [D, 2D) k, [2D, 3D) v (torch.chunk order).
+        const Tensor qkv = m.get_f32(lp + "attn.layernorm_qkv.1.weight", {3 * D, D});
+        b.attn.q = nn::Linear::from(qkv.narrow0(0, D), Tensor());
+        b.attn.k = nn::Linear::from(qkv.narrow0(D, 2 * D), Tensor());
+        b.attn.v = nn::Linear::from(qkv.narrow0(2 * D, 3 * D), Tensor());
+        b.attn.o = nn::Linear::load(m, lp + "attn.out_proj", D, D, false);
+        b.attn.q_ln = nn::LayerNorm::load(m, lp + "attn.q_ln", D, eps, false);
+        b.attn.k_ln = nn::LayerNorm::load(m, lp + "attn.k_ln", D, eps, false);
+        b.ln_ffn = nn::LayerNorm::load(m, lp + "ffn.0", D, eps);
+        // One (2F, D) matrix: rows [0, F) feed SiLU, [F, 2F) multiply it (SwiGLU's chunk order).
+        const Tensor in = m.get_f32(lp + "ffn.1.weight", {2 * F, D});
+        b.ffn.gate = nn::Linear::from(in.narrow0(0, F), Tensor());
+        b.ffn.up = nn::Linear::from(in.narrow0(F, 2 * F), Tensor());
+        b.ffn.down = nn::Linear::load(m, lp + "ffn.3", F, D, false);
+        model->blocks_.push_back(std::move(b));
+    }
+    model->final_ln_ = nn::LayerNorm::load(m, "transformer.norm", D, eps, false);
+    if (m.has("sequence_head.0.weight")) {
+        model->head_dense_ = nn::Linear::load(m, "sequence_head.0", D, D);
+        model->head_ln_ = nn::LayerNorm::load(m, "sequence_head.2", D, eps);
+        model->head_decoder_ = nn::Linear::load(m, "sequence_head.3", D, c.vocab);
+    }
+    model->init_common();
+    return model;
+}
+
+std::unique_ptr<EsmcModel> EsmcModel::load_hf(const io::ModelDir& m) {
     auto model = std::make_unique<EsmcModel>();
     EsmcConfig& c = model->cfg_;
     c = EsmcConfig::from_hf_json(m.config(), m.dir() + "/config.json");

@@ -28,8 +28,12 @@ EsmcConfig esmc_preset(const std::string& name);
 
 class EsmcModel : public lm::LanguageModel {
 public:
-    // Hugging Face layout: config.json (model_type "esmc") + safetensors, `esmc.layers.*`.
+    // Either layout, detected from the tensor names: Hugging Face (config.json with model_type
+    // "esmc" + safetensors, `esmc.layers.*`) or the esm package's state dict (a .pth with
+    // `transformer.blocks.*`, hyper-parameters read off the tensor shapes).
     static std::unique_ptr<EsmcModel> load(const io::ModelDir& dir);
+    // True when the directory holds the esm package's layout.
+    static bool is_original_layout(const io::ModelDir& dir);
 
     const EsmcConfig& config() const { return cfg_; }
     std::string architecture() const override { return "esmc"; }
@@ -55,6 +59,8 @@ private:
     nn::LayerNorm head_ln_;
     nn::Linear head_decoder_;
     void init_common();
+    static std::unique_ptr<EsmcModel> load_hf(const io::ModelDir& dir);
+    static std::unique_ptr<EsmcModel> load_original(const io::ModelDir& dir);
 };
 
 }  // namespace bioinfer::esm

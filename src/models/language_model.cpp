@@ -8,6 +8,11 @@
 namespace bioinfer::lm {
 
 std::string detect_architecture(const io::ModelDir& dir) {
+    if (!dir.has_config()) {  // a bare torch checkpoint: known by its tensor names
+        if (esm::EsmcModel::is_original_layout(dir)) return "esmc";
+        fail(dir.torch_file(), "holds no config.json and is not a known state dict (ESM C's "
+                               "transformer.blocks.*)");
+    }
     const std::string where = dir.dir() + "/config.json";
     const std::string type = io::config_get_or<std::string>(dir.config(), "model_type", "", where);
     if (type == "esm") return "esm2";

@@ -8,9 +8,15 @@ namespace bioinfer::nn {
 
 Linear Linear::load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
                     bool bias) {
+    Tensor w = m.get_f32(prefix + ".weight", {out, in});  // checked first: errors name the weight
+    Tensor b = bias ? m.get_f32(prefix + ".bias", {out}) : Tensor();
+    return from(w, b);
+}
+
+Linear Linear::from(Tensor w, Tensor b) {
     Linear l;
-    l.w = m.get_f32(prefix + ".weight", {out, in});
-    if (bias) l.b = m.get_f32(prefix + ".bias", {out});
+    l.w = w;
+    l.b = b;
     l.packed = ops::pack_linear_weight(l.w);
     // The GEMM reads only the packed copy from now on: let the kernel reclaim the mapped pages
     // of the checkpoint (re-read from the file if the reference backend ever needs them).

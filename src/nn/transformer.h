@@ -19,6 +19,8 @@ struct Linear {
     ops::PackedWeightPtr packed;  // w in the backend's GEMM layout, packed at load (may be null)
     static Linear load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
                        bool bias = true);
+    // From tensors already loaded (e.g. rows of a fused checkpoint matrix); b may be undefined.
+    static Linear from(Tensor w, Tensor b);
     int64_t out_features() const { return w.size(0); }
     // out (M, out) = x (M, in) . w^T + b, with an optional fused epilogue.
     void operator()(const Tensor& x, Tensor& out, ops::Epilogue ep = {}) const;

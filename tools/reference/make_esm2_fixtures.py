@@ -140,8 +140,10 @@ def build(name, spec, out_root):
             ref[f"{cid}.layer0.{k}"] = v[b, :n]
     ref = {k: v.detach().contiguous().clone() for k, v in ref.items()}
     save_file(ref, os.path.join(out, "reference.safetensors"),
-              metadata={"transformers": __import__("transformers").__version__,
-                        "torch": torch.__version__})
+              # one key: safetensors writes metadata in hash order, so several keys would make
+              # regenerated files differ byte-wise from run to run
+              metadata={"generator": f"transformers {__import__('transformers').__version__}, "
+                                     f"torch {torch.__version__}"})
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump({"model": name, "num_layers": cfg.num_hidden_layers,
                    "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Builds tiny random-weight ESM C models with Hugging Face transformers (EsmcForMaskedLM), runs
-them, and writes the parity fixtures the C++ tests read (tests/fixtures/esmc_*/).
+"""Builds tiny random-weight ESM C models with the two upstream implementations, runs them, and
+writes the parity fixtures the C++ tests read (tests/fixtures/esmc_*/):
 
-Each fixture folder is a real model directory (config.json, safetensors weights) plus
-reference.safetensors (per-sequence input ids, every hidden state, logits and layer-0 module
-intermediates) and cases.json (the sequences).
+- esmc_tiny, esmc_tiny_hd10: transformers' EsmcForMaskedLM, saved in the Hugging Face layout
+  (config.json + safetensors);
+- esmc_tiny_pth: the esm package's ESMC, its state dict saved with torch.save the way
+  EvolutionaryScale's repositories ship it (data/weights/<name>.pth, no config.json).
+
+Each fixture folder also holds reference.safetensors (per-sequence input ids, every hidden state,
+logits and layer-0 module intermediates) and cases.json (the sequences).
 
     .venv-reference/bin/python tools/reference/make_esmc_fixtures.py [--out tests/fixtures]
 """
@@ -147,12 +151,99 @@ def build(name, spec, out_root):
             ref[f"{cid}.layer0.{k}"] = v[b, :n]
     ref = {k: v.detach().contiguous().clone() for k, v in ref.items()}
     save_file(ref, os.path.join(out, "reference.safetensors"),
-              metadata={"transformers": __import__("transformers").__version__,
-                        "torch": torch.__version__})
+              # one key: safetensors writes metadata in hash order, so several keys would make
+              # regenerated files differ byte-wise from run to run
+              metadata={"generator": f"transformers {__import__('transformers').__version__}, "
+                                     f"torch {torch.__version__}"})
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump({"model": name, "num_layers": L,
                    "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)
         f.write("\n")
+    print(f"wrote {out}")
+
+
+def build_original(name, out_root):
+    """The esm package's ESMC: d_model 128 = two 64-wide heads (ESM C's head width), 2 layers."""
+    from esm.models.esmc import ESMC
+    from esm.tokenization import get_esmc_model_tokenizers
+
+    torch.manual_seed(0)
+    tokenizer = get_esmc_model_tokenizers()
+    model = ESMC(d_model=128, n_heads=2, n_layers=2, tokenizer=tokenizer, use_flash_attn=False).eval()
+    randomize(model, seed=len(name))
+    with torch.no_grad():  # stored in bf16 like a compact release; computed in fp32
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    out = os.path.join(out_root, name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(os.path.join(out, "data", "weights"))
+    sd = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    torch.save(sd, os.path.join(out, "data", "weights", f"{name}_v0.pth"))
+
+    tok_ids = [tokenize(s) for _, s in CASES]
+    for (cid, s), ids in zip(CASES, tok_ids):
+        up = tokenizer(s.upper().replace("<MASK>", "<mask>"))["input_ids"]
+        assert up == ids, (cid, up, ids)
+    T = max(len(t) for t in tok_ids)
+    ids = torch.full((len(CASES), T), 1, dtype=torch.long)
+    for b, t in enumerate(tok_ids):
+        ids[b, :len(t)] = torch.tensor(t)
+
+    taps = {}
+    block0 = model.transformer.blocks[0]
+    hooks = [
+        model.embed.register_forward_hook(lambda m, i, o: taps.__setitem__("embed", o)),
+        block0.attn.layernorm_qkv[0].register_forward_hook(lambda m, i, o: taps.__setitem__("attn_ln", o)),
+        block0.attn.out_proj.register_forward_hook(lambda m, i, o: taps.__setitem__("attn_ctx", i[0])),
+        block0.ffn[0].register_forward_hook(lambda m, i, o: taps.__setitem__("attn_out", i[0])),
+        block0.ffn[3].register_forward_hook(lambda m, i, o: taps.__setitem__("ffn_up", i[0])),
+    ]
+    with torch.no_grad():
+        res = model(sequence_tokens=ids)
+        for h in hooks:
+            h.remove()
+    L = len(model.transformer.blocks)
+    ref = {}
+    for b, (cid, _) in enumerate(CASES):
+        n = len(tok_ids[b])
+        ref[f"{cid}.input_ids"] = ids[b, :n].to(torch.float32)
+        # ESMC returns the per-block outputs (before the final norm) and the normed embeddings.
+        ref[f"{cid}.hidden.0"] = taps["embed"][b, :n]
+        for l in range(1, L):
+            ref[f"{cid}.hidden.{l}"] = res.hidden_states[l - 1][b, :n]
+        ref[f"{cid}.hidden.{L}"] = res.embeddings[b, :n]
+        ref[f"{cid}.logits"] = res.sequence_logits[b, :n]
+        for k in ("attn_ln", "attn_ctx", "attn_out", "ffn_up"):
+            ref[f"{cid}.layer0.{k}"] = taps[k][b, :n]
+    ref = {k: v.detach().float().contiguous().clone() for k, v in ref.items()}
+    save_file(ref, os.path.join(out, "reference.safetensors"),
+              metadata={"generator": f"esm {__import__('esm').__version__}, torch {torch.__version__}"})
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump({"model": name, "num_layers": L,
+                   "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)
+        f.write("\n")
+    print(f"wrote {out}")
+
+
+class _Hostile:
+    """Unpickling this runs a shell command: what a malicious checkpoint does."""
+
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/bioinfer_pickle_was_executed",))
+
+
+def build_hostile(out_root):
+    """Checkpoints a loader must refuse without executing anything."""
+    out = os.path.join(out_root, "hostile_checkpoints")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    torch.save({"embed.weight": torch.zeros(2, 2), "payload": _Hostile()}, os.path.join(out, "os_system.pth"))
+    good = os.path.join(out, "truncated.pth")
+    torch.save({"embed.weight": torch.arange(4096, dtype=torch.float32)}, good)
+    with open(good, "rb") as f:
+        data = f.read()
+    with open(good, "wb") as f:
+        f.write(data[: len(data) // 2])
     print(f"wrote {out}")
 
 
@@ -163,6 +254,8 @@ def main():
     torch.set_num_threads(1)
     for name, spec in CONFIGS.items():
         build(name, spec, os.path.abspath(args.out))
+    build_original("esmc_tiny_pth", os.path.abspath(args.out))
+    build_hostile(os.path.abspath(args.out))
 
 
 if __name__ == "__main__":

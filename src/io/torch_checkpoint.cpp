@@ -1,0 +1,478 @@
+// torch.save zip archives: a stored-only zip reader (with zip64) and a restricted unpickler.
+#include "io/torch_checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "bioinfer/error.h"
+
+namespace bioinfer::io {
+namespace {
+
+// ---- zip (stored entries only; torch.save never compresses) ----
+
+struct ZipEntry {
+    uint64_t data_offset = 0, size = 0;
+    uint16_t method = 0;
+};
+
+template <typename T>
+T rd(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;  // little-endian host (x86-64, aarch64)
+}
+
+std::map<std::string, ZipEntry> read_zip_directory(const std::string& path, const uint8_t* base,
+                                                   uint64_t n) {
+    BI_CHECK(n >= 22, path, "not a torch checkpoint: too short for a zip archive");
+    // End of central directory: the last 0x06054b50 within the final 64 KiB + 22 bytes.
+    int64_t eocd = -1;
+    for (int64_t i = int64_t(n) - 22; i >= 0 && i >= int64_t(n) - 22 - 65535; --i)
+        if (rd<uint32_t>(base + i) == 0x06054b50u) {
+            eocd = i;
+            break;
+        }
+    BI_CHECK(eocd >= 0, path, "not a torch checkpoint: no zip end-of-directory record (a legacy "
+                              "pre-1.6 torch.save file or a corrupt download)");
+    uint64_t count = rd<uint16_t>(base + eocd + 10);
+    uint64_t cd_size = rd<uint32_t>(base + eocd + 12);
+    uint64_t cd_off = rd<uint32_t>(base + eocd + 16);
+    if (cd_off == 0xffffffffu || count == 0xffffu) {  // zip64: locator just before the EOCD
+        BI_CHECK(eocd >= 20 && rd<uint32_t>(base + eocd - 20) == 0x07064b50u, path,
+                 "zip64 locator missing");
+        const uint64_t z64 = rd<uint64_t>(base + eocd - 20 + 8);
+        BI_CHECK(z64 + 56 <= n && rd<uint32_t>(base + z64) == 0x06064b50u, path,
+                 "zip64 end-of-directory record missing");
+        count = rd<uint64_t>(base + z64 + 32);
+        cd_size = rd<uint64_t>(base + z64 + 40);
+        cd_off = rd<uint64_t>(base + z64 + 48);
+    }
+    BI_CHECK(cd_off <= n && cd_size <= n - cd_off, path, "zip central directory outside the file");
+    std::map<std::string, ZipEntry> out;
+    uint64_t p = cd_off;
+    for (uint64_t i = 0; i < count; ++i) {
+        BI_CHECK(p + 46 <= cd_off + cd_size && rd<uint32_t>(base + p) == 0x02014b50u, path,
+                 "corrupt zip central directory at entry ", i);
+        ZipEntry e;
+        e.method = rd<uint16_t>(base + p + 10);
+        uint64_t csize = rd<uint32_t>(base + p + 20);
+        uint64_t usize = rd<uint32_t>(base + p + 24);
+        const uint16_t name_len = rd<uint16_t>(base + p + 28), extra_len = rd<uint16_t>(base + p + 30),
+                       comment_len = rd<uint16_t>(base + p + 32);
+        uint64_t local = rd<uint32_t>(base + p + 42);
+        BI_CHECK(p + 46 + name_len + extra_len + comment_len <= cd_off + cd_size, path,
+                 "corrupt zip central directory at entry ", i);
+        std::string name(reinterpret_cast<const char*>(base + p + 46), name_len);
+        // zip64 extra field: the 0xffffffff fields, in order usize, csize, local offset.
+        const uint8_t* x = base + p + 46 + name_len;
+        for (uint16_t q = 0; q + 4 <= extra_len;) {
+            const uint16_t id = rd<uint16_t>(x + q), len = rd<uint16_t>(x + q + 2);
+            if (id == 0x0001) {
+                uint16_t r = 4;
+                if (usize == 0xffffffffu && r + 8 <= len + 4) usize = rd<uint64_t>(x + q + r), r += 8;
+                if (csize == 0xffffffffu && r + 8 <= len + 4) csize = rd<uint64_t>(x + q + r), r += 8;
+                if (local == 0xffffffffu && r + 8 <= len + 4) local = rd<uint64_t>(x + q + r), r += 8;
+            }
+            q = uint16_t(q + 4 + len);
+        }
+        BI_CHECK(local + 30 <= n && rd<uint32_t>(base + local) == 0x04034b50u, path,
+                 "zip entry '", name, "' has no local header");
+        e.data_offset = local + 30 + rd<uint16_t>(base + local + 26) + rd<uint16_t>(base + local + 28);
+        e.size = usize;
+        BI_CHECK(e.method == 0 || e.method == 8, path, "zip entry '", name, "' uses method ", e.method);
+        BI_CHECK(e.method != 0 || csize == usize, path, "zip entry '", name, "' sizes disagree");
+        BI_CHECK(e.data_offset <= n && csize <= n - e.data_offset, path, "zip entry '", name,
+                 "' runs past the end of the file (truncated download?)");
+        out[name] = e;
+        p += 46 + name_len + extra_len + comment_len;
+    }
+    return out;
+}
+
+// ---- restricted unpickler ----
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+struct StorageRef {
+    DType dtype;
+    std::string key;
+    int64_t numel = 0;
+};
+
+struct TensorRef {
+    StorageRef storage;
+    int64_t offset = 0;
+    Shape shape, stride;
+};
+
+struct Global {
+    std::string module, name;
+};
+
+struct Mark {};
+
+struct Value {
+    using List = std::vector<ValuePtr>;
+    using Dict = std::vector<std::pair<ValuePtr, ValuePtr>>;  // insertion order
+    struct Tuple {
+        List items;
+    };
+    std::variant<std::monostate, bool, int64_t, double, std::string, Tuple, List, Dict, Global,
+                 StorageRef, TensorRef, Mark>
+        v;
+};
+
+ValuePtr make(auto x) {
+    auto p = std::make_shared<Value>();
+    p->v = std::move(x);
+    return p;
+}
+
+// The only callables a state dict needs; everything else is refused.
+bool allowed_global(const std::string& module, const std::string& name) {
+    if (module == "collections" && name == "OrderedDict") return true;
+    if (module == "torch._utils" && (name == "_rebuild_tensor_v2" || name == "_rebuild_parameter"))
+        return true;
+    if (module == "torch" && (name == "FloatStorage" || name == "BFloat16Storage" ||
+                              name == "HalfStorage" || name == "DoubleStorage" ||
+                              name == "LongStorage" || name == "IntStorage" ||
+                              name == "BoolStorage" || name == "ByteStorage"))
+        return true;
+    return false;
+}
+
+class Unpickler {
+public:
+    Unpickler(const std::string& where, const uint8_t* p, size_t n) : where_(where), p_(p), end_(p + n) {}
+
+    ValuePtr run() {
+        while (true) {
+            const uint8_t op = byte();
+            switch (op) {
+                case 0x80: byte(); break;             // PROTO
+                case 0x95: take(8); break;            // FRAME
+                case '.': {                           // STOP
+                    BI_CHECK(stack_.size() == 1, where_, "pickle ends with ", stack_.size(), " values");
+                    return stack_.back();
+                }
+                case '(': stack_.push_back(make(Mark{})); break;
+                case '}': stack_.push_back(make(Value::Dict{})); break;
+                case ']': stack_.push_back(make(Value::List{})); break;
+                case ')': stack_.push_back(make(Value::Tuple{})); break;
+                case 'N': stack_.push_back(make(std::monostate{})); break;
+                case 0x88: stack_.push_back(make(true)); break;
+                case 0x89: stack_.push_back(make(false)); break;
+                case 'K': stack_.push_back(make(int64_t(byte()))); break;
+                case 'M': stack_.push_back(make(int64_t(rd<uint16_t>(take(2))))); break;
+                case 'J': stack_.push_back(make(int64_t(rd<int32_t>(take(4))))); break;
+                case 0x8a: {  // LONG1: little-endian two's complement, n <= 8 bytes
+                    const uint8_t len = byte();
+                    BI_CHECK(len <= 8, where_, "pickle integer of ", int(len), " bytes is too large");
+                    const uint8_t* b = take(len);
+                    uint64_t u = 0;
+                    for (int i = 0; i < len; ++i) u |= uint64_t(b[i]) << (8 * i);
+                    if (len > 0 && len < 8 && (b[len - 1] & 0x80)) u |= ~uint64_t(0) << (8 * len);
+                    stack_.push_back(make(int64_t(u)));
+                    break;
+                }
+                case 'G': {  // BINFLOAT, big-endian
+                    const uint8_t* b = take(8);
+                    uint64_t u = 0;
+                    for (int i = 0; i < 8; ++i) u = u << 8 | b[i];
+                    double d;
+                    std::memcpy(&d, &u, 8);
+                    stack_.push_back(make(d));
+                    break;
+                }
+                case 'X': stack_.push_back(make(str(rd<uint32_t>(take(4))))); break;
+                case 0x8c: stack_.push_back(make(str(byte()))); break;
+                case 0x8d: stack_.push_back(make(str(rd<uint64_t>(take(8))))); break;
+                case 'q': memo(byte()); break;
+                case 'r': memo(rd<uint32_t>(take(4))); break;
+                case 0x94: memo(memo_.size()); break;
+                case 'h': get(byte()); break;
+                case 'j': get(rd<uint32_t>(take(4))); break;
+                case 'c': {  // GLOBAL "module\nname\n"
+                    const std::string module = line(), name = line();
+                    push_global(module, name);
+                    break;
+                }
+                case 0x93: {  // STACK_GLOBAL
+                    const std::string name = as_str(pop()), module = as_str(pop());
+                    push_global(module, name);
+                    break;
+                }
+                case 't': stack_.push_back(make(Value::Tuple{pop_mark()})); break;
+                case 0x85: stack_.push_back(make(Value::Tuple{pop_n(1)})); break;
+                case 0x86: stack_.push_back(make(Value::Tuple{pop_n(2)})); break;
+                case 0x87: stack_.push_back(make(Value::Tuple{pop_n(3)})); break;
+                case 'l': stack_.push_back(make(pop_mark())); break;
+                case 'a': {
+                    ValuePtr x = pop();
+                    as<Value::List>(top(), "APPEND").push_back(x);
+                    break;
+                }
+                case 'e': {
+                    auto items = pop_mark();
+                    auto& l = as<Value::List>(top(), "APPENDS");
+                    l.insert(l.end(), items.begin(), items.end());
+                    break;
+                }
+                case 'd': {
+                    auto items = pop_mark();
+                    Value::Dict d;
+                    for (size_t i = 0; i + 1 < items.size(); i += 2) d.emplace_back(items[i], items[i + 1]);
+                    stack_.push_back(make(std::move(d)));
+                    break;
+                }
+                case 's': {
+                    ValuePtr v = pop(), k = pop();
+                    as<Value::Dict>(top(), "SETITEM").emplace_back(k, v);
+                    break;
+                }
+                case 'u': {
+                    auto items = pop_mark();
+                    auto& d = as<Value::Dict>(top(), "SETITEMS");
+                    for (size_t i = 0; i + 1 < items.size(); i += 2) d.emplace_back(items[i], items[i + 1]);
+                    break;
+                }
+                case 'Q': {  // BINPERSID: ('storage', StorageType, key, location, numel)
+                    ValuePtr pid = pop();
+                    stack_.push_back(make(storage_from(pid)));
+                    break;
+                }
+                case 'R': {  // REDUCE: only the allowed callables
+                    ValuePtr args = pop(), fn = pop();
+                    stack_.push_back(reduce(fn, args));
+                    break;
+                }
+                case 'b': {  // BUILD: state of an OrderedDict (its _metadata): dropped
+                    pop();
+                    BI_CHECK(std::holds_alternative<Value::Dict>(top()->v), where_,
+                             "pickle BUILD on something other than a dict");
+                    break;
+                }
+                default:
+                    fail(where_, cat("pickle opcode 0x", std::hex, int(op),
+                                     " is not part of a tensor state dict; refusing to read further"));
+            }
+        }
+    }
+
+private:
+    std::string where_;
+    const uint8_t* p_;
+    const uint8_t* end_;
+    std::vector<ValuePtr> stack_;
+    std::vector<ValuePtr> memo_;
+
+    uint8_t byte() { return *take(1); }
+    const uint8_t* take(size_t n) {
+        BI_CHECK(size_t(end_ - p_) >= n, where_, "pickle is truncated");
+        const uint8_t* r = p_;
+        p_ += n;
+        return r;
+    }
+    std::string str(uint64_t n) {
+        const uint8_t* b = take(n);
+        return std::string(reinterpret_cast<const char*>(b), n);
+    }
+    std::string line() {
+        const uint8_t* s = p_;
+        while (p_ < end_ && *p_ != '\n') ++p_;
+        BI_CHECK(p_ < end_, where_, "pickle is truncated");
+        std::string r(reinterpret_cast<const char*>(s), size_t(p_ - s));
+        ++p_;
+        return r;
+    }
+    ValuePtr pop() {
+        BI_CHECK(!stack_.empty(), where_, "pickle stack underflow");
+        ValuePtr v = stack_.back();
+        stack_.pop_back();
+        BI_CHECK(!std::holds_alternative<Mark>(v->v), where_, "pickle pops a MARK");
+        return v;
+    }
+    ValuePtr& top() {
+        BI_CHECK(!stack_.empty(), where_, "pickle stack underflow");
+        return stack_.back();
+    }
+    std::vector<ValuePtr> pop_n(size_t n) {
+        std::vector<ValuePtr> r(n);
+        for (size_t i = n; i-- > 0;) r[i] = pop();
+        return r;
+    }
+    std::vector<ValuePtr> pop_mark() {
+        std::vector<ValuePtr> r;
+        while (true) {
+            BI_CHECK(!stack_.empty(), where_, "pickle MARK missing");
+            ValuePtr v = stack_.back();
+            stack_.pop_back();
+            if (std::holds_alternative<Mark>(v->v)) break;
+            r.push_back(v);
+        }
+        return {r.rbegin(), r.rend()};
+    }
+    void memo(size_t i) {
+        if (memo_.size() <= i) memo_.resize(i + 1);
+        memo_[i] = top();
+    }
+    void get(size_t i) {
+        BI_CHECK(i < memo_.size() && memo_[i], where_, "pickle memo ", i, " is empty");
+        stack_.push_back(memo_[i]);
+    }
+    template <typename T>
+    T& as(ValuePtr& v, const char* what) {
+        T* t = std::get_if<T>(&v->v);
+        BI_CHECK(t, where_, "pickle ", what, " applied to the wrong kind of value");
+        return *t;
+    }
+    std::string as_str(const ValuePtr& v) {
+        const auto* s = std::get_if<std::string>(&v->v);
+        BI_CHECK(s, where_, "pickle expected a string");
+        return *s;
+    }
+    int64_t as_int(const ValuePtr& v) {
+        const auto* i = std::get_if<int64_t>(&v->v);
+        BI_CHECK(i, where_, "pickle expected an integer");
+        return *i;
+    }
+    Shape as_ints(const ValuePtr& v) {
+        const auto* t = std::get_if<Value::Tuple>(&v->v);
+        BI_CHECK(t, where_, "pickle expected a tuple of integers");
+        Shape s;
+        for (auto& x : t->items) s.push_back(as_int(x));
+        return s;
+    }
+    void push_global(const std::string& module, const std::string& name) {
+        BI_CHECK(allowed_global(module, name), where_, "refusing to load: the pickle calls '", module,
+                 ".", name, "', and only tensor-rebuild calls are allowed (this file is not a plain ",
+                 "state dict, or it is hostile)");
+        stack_.push_back(make(Global{module, name}));
+    }
+    StorageRef storage_from(const ValuePtr& pid) {
+        const auto* t = std::get_if<Value::Tuple>(&pid->v);
+        BI_CHECK(t && t->items.size() == 5 && as_str(t->items[0]) == "storage", where_,
+                 "unexpected persistent id (expected a torch storage)");
+        const auto* g = std::get_if<Global>(&t->items[1]->v);
+        BI_CHECK(g, where_, "storage type is not a torch storage class");
+        StorageRef s;
+        if (g->name == "FloatStorage") s.dtype = DType::F32;
+        else if (g->name == "BFloat16Storage") s.dtype = DType::BF16;
+        else if (g->name == "HalfStorage") s.dtype = DType::F16;
+        else fail(where_, cat("storage '", g->name, "' holds a dtype the engine does not read ",
+                              "(F32, BF16, F16)"));
+        s.key = as_str(t->items[2]);
+        s.numel = as_int(t->items[4]);
+        return s;
+    }
+    ValuePtr reduce(const ValuePtr& fn, const ValuePtr& args) {
+        const auto* g = std::get_if<Global>(&fn->v);
+        BI_CHECK(g, where_, "pickle REDUCE on something that is not an allowed callable");
+        const auto* a = std::get_if<Value::Tuple>(&args->v);
+        BI_CHECK(a, where_, "pickle REDUCE arguments are not a tuple");
+        if (g->name == "OrderedDict") return make(Value::Dict{});
+        if (g->name == "_rebuild_parameter") {
+            BI_CHECK(!a->items.empty(), where_, "_rebuild_parameter without data");
+            return a->items[0];
+        }
+        BI_CHECK(g->name == "_rebuild_tensor_v2" && a->items.size() >= 4, where_,
+                 "'", g->module, ".", g->name, "' cannot be called here");
+        const auto* s = std::get_if<StorageRef>(&a->items[0]->v);
+        BI_CHECK(s, where_, "_rebuild_tensor_v2 without a storage");
+        TensorRef t;
+        t.storage = *s;
+        t.offset = as_int(a->items[1]);
+        t.shape = as_ints(a->items[2]);
+        t.stride = as_ints(a->items[3]);
+        return make(t);
+    }
+};
+
+struct Mapping {
+    void* addr = nullptr;
+    size_t len = 0;
+    ~Mapping() {
+        if (addr && addr != MAP_FAILED) munmap(addr, len);
+    }
+};
+
+}  // namespace
+
+std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    BI_CHECK(fd >= 0, path, "cannot open: ", std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        ::close(fd);
+        fail(path, "cannot stat");
+    }
+    auto map = std::make_shared<Mapping>();
+    map->len = size_t(st.st_size);
+    if (map->len > 0) map->addr = mmap(nullptr, map->len, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    BI_CHECK(map->len > 0 && map->addr != MAP_FAILED, path, "cannot map (empty file?)");
+    const auto* base = static_cast<const uint8_t*>(map->addr);
+    const auto entries = read_zip_directory(path, base, map->len);
+
+    // The archive's top folder is the checkpoint's own name: <prefix>/data.pkl, <prefix>/data/<key>.
+    std::string prefix;
+    for (auto& [name, e] : entries)
+        if (name.size() >= 8 && name.compare(name.size() - 8, 8, "data.pkl") == 0 &&
+            name.find('/') == name.size() - 9) {
+            prefix = name.substr(0, name.size() - 8);
+            break;
+        }
+    BI_CHECK(entries.count(prefix + "data.pkl"), path, "not a torch checkpoint: no data.pkl");
+    const ZipEntry& pkl = entries.at(prefix + "data.pkl");
+    BI_CHECK(pkl.method == 0, path, "data.pkl is compressed; torch.save never does that");
+    ValuePtr root = Unpickler(path, base + pkl.data_offset, pkl.size).run();
+
+    std::map<std::string, Tensor> out;
+    std::shared_ptr<const void> owner = map;
+    std::function<void(const ValuePtr&, const std::string&)> walk = [&](const ValuePtr& v,
+                                                                         const std::string& name) {
+        if (const auto* d = std::get_if<Value::Dict>(&v->v)) {
+            for (auto& [k, x] : *d) {
+                const auto* ks = std::get_if<std::string>(&k->v);
+                BI_CHECK(ks, path, "state dict key is not a string");
+                walk(x, name.empty() ? *ks : name + "." + *ks);
+            }
+            return;
+        }
+        const auto* t = std::get_if<TensorRef>(&v->v);
+        if (!t) return;  // plain values (versions, flags) carry no weights
+        const std::string where = cat(path, ": tensor '", name, "'");
+        const std::string entry = prefix + "data/" + t->storage.key;
+        BI_CHECK(entries.count(entry), where, "storage '", t->storage.key, "' missing from the archive");
+        const ZipEntry& e = entries.at(entry);
+        BI_CHECK(e.method == 0, where, "storage is compressed");
+        const size_t es = dtype_size(t->storage.dtype);
+        BI_CHECK(uint64_t(t->storage.numel) * es <= e.size, where, "storage is shorter than declared");
+        // Only dense row-major tensors (what state dicts hold).
+        int64_t expect = 1;
+        for (int i = int(t->shape.size()) - 1; i >= 0; --i) {
+            BI_CHECK(t->shape[size_t(i)] <= 1 || t->stride[size_t(i)] == expect, where,
+                     "is not contiguous (stride ", shape_str(t->stride), " for shape ", shape_str(t->shape), ")");
+            expect *= t->shape[size_t(i)];
+        }
+        BI_CHECK(t->offset >= 0 && t->offset + shape_numel(t->shape) <= t->storage.numel, where,
+                 "lies outside its storage");
+        out[name] = Tensor::view_of(base + e.data_offset + uint64_t(t->offset) * es, t->shape,
+                                    t->storage.dtype, owner);
+    };
+    walk(root, "");
+    BI_CHECK(!out.empty(), path, "holds no tensors");
+    return out;
+}
+
+}  // namespace bioinfer::io
