@@ -16,7 +16,6 @@ import math
 import os
 import platform
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,16 @@ def batches(seqs, toks_per_batch=4096):
     return out
 
 
+def peak_rss_mb():
+    """This process's peak resident memory (VmHWM). Not ru_maxrss: Linux carries that across fork
+    and exec, so it would include the driver's peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def hf_worker(model_dir, fasta, threads, repeat):
     import torch
     from transformers import EsmModel, EsmTokenizer
@@ -79,7 +88,7 @@ def hf_worker(model_dir, fasta, threads, repeat):
 
     one_pass()
     best = min(one_pass() for _ in range(repeat))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rss = peak_rss_mb()
     print(json.dumps({"impl": "transformers", "threads": torch.get_num_threads(),
                       "attn_implementation": model.config._attn_implementation,
                       "sequences": len(seqs), "tokens": tokens, "seconds": best,
