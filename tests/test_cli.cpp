@@ -188,6 +188,58 @@ TEST_F(Cli, ModelNameResolvesFromHuggingFaceCache) {
     EXPECT_NE(miss.err.find("not in the Hugging Face cache"), std::string::npos) << miss.err;
 }
 
+// ESM C from both checkpoint layouts through the real binary: the transformers directory and the
+// esm package's .pth, found by name in a hub cache laid out like EvolutionaryScale's repository.
+TEST_F(Cli, EmbedEsmcBothLayoutsMatchFixtures) {
+    const std::string fx = BIOINFER_FIXTURES;
+    const fs::path snap = tmp / "hub/models--EvolutionaryScale--esmc-300m-2024-12/snapshots/abc";
+    fs::create_directories(snap);
+    fs::create_directory_symlink(fx + "/esmc_tiny_pth/data", snap / "data");
+    const std::vector<std::pair<std::string, std::string>> runs = {
+        {"esmc_tiny", "--weights " + fx + "/esmc_tiny"},
+        {"esmc_tiny_pth", "--model esmc-300m"},
+    };
+    for (const auto& [name, weights] : runs) {
+        const std::string dir = fx + "/" + name;
+        auto cases = nlohmann::json::parse(io::read_file(dir + "/cases.json"));
+        std::string fa;
+        for (auto& c : cases["cases"])
+            fa += ">" + c["id"].get<std::string>() + "\n" + c["sequence"].get<std::string>() + "\n";
+        write(name + ".fa", fa);
+        const std::string out = p(name + "_out");
+        Result r = run("embed " + p(name + ".fa") + " " + weights + " --out-dir " + out +
+                           " --include per_tok,logits --repr-layers 0,-1",
+                       "HF_HUB_CACHE=" + p("hub"));
+        ASSERT_EQ(r.rc, 0) << name << ": " << r.err;
+        const int L = cases["num_layers"];
+        auto man = nlohmann::json::parse(io::read_file(out + "/manifest.json"));
+        EXPECT_EQ(man["architecture"], "esmc");
+        auto ref = io::SafetensorsFile::open(dir + "/reference.safetensors");
+        for (auto& c : cases["cases"]) {
+            const std::string id = c["id"];
+            auto m = io::read_npz(out + "/" + id + ".npz");
+            for (int l : {0, L}) {
+                Tensor h = ref->get(id + ".hidden." + std::to_string(l)).to_f32();
+                expect_close(m["representations_" + std::to_string(l)].data, residue_rows(h),
+                             name + " " + id + " layer " + std::to_string(l));
+            }
+            Tensor lg = ref->get(id + ".logits").to_f32();
+            EXPECT_EQ(m["logits"].shape, (Shape{lg.size(0) - 2, 64}));
+            expect_close(m["logits"].data, residue_rows(lg), name + " " + id + " logits");
+        }
+    }
+    // ESM C has no contact head, and ESM-2's alphabet has no chain break.
+    Result c = run("embed MKV --weights " + fx + "/esmc_tiny --out-dir " + p("c") + " --include contacts");
+    EXPECT_NE(c.rc, 0);
+    EXPECT_NE(c.err.find("contact head"), std::string::npos) << c.err;
+    Result b = run("embed 'MKV|GS' --weights " + kFix + " --out-dir " + p("b"));
+    EXPECT_NE(b.rc, 0);
+    EXPECT_NE(b.err.find("residue '|' at position 4 is not in the ESM alphabet"), std::string::npos) << b.err;
+    // ESM C takes the same bare sequence.
+    Result ok = run("embed 'MKV|GS' --weights " + fx + "/esmc_tiny --out-dir " + p("ok"));
+    EXPECT_EQ(ok.rc, 0) << ok.err;
+}
+
 TEST_F(Cli, TruncationWarnsPerRecord) {
     write("long.fa", ">long\nMKTAYIAKQRQISFVK\n>ok\nMK\n");
     Result r = run("embed " + p("long.fa") + " --weights " + kFix + " --out-dir " + p("out") +

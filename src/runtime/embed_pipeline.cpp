@@ -27,7 +27,8 @@ using nlohmann::json;
 static bool looks_like_sequence(const std::string& s) {
     if (s.empty()) return false;
     for (char c : s)
-        if (!(std::isalpha((unsigned char)c) || c == '<' || c == '>' || c == '_' || c == '-' || c == '.'))
+        if (!(std::isalpha((unsigned char)c) || c == '<' || c == '>' || c == '_' || c == '-' || c == '.' ||
+              c == '|'))
             return false;
     return true;
 }

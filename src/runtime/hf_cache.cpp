@@ -11,10 +11,17 @@ namespace bioinfer::runtime {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string>& known_esm2_models() {
-    static const std::vector<std::string> m{"esm2_t6_8M_UR50D",    "esm2_t12_35M_UR50D",
-                                            "esm2_t30_150M_UR50D", "esm2_t33_650M_UR50D",
-                                            "esm2_t36_3B_UR50D",   "esm2_t48_15B_UR50D"};
+const std::vector<KnownModel>& known_models() {
+    static const std::vector<KnownModel> m = [] {
+        std::vector<KnownModel> v;
+        for (const char* n : {"esm2_t6_8M_UR50D", "esm2_t12_35M_UR50D", "esm2_t30_150M_UR50D",
+                              "esm2_t33_650M_UR50D", "esm2_t36_3B_UR50D", "esm2_t48_15B_UR50D"})
+            v.push_back({n, {std::string("facebook/") + n}});
+        v.push_back({"esmc-300m", {"biohub/ESMC-300M", "EvolutionaryScale/esmc-300m-2024-12"}});
+        v.push_back({"esmc-600m", {"biohub/ESMC-600M", "EvolutionaryScale/esmc-600m-2024-12"}});
+        v.push_back({"esmc-6b", {"biohub/ESMC-6B"}});
+        return v;
+    }();
     return m;
 }
 
@@ -28,30 +35,37 @@ static std::vector<fs::path> cache_roots() {
 }
 
 std::string resolve_cached_model(const std::string& name) {
-    std::string repo = name;
-    if (repo.find('/') == std::string::npos) {
-        bool known = false;
-        for (auto& k : known_esm2_models()) known |= (k == name);
+    std::vector<std::string> repos;
+    if (name.find('/') != std::string::npos) {
+        repos.push_back(name);
+    } else {
         std::string list;
-        for (auto& k : known_esm2_models()) list += (list.empty() ? "" : ", ") + k;
-        BI_CHECK(known, "--model", "unknown model '", name, "': known models are ", list,
+        for (auto& k : known_models()) {
+            if (k.name == name) repos = k.repos;
+            list += (list.empty() ? "" : ", ") + k.name;
+        }
+        BI_CHECK(!repos.empty(), "--model", "unknown model '", name, "': known models are ", list,
                  " (or give an org/name repository id)");
-        repo = "facebook/" + name;
     }
-    std::string folder = "models--" + repo.substr(0, repo.find('/')) + "--" + repo.substr(repo.find('/') + 1);
     std::string looked;
-    for (const auto& root : cache_roots()) {
-        const fs::path base = root / folder;
-        looked += (looked.empty() ? "" : ", ") + base.string();
-        if (!fs::is_directory(base / "snapshots")) continue;
-        std::ifstream ref(base / "refs" / "main");
-        std::string rev;
-        if (ref && std::getline(ref, rev) && fs::is_directory(base / "snapshots" / rev))
-            return (base / "snapshots" / rev).string();
-        for (auto& e : fs::directory_iterator(base / "snapshots"))
-            if (e.is_directory()) return e.path().string();
+    for (const auto& repo : repos) {
+        const std::string folder =
+            "models--" + repo.substr(0, repo.find('/')) + "--" + repo.substr(repo.find('/') + 1);
+        for (const auto& root : cache_roots()) {
+            const fs::path base = root / folder;
+            looked += (looked.empty() ? "" : ", ") + base.string();
+            if (!fs::is_directory(base / "snapshots")) continue;
+            std::ifstream ref(base / "refs" / "main");
+            std::string rev;
+            if (ref && std::getline(ref, rev) && fs::is_directory(base / "snapshots" / rev))
+                return (base / "snapshots" / rev).string();
+            for (auto& e : fs::directory_iterator(base / "snapshots"))
+                if (e.is_directory()) return e.path().string();
+        }
     }
-    fail("--model", cat("'", repo, "' is not in the Hugging Face cache (looked in ", looked,
+    std::string which;
+    for (auto& r : repos) which += (which.empty() ? "'" : " or '") + r + "'";
+    fail("--model", cat(which, " is not in the Hugging Face cache (looked in ", looked,
                         "); download it there or pass --weights DIR"));
 }
 

@@ -5,10 +5,16 @@
 
 namespace bioinfer::runtime {
 
-// The released ESM-2 checkpoints (facebook/<name>).
-const std::vector<std::string>& known_esm2_models();
+struct KnownModel {
+    std::string name;                // what --model accepts
+    std::vector<std::string> repos;  // Hugging Face repositories holding it, preferred first
+};
 
-// "esm2_t33_650M_UR50D" or "facebook/esm2_t33_650M_UR50D" -> the snapshot directory in
+// The released checkpoints bioinfer runs: ESM-2 (facebook/<name>) and ESM C (the transformers
+// layout under biohub/, the esm package's .pth under EvolutionaryScale/).
+const std::vector<KnownModel>& known_models();
+
+// "esm2_t33_650M_UR50D", "esmc-300m" or an "org/name" repository id -> the snapshot directory in
 // $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub. Error when not cached.
 std::string resolve_cached_model(const std::string& name);
 
