@@ -61,6 +61,33 @@ TEST_P(OpSizes, Linear) {
     }
 }
 
+// bf16 GEMM (AMX / AVX-512-BF16 where present, fp32 accumulation): x and w rounded to bf16, so
+// the bar is the fast path's (PCC >= 0.999), not fp32's. Weights are packed straight from bf16
+// storage or from fp32.
+TEST(Ops, LinearBf16Packed) {
+    for (int64_t n : {7, 64, 100}) {
+        const int64_t M = 2 * n + 3, K = 3 * n + 5;
+        Tensor x = random_tensor({M, K}, 41), w = random_tensor({n, K}, 42), b = random_tensor({n}, 43);
+        Tensor ref = Tensor::empty({M, n});
+        ops::set_backend(ops::Backend::Ref);
+        ops::linear(x, w, &b, ref, {.gelu = true});
+        ops::set_backend(ops::Backend::Cpu);
+        Tensor wb = Tensor::empty({n, K}, DType::BF16);
+        for (int64_t i = 0; i < w.numel(); ++i)
+            static_cast<uint16_t*>(wb.raw())[i] = f32_to_bf16(w.f32()[i]);
+        for (const Tensor* src : {&w, &wb}) {
+            auto packed = ops::pack_linear_weight(*src, DType::BF16);
+            if (!packed) GTEST_SKIP() << "no bf16 GEMM on this CPU";
+            Tensor got = Tensor::empty({M, n});
+            ops::linear(x, *src, &b, got, {.gelu = true}, packed.get());
+            auto s = test::stats(got.f32(), ref.f32(), got.numel());
+            EXPECT_GE(s.pcc, 0.9999) << "n " << n;
+            EXPECT_LE(s.rel_l2, 1e-2) << "n " << n;
+            EXPECT_GT(s.max_abs, 0.0) << "bf16 rounding must show: is the fp32 path running?";
+        }
+    }
+}
+
 TEST(Ops, PackedWeightIsIgnoredUnderAnotherBackend) {
     Tensor x = random_tensor({5, 9}, 1), w = random_tensor({4, 9}, 2);
     ops::set_backend(ops::Backend::Cpu);

@@ -116,10 +116,15 @@ Tensor ModelDir::get_raw(const std::string& name) const {
     return files_[it->second]->get(name);
 }
 
-Tensor ModelDir::get_f32(const std::string& name, const Shape& expected) const {
+Tensor ModelDir::get(const std::string& name, const Shape& expected) const {
     Tensor t = get_raw(name);
     BI_CHECK(t.shape() == expected, dir_, "tensor '", name, "': expected shape ",
              shape_str(expected), ", got ", shape_str(t.shape()));
+    return t;
+}
+
+Tensor ModelDir::get_f32(const std::string& name, const Shape& expected) const {
+    Tensor t = get(name, expected);
     return t.dtype() == DType::F32 ? t : t.to_f32();
 }
 

@@ -32,6 +32,8 @@ public:
     // `expected` is an error naming the key, the expected and the actual shape.
     Tensor get_f32(const std::string& name, const Shape& expected) const;
     Tensor get_raw(const std::string& name) const;
+    // The stored tensor in its own dtype (zero-copy), shape-checked like get_f32.
+    Tensor get(const std::string& name, const Shape& expected) const;
 
 private:
     std::string dir_;

@@ -110,7 +110,7 @@ std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
         nn::PreLnBlock b;
         b.ln_attn = nn::LayerNorm::load(m, lp + "attn.layernorm_qkv.0", D, eps);
         // One (3D, D) matrix: rows [0, D) are q, [D, 2D) k, [2D, 3D) v (torch.chunk order).
-        const Tensor qkv = m.get_f32(lp + "attn.layernorm_qkv.1.weight", {3 * D, D});
+        const Tensor qkv = m.get(lp + "attn.layernorm_qkv.1.weight", {3 * D, D});
         b.attn.q = nn::Linear::from(qkv.narrow0(0, D), Tensor());
         b.attn.k = nn::Linear::from(qkv.narrow0(D, 2 * D), Tensor());
         b.attn.v = nn::Linear::from(qkv.narrow0(2 * D, 3 * D), Tensor());
@@ -119,7 +119,7 @@ std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
         b.attn.k_ln = nn::LayerNorm::load(m, lp + "attn.k_ln", D, eps, false);
         b.ln_ffn = nn::LayerNorm::load(m, lp + "ffn.0", D, eps);
         // One (2F, D) matrix: rows [0, F) feed SiLU, [F, 2F) multiply it (SwiGLU's chunk order).
-        const Tensor in = m.get_f32(lp + "ffn.1.weight", {2 * F, D});
+        const Tensor in = m.get(lp + "ffn.1.weight", {2 * F, D});
         b.ffn.gate = nn::Linear::from(in.narrow0(0, F), Tensor());
         b.ffn.up = nn::Linear::from(in.narrow0(F, 2 * F), Tensor());
         b.ffn.down = nn::Linear::load(m, lp + "ffn.3", F, D, false);

@@ -8,19 +8,21 @@ namespace bioinfer::nn {
 
 Linear Linear::load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
                     bool bias) {
-    Tensor w = m.get_f32(prefix + ".weight", {out, in});  // checked first: errors name the weight
+    Tensor w = m.get(prefix + ".weight", {out, in});  // checked first: errors name the weight
     Tensor b = bias ? m.get_f32(prefix + ".bias", {out}) : Tensor();
     return from(w, b);
 }
 
 Linear Linear::from(Tensor w, Tensor b) {
     Linear l;
-    l.w = w;
-    l.b = b;
-    l.packed = ops::pack_linear_weight(l.w);
+    l.b = b.defined() && b.dtype() != DType::F32 ? b.to_f32() : b;
+    l.packed = ops::pack_linear_weight(w, ops::matmul_precision());
+    if (!l.packed && ops::matmul_precision() != DType::F32)  // no bf16 GEMM here: fp32 instead
+        l.packed = ops::pack_linear_weight(w, DType::F32);
+    l.w = l.packed || w.dtype() == DType::F32 ? w : w.to_f32();
     // The GEMM reads only the packed copy from now on: let the kernel reclaim the mapped pages
     // of the checkpoint (re-read from the file if the reference backend ever needs them).
-    if (l.packed) io::release_pages_hint(l.w.raw(), size_t(l.w.numel()) * dtype_size(l.w.dtype()));
+    if (l.packed) io::release_pages_hint(w.raw(), size_t(w.numel()) * dtype_size(w.dtype()));
     return l;
 }
 

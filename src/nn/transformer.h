@@ -14,12 +14,16 @@
 namespace bioinfer::nn {
 
 struct Linear {
-    Tensor w;  // (out, in), the checkpoint's layout
+    // (out, in), the checkpoint's layout and, when packed, its stored dtype (a bf16 checkpoint is
+    // never widened to fp32 on the packed path); fp32 when the backend reads plain weights.
+    Tensor w;
     Tensor b;  // (out) or undefined
-    ops::PackedWeightPtr packed;  // w in the backend's GEMM layout, packed at load (may be null)
+    // w in the backend's GEMM layout for ops::matmul_precision(), packed at load (may be null)
+    ops::PackedWeightPtr packed;
     static Linear load(const io::ModelDir& m, const std::string& prefix, int64_t in, int64_t out,
                        bool bias = true);
-    // From tensors already loaded (e.g. rows of a fused checkpoint matrix); b may be undefined.
+    // From tensors already loaded, in any storage dtype (e.g. rows of a fused checkpoint
+    // matrix); b may be undefined.
     static Linear from(Tensor w, Tensor b);
     int64_t out_features() const { return w.size(0); }
     // out (M, out) = x (M, in) . w^T + b, with an optional fused epilogue.

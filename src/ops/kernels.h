@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "bioinfer/dtype.h"
+
 namespace bioinfer::kernels {
 
 struct KernelTable {
@@ -11,8 +13,10 @@ struct KernelTable {
     // packed, when not null, is this table's pack_linear(w) and is read instead of w.
     void (*linear)(const float* x, const float* w, const void* packed, const float* b, float* y,
                    int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate);
-    // Optional: w (N, K) rearranged once into the layout `linear` reads fastest (null: none).
-    void* (*pack_linear)(const float* w, int64_t K, int64_t N);
+    // Optional: w (N, K), stored as w_dtype, rearranged once into the layout `linear` reads
+    // fastest, for GEMMs computing in `compute` (F32, or BF16 with fp32 accumulation: then `linear`
+    // rounds x to bf16). Returns null when that compute dtype is not available.
+    void* (*pack_linear)(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute);
     void (*free_packed)(void* packed);
     // c[M,N] = a[M,K] . b[K,N] with row strides lda, ldb, ldc (single thread; callers parallelise).
     void (*gemm_nn)(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,

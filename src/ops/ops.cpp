@@ -40,20 +40,30 @@ void set_backend(Backend b) { g_backend = b; }
 Backend backend() { return g_backend; }
 const char* backend_name() { return table().name; }
 
-PackedWeightPtr pack_linear_weight(const Tensor& w) {
-    check_f32_contig(w, "pack_linear_weight", "w");
+PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute) {
+    BI_CHECK(w.defined() && w.is_contiguous(), "pack_linear_weight", "w is undefined or strided");
     BI_CHECK(w.ndim() == 2, "pack_linear_weight", "w: expected 2-D, got ", shape_str(w.shape()));
     const auto& t = table();
     if (!t.pack_linear) return nullptr;
     const int64_t N = w.size(0), K = w.size(1);
-    return std::make_shared<const PackedWeight>(&t, t.pack_linear(w.f32(), K, N), K, N);
+    void* h = t.pack_linear(w.raw(), w.dtype(), K, N, compute);
+    return h ? std::make_shared<const PackedWeight>(&t, h, K, N) : nullptr;
 }
+
+namespace {
+DType g_matmul_precision = DType::F32;
+}
+
+void set_matmul_precision(DType compute) { g_matmul_precision = compute; }
+DType matmul_precision() { return g_matmul_precision; }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep,
             const PackedWeight* packed) {
     check_f32_contig(x, "linear", "x");
-    check_f32_contig(w, "linear", "w");
     check_f32_contig(out, "linear", "out");
+    const auto& t = table();
+    const bool use_packed = packed && packed->table == &t;
+    if (!use_packed) check_f32_contig(w, "linear", "w");  // a packed weight keeps its own dtype
     BI_CHECK(w.ndim() == 2, "linear", "w: expected 2-D, got ", shape_str(w.shape()));
     const int64_t K = w.size(1), N = w.size(0);
     BI_CHECK(x.ndim() >= 1 && x.size(-1) == K, "linear", "x: expected last dim ", K, ", got ",
@@ -68,11 +78,9 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
     }
     BI_CHECK(!(ep.gelu && ep.accumulate), "linear", "gelu and accumulate cannot be combined");
     if (M == 0) return;
-    const auto& t = table();
-    const bool use_packed = packed && packed->table == &t;
     BI_CHECK(!use_packed || (packed->k == K && packed->n == N), "linear", "packed weight is ",
              packed->n, " x ", packed->k, ", w is ", shape_str(w.shape()));
-    t.linear(x.f32(), w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
+    t.linear(x.f32(), use_packed ? nullptr : w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
              out.f32(), M, K, N, ep.gelu, ep.scale, ep.accumulate);
 }
 

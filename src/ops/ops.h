@@ -24,8 +24,13 @@ struct Epilogue {
 // It remembers the backend that packed it; under another backend it is ignored.
 class PackedWeight;
 using PackedWeightPtr = std::shared_ptr<const PackedWeight>;
-// Packs w (N, K) for the current backend; null when that backend reads plain weights.
-PackedWeightPtr pack_linear_weight(const Tensor& w);
+// Packs w (N, K) (F32, BF16 or F16 storage) for the current backend's GEMM computing in
+// `compute` (F32, or BF16 with fp32 accumulation); null when the backend has no such packing.
+PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute = DType::F32);
+
+// The compute dtype model loaders pack their linear layers for (F32 unless --precision bf16).
+void set_matmul_precision(DType compute);
+DType matmul_precision();
 
 // out (M, N) = x (M, K) . w (N, K)^T + bias (N); `packed`, when given, is pack_linear_weight(w).
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep = {},

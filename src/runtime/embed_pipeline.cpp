@@ -273,6 +273,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         {"layers", layers_json},
         {"include", include},
         {"dtype", "float32"},
+        {"precision", opts.precision},
         {"format", opts.format},
         {"records", rec_json},
     };

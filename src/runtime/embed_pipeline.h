@@ -29,6 +29,7 @@ struct EmbedOptions {
     std::string format = "npz";  // npz | h5
     std::string out_dir;
     std::string model_label;  // for the manifest
+    std::string precision = "fp32";  // GEMM compute dtype, for the manifest
     bool quiet = false;
 };
 

@@ -2,6 +2,7 @@
 #include "args.h"
 
 #include "bioinfer/error.h"
+#include "ops/ops.h"
 
 namespace bioinfer::cli {
 
@@ -94,6 +95,14 @@ std::string weights_dir_from(const Args& a) {
     BI_CHECK(a.has("weights") != a.has("model"), "arguments",
              "give exactly one of --weights DIR or --model NAME");
     return a.has("weights") ? a.get("weights") : runtime::resolve_cached_model(a.get("model"));
+}
+
+std::string apply_precision(const Args& a) {
+    std::string p = a.get("precision", a.has("fast") ? "bf16" : "fp32");
+    BI_CHECK(!(a.has("fast") && p != "bf16"), "--fast", "means --precision bf16, not ", p);
+    BI_CHECK(p == "fp32" || p == "bf16", "--precision", "expected fp32 or bf16, got '", p, "'");
+    ops::set_matmul_precision(p == "bf16" ? DType::BF16 : DType::F32);
+    return p;
 }
 
 }  // namespace bioinfer::cli

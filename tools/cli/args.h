@@ -25,4 +25,6 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
 namespace bioinfer::cli {
 // --weights DIR, or --model NAME resolved in the local Hugging Face cache.
 std::string weights_dir_from(const Args& a);
+// --precision fp32|bf16 (or --fast = bf16): sets the GEMM compute dtype; returns its name.
+std::string apply_precision(const Args& a);
 }  // namespace bioinfer::cli

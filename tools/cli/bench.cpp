@@ -24,11 +24,12 @@ only, outputs not written) and prints JSON: tokens/s of the fastest pass and pea
   --toks-per-batch N   padded tokens per batch (default 4096)
   --include LIST       as for embed (default mean)
   --threads N          worker threads (default: all cores)
+  --precision P        fp32 (default) or bf16 (--fast)
 )";
 
 int bench_main(int argc, char** argv) {
-    Args a = parse_args(argc, argv, {"weights", "model", "repeat", "toks-per-batch", "threads", "include"},
-                        {"help"});
+    Args a = parse_args(argc, argv, {"weights", "model", "repeat", "toks-per-batch", "threads", "include", "precision"},
+                        {"help", "fast"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);
         return a.has("help") ? 0 : 2;
@@ -37,6 +38,7 @@ int bench_main(int argc, char** argv) {
              "expected 'bench embed INPUT'");
     set_num_threads(int(a.get_int("threads", 0)));
     runtime::EmbedOptions opts;
+    opts.precision = apply_precision(a);
     opts.toks_per_batch = a.get_int("toks-per-batch", 4096);
     if (a.has("include")) runtime::parse_include(a.get("include"), opts);
     const int repeat = int(a.get_int("repeat", 3));
@@ -63,6 +65,7 @@ int bench_main(int argc, char** argv) {
     nlohmann::json j = {{"impl", "bioinfer"},
                         {"kernels", ops::backend_name()},
                         {"threads", num_threads()},
+                        {"precision", opts.precision},
                         {"sequences", st.sequences},
                         {"tokens", st.tokens},
                         {"seconds", best},

@@ -23,14 +23,17 @@ INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
   --truncate N         keep the first N residues of longer records (default 1022; 0 = off)
   --format npz|h5      one npz per record, or one HDF5 file for all (default npz)
   --threads N          worker threads (default: all cores)
+  --precision P        fp32 (exact, default) or bf16: linear layers on bf16 weights with fp32
+                       accumulation (AMX / AVX-512-BF16 where present)
+  --fast               same as --precision bf16
   --quiet              no progress output
 )";
 
 int embed_main(int argc, char** argv) {
     Args a = parse_args(argc, argv,
                         {"weights", "model", "out-dir", "repr-layers", "include", "toks-per-batch",
-                         "truncate", "format", "threads"},
-                        {"help", "quiet"});
+                         "truncate", "format", "threads", "precision"},
+                        {"help", "quiet", "fast"});
     if (a.has("help")) {
         std::fputs(kEmbedHelp, stdout);
         return 0;
@@ -51,6 +54,7 @@ int embed_main(int argc, char** argv) {
              opts.format, "'");
     opts.quiet = a.has("quiet");
     set_num_threads(int(a.get_int("threads", 0)));
+    opts.precision = apply_precision(a);
 
     const std::string dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;

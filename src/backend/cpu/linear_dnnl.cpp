@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace bioinfer::cpu {
 namespace {
@@ -19,23 +20,41 @@ dnnl::engine& engine() {
     return e;
 }
 
-memory::desc md(int64_t r, int64_t c, int64_t sr, int64_t sc) {
-    return memory::desc({r, c}, memory::data_type::f32, memory::dims{sr, sc});
+memory::data_type dnnl_dt(DType d) {
+    switch (d) {
+        case DType::F32: return memory::data_type::f32;
+        case DType::BF16: return memory::data_type::bf16;
+        case DType::F16: return memory::data_type::f16;
+    }
+    return memory::data_type::f32;
+}
+
+memory::desc md(int64_t r, int64_t c, int64_t sr, int64_t sc,
+                memory::data_type t = memory::data_type::f32) {
+    return memory::desc({r, c}, t, memory::dims{sr, sc});
 }
 
 // The plain weights view: w (N, K) row-major seen as (K, N).
-memory::desc plain_weights(int64_t K, int64_t N) {
-    return md(K, N, 1, K);
+memory::desc plain_weights(int64_t K, int64_t N, memory::data_type t = memory::data_type::f32) {
+    return md(K, N, 1, K, t);
 }
 
 struct Packed {
     memory::desc desc;
     memory mem;  // owns the packed buffer
+    DType compute;
 };
 
+// Activations rounded to bf16 for a bf16 GEMM: one buffer per thread, reused across calls.
+uint16_t* bf16_scratch(size_t n) {
+    thread_local std::vector<uint16_t> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+
 // Primitives are shared by every layer of the same shape: the packed layout is a function of
-// (K, N) alone, so "packed or plain" is all the key needs to say about the weights.
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, float, bool, bool>;
+// (K, N) and the compute dtype alone, so that is all the key needs to say about the weights.
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, float, bool, bool, DType>;
 
 struct Cache {
     std::mutex mu;
@@ -48,7 +67,7 @@ Cache& cache() {
 }
 
 dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, float scale,
-                  bool accumulate, const memory::desc& wei) {
+                  bool accumulate, const memory::desc& wei, DType compute) {
     dnnl::post_ops po;
     if (gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
     // After bias and GELU, before the residual sum: y (+)= scale * act(x.w^T + b).
@@ -56,7 +75,7 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, float s
     if (accumulate) po.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
-    auto src = md(M, K, K, 1), dst = md(M, N, N, 1);
+    auto src = md(M, K, K, 1, dnnl_dt(compute)), dst = md(M, N, N, 1);
     if (bias) {
         dnnl::matmul::desc d(src, wei, md(1, N, N, 1), dst);
         return dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine()));
@@ -67,15 +86,23 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, float s
 
 }  // namespace
 
-void* pack_linear_dnnl(const float* w, int64_t K, int64_t N) {
+void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute) {
     auto& eng = engine();
+    if (compute == DType::F16) return nullptr;
     // Ask the matmul which weights layout it wants at a representative batch size.
     constexpr int64_t kProbeM = 4096;
-    memory::desc any({K, N}, memory::data_type::f32, memory::format_tag::any);
-    dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(md(kProbeM, K, K, 1), any, md(kProbeM, N, N, 1)), eng);
-    auto* p = new Packed{pd.weights_desc(), memory(pd.weights_desc(), eng)};
-    memory src(plain_weights(K, N), eng, const_cast<float*>(w));
+    const auto ct = dnnl_dt(compute);
+    memory::desc any({K, N}, ct, memory::format_tag::any);
+    dnnl::matmul::primitive_desc pd;
+    try {
+        pd = dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(md(kProbeM, K, K, 1, ct), any, md(kProbeM, N, N, 1)), eng);
+    } catch (const dnnl::error&) {
+        return nullptr;  // no kernel for this compute dtype on this CPU
+    }
+    auto* p = new Packed{pd.weights_desc(), memory(pd.weights_desc(), eng), compute};
+    // One reorder converts the stored dtype and blocks the layout (bf16 stays bf16 throughout).
+    memory src(plain_weights(K, N, dnnl_dt(w_dtype)), eng, const_cast<void*>(w));
     dnnl::stream s(eng);
     dnnl::reorder(src, p->mem).execute(s, src, p->mem);
     s.wait();
@@ -90,20 +117,27 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
                  int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate) {
     const auto* p = static_cast<const Packed*>(packed);
     const memory::desc wd = p ? p->desc : plain_weights(K, N);
-    Key key{M, K, N, b != nullptr, gelu, scale, accumulate, p != nullptr};
+    const DType compute = p ? p->compute : DType::F32;
+    Key key{M, K, N, b != nullptr, gelu, scale, accumulate, p != nullptr, compute};
     dnnl::matmul prim;
     {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mu);
         auto it = c.prims.find(key);
         if (it == c.prims.end())
-            it = c.prims.emplace(key, make(M, K, N, b, gelu, scale, accumulate, wd)).first;
+            it = c.prims.emplace(key, make(M, K, N, b, gelu, scale, accumulate, wd, compute)).first;
         prim = it->second;
     }
     auto& eng = engine();
     dnnl::stream s(eng);
+    memory src_mem(md(M, K, K, 1), eng, const_cast<float*>(x));
+    if (compute == DType::BF16) {  // round x to bf16 (oneDNN's vectorised reorder)
+        memory xb(md(M, K, K, 1, memory::data_type::bf16), eng, bf16_scratch(size_t(M * K)));
+        dnnl::reorder(src_mem, xb).execute(s, src_mem, xb);
+        src_mem = xb;
+    }
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory(md(M, K, K, 1), eng, const_cast<float*>(x))},
+        {DNNL_ARG_SRC, src_mem},
         {DNNL_ARG_WEIGHTS, p ? p->mem : memory(wd, eng, const_cast<float*>(w))},
         {DNNL_ARG_DST, memory(md(M, N, N, 1), eng, y)}};
     if (b) args.emplace(DNNL_ARG_BIAS, memory(md(1, N, N, 1), eng, const_cast<float*>(b)));
