@@ -142,9 +142,6 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const Esm2Config& c = cfg_;
     const int64_t B = int64_t(tokens.size()), D = c.hidden, H = c.heads;
-    int64_t T = 0;
-    for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
-    BI_CHECK(B > 0 && T > 0, "esm2.forward", "empty batch");
     BI_CHECK(!req.logits || has_logits(), "esm2", "logits requested but the checkpoint has no ",
              "LM head (lm_head.* tensors): use an EsmForMaskedLM checkpoint");
     BI_CHECK(!req.contacts || has_contacts(), "esm2",
@@ -152,19 +149,12 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
     for (int l : req.layers)
         BI_CHECK(l >= 0 && l <= c.layers, "esm2.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
+    nn::BatchCtx ctx;
+    const std::vector<int32_t> ids = nn::pad_batch(tokens, c.pad_id, ctx, "esm2.forward");
+    const int64_t T = ctx.T;
     lm::Output out;
     out.B = B;
     out.T = T;
-    nn::BatchCtx ctx;
-    ctx.B = B;
-    ctx.T = T;
-    ctx.key_valid.assign(size_t(B * T), 0);
-    std::vector<int32_t> ids(size_t(B * T), c.pad_id);
-    for (int64_t b = 0; b < B; ++b)
-        for (size_t t = 0; t < tokens[b].size(); ++t) {
-            ids[size_t(b * T) + t] = tokens[b][t];
-            ctx.key_valid[size_t(b * T) + t] = 1;
-        }
     rotary_.ensure(T);
     ctx.rotary = &rotary_;
 

@@ -179,28 +179,18 @@ lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const EsmcConfig& c = cfg_;
     const int64_t B = int64_t(tokens.size()), D = c.hidden;
-    int64_t T = 0;
-    for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
-    BI_CHECK(B > 0 && T > 0, "esmc.forward", "empty batch");
     BI_CHECK(!req.logits || has_logits(), "esmc", "logits requested but the checkpoint has no ",
              "sequence head");
     BI_CHECK(!req.contacts, "esmc", "ESM C has no contact head");
     for (int l : req.layers)
         BI_CHECK(l >= 0 && l <= c.layers, "esmc.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
+    nn::BatchCtx ctx;
+    const std::vector<int32_t> ids = nn::pad_batch(tokens, kPad, ctx, "esmc.forward");
+    const int64_t T = ctx.T;
     lm::Output out;
     out.B = B;
     out.T = T;
-    nn::BatchCtx ctx;
-    ctx.B = B;
-    ctx.T = T;
-    ctx.key_valid.assign(size_t(B * T), 0);
-    std::vector<int32_t> ids(size_t(B * T), kPad);
-    for (int64_t b = 0; b < B; ++b)
-        for (size_t t = 0; t < tokens[b].size(); ++t) {
-            ids[size_t(b * T) + t] = tokens[b][t];
-            ctx.key_valid[size_t(b * T) + t] = 1;
-        }
     rotary_.ensure(T);
     ctx.rotary = &rotary_;
 

@@ -1,6 +1,8 @@
 // Transformer blocks: weights by checkpoint name, forward by ops.
 #include "nn/transformer.h"
 
+#include <algorithm>
+
 #include "bioinfer/error.h"
 #include "io/safetensors.h"
 
@@ -50,6 +52,24 @@ LayerNorm LayerNorm::from(Tensor g, Tensor b, float eps) {
 void Rotary::ensure(int64_t n_pos) {
     if (cos.defined() && cos.size(0) >= n_pos) return;
     ops::rotary_tables(inv_freq, n_pos, cos, sin);
+}
+
+std::vector<int32_t> pad_batch(const std::vector<std::vector<int32_t>>& tokens, int32_t pad_id,
+                               BatchCtx& ctx, const char* where) {
+    const int64_t B = int64_t(tokens.size());
+    int64_t T = 0;
+    for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
+    BI_CHECK(B > 0 && T > 0, where, "empty batch");
+    ctx.B = B;
+    ctx.T = T;
+    ctx.key_valid.assign(size_t(B * T), 0);
+    std::vector<int32_t> ids(size_t(B * T), pad_id);
+    for (int64_t b = 0; b < B; ++b)
+        for (size_t t = 0; t < tokens[size_t(b)].size(); ++t) {
+            ids[size_t(b * T) + t] = tokens[size_t(b)][t];
+            ctx.key_valid[size_t(b * T) + t] = 1;
+        }
+    return ids;
 }
 
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs) {

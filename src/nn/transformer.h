@@ -80,6 +80,11 @@ struct BatchCtx {
     std::function<void(const std::string& name, const Tensor& t)> tap;
 };
 
+// Pads ragged token rows (each <cls> ... <eos>) to one (B, T) batch: sets ctx.B, ctx.T and
+// ctx.key_valid, and returns the flat ids with pad_id in the padding. An empty batch is an error.
+std::vector<int32_t> pad_batch(const std::vector<std::vector<int32_t>>& tokens, int32_t pad_id,
+                               BatchCtx& ctx, const char* where);
+
 // x (B, T, D) updated in place: x += s * attn(ln(x)); x += s * ffn(ln(x)), s = residual_scale.
 // probs (B, H, T, T), when given, receives this block's attention probabilities.
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs);
