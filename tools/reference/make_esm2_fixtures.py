@@ -9,13 +9,13 @@ layer-0 module intermediates) and cases.json (the sequences).
     .venv-reference/bin/python tools/reference/make_esm2_fixtures.py [--out tests/fixtures]
 """
 import argparse
-import json
 import os
 import shutil
 
 import torch
-from safetensors.torch import save_file
 from transformers import EsmConfig, EsmForMaskedLM, EsmTokenizer
+
+from fixture_util import randomize, save_reference, save_two_shards, write_cases
 
 ALPHABET = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D",
             "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-",
@@ -42,20 +42,6 @@ CONFIGS = {
 }
 
 
-def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm" in name or "layer_norm" in name:
-                base = 1.0 if name.endswith("weight") else 0.0
-                p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            else:
-                fan_in = p.shape[-1]
-                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
-
-
 def write_vocab(path):
     with open(path, "w") as f:
         f.write("\n".join(ALPHABET) + "\n")
@@ -73,7 +59,7 @@ def build(name, spec, out_root):
                     mask_token_id=32, pad_token_id=1, tie_word_embeddings=True)
     cfg._attn_implementation = "eager"
     model = EsmForMaskedLM(cfg).eval()
-    randomize(model, seed=len(name))
+    randomize(model, len(name), lambda n: "LayerNorm" in n or "layer_norm" in n)
     if spec["dtype"] == "bf16":  # weights representable in bf16, computed in fp32
         with torch.no_grad():
             for p in model.parameters():
@@ -95,17 +81,7 @@ def build(name, spec, out_root):
         for i in range(cfg.num_hidden_layers):
             sd[f"esm.encoder.layer.{i}.attention.self.rotary_embeddings.inv_freq"] = inv.to(torch.float16)
         sd["lm_head.decoder.weight"] = model.lm_head.decoder.weight.detach().clone()
-        names = sorted(sd)
-        shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
-                  "model-00002-of-00002.safetensors": names[len(names) // 2:]}
-        weight_map = {}
-        for fname, keys in shards.items():
-            tensors = {k: (sd[k].to(torch.bfloat16) if sd[k].dtype == torch.float32 else sd[k])
-                       for k in keys}
-            save_file(tensors, os.path.join(out, fname), metadata={"format": "pt"})
-            weight_map.update({k: fname for k in keys})
-        with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+        save_two_shards(sd, out, lambda t: t.to(torch.bfloat16) if t.dtype == torch.float32 else t)
     write_vocab(os.path.join(out, "vocab.txt"))
     tok = EsmTokenizer(os.path.join(out, "vocab.txt"))
 
@@ -138,16 +114,9 @@ def build(name, spec, out_root):
         ref[f"{cid}.contacts"] = contacts[b, :L, :L]
         for k, v in taps.items():
             ref[f"{cid}.layer0.{k}"] = v[b, :n]
-    ref = {k: v.detach().contiguous().clone() for k, v in ref.items()}
-    save_file(ref, os.path.join(out, "reference.safetensors"),
-              # one key: safetensors writes metadata in hash order, so several keys would make
-              # regenerated files differ byte-wise from run to run
-              metadata={"generator": f"transformers {__import__('transformers').__version__}, "
-                                     f"torch {torch.__version__}"})
-    with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump({"model": name, "num_layers": cfg.num_hidden_layers,
-                   "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)
-        f.write("\n")
+    save_reference(ref, os.path.join(out, "reference.safetensors"),
+                   f"transformers {__import__('transformers').__version__}, torch {torch.__version__}")
+    write_cases(out, name, cfg.num_hidden_layers, CASES)
     print(f"wrote {out}")
 
 

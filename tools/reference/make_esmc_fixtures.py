@@ -13,13 +13,13 @@ logits and layer-0 module intermediates) and cases.json (the sequences).
     .venv-reference/bin/python tools/reference/make_esmc_fixtures.py [--out tests/fixtures]
 """
 import argparse
-import json
 import os
 import shutil
 
 import torch
-from safetensors.torch import save_file
 from transformers import EsmcConfig, EsmcForMaskedLM, EsmcTokenizer
+
+from fixture_util import randomize, save_reference, save_two_shards, write_cases
 
 # ESM C's vocabulary: the ESM alphabet with the chain break '|' at 31.
 VOCAB = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D",
@@ -62,20 +62,6 @@ def tokenize(seq):
     return ids + [2]
 
 
-def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                base = 1.0 if name.endswith("weight") else 0.0
-                p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            else:
-                fan_in = p.shape[-1]
-                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
-
-
 def build(name, spec, out_root):
     torch.manual_seed(0)
     d = spec["hidden_size"]
@@ -84,7 +70,7 @@ def build(name, spec, out_root):
                      intermediate_size=swiglu_hidden(d), max_position_embeddings=2048)
     cfg._attn_implementation = "eager"
     model = EsmcForMaskedLM(cfg).eval()
-    randomize(model, seed=len(name))
+    randomize(model, len(name), lambda n: "norm" in n)
     if spec["dtype"] == "bf16":  # weights representable in bf16, computed in fp32
         with torch.no_grad():
             for p in model.parameters():
@@ -98,16 +84,7 @@ def build(name, spec, out_root):
     else:
         cfg.save_pretrained(out)
         sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-        names = sorted(sd)
-        shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
-                  "model-00002-of-00002.safetensors": names[len(names) // 2:]}
-        weight_map = {}
-        for fname, keys in shards.items():
-            save_file({k: sd[k].to(torch.bfloat16) for k in keys}, os.path.join(out, fname),
-                      metadata={"format": "pt"})
-            weight_map.update({k: fname for k in keys})
-        with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+        save_two_shards(sd, out, lambda t: t.to(torch.bfloat16))
 
     tok_ids = [tokenize(s) for _, s in CASES]
     # The upstream tokenizer must agree with the table above.
@@ -149,16 +126,9 @@ def build(name, spec, out_root):
         ref[f"{cid}.logits"] = res.logits[b, :n]
         for k, v in taps.items():
             ref[f"{cid}.layer0.{k}"] = v[b, :n]
-    ref = {k: v.detach().contiguous().clone() for k, v in ref.items()}
-    save_file(ref, os.path.join(out, "reference.safetensors"),
-              # one key: safetensors writes metadata in hash order, so several keys would make
-              # regenerated files differ byte-wise from run to run
-              metadata={"generator": f"transformers {__import__('transformers').__version__}, "
-                                     f"torch {torch.__version__}"})
-    with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump({"model": name, "num_layers": L,
-                   "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)
-        f.write("\n")
+    save_reference(ref, os.path.join(out, "reference.safetensors"),
+                   f"transformers {__import__('transformers').__version__}, torch {torch.__version__}")
+    write_cases(out, name, L, CASES)
     print(f"wrote {out}")
 
 
@@ -170,7 +140,7 @@ def build_original(name, out_root):
     torch.manual_seed(0)
     tokenizer = get_esmc_model_tokenizers()
     model = ESMC(d_model=128, n_heads=2, n_layers=2, tokenizer=tokenizer, use_flash_attn=False).eval()
-    randomize(model, seed=len(name))
+    randomize(model, len(name), lambda n: "norm" in n)
     with torch.no_grad():  # stored in bf16 like a compact release; computed in fp32
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
@@ -215,13 +185,9 @@ def build_original(name, out_root):
         ref[f"{cid}.logits"] = res.sequence_logits[b, :n]
         for k in ("attn_ln", "attn_ctx", "attn_out", "ffn_up"):
             ref[f"{cid}.layer0.{k}"] = taps[k][b, :n]
-    ref = {k: v.detach().float().contiguous().clone() for k, v in ref.items()}
-    save_file(ref, os.path.join(out, "reference.safetensors"),
-              metadata={"generator": f"esm {__import__('esm').__version__}, torch {torch.__version__}"})
-    with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump({"model": name, "num_layers": L,
-                   "cases": [{"id": c, "sequence": s} for c, s in CASES]}, f, indent=2)
-        f.write("\n")
+    save_reference(ref, os.path.join(out, "reference.safetensors"),
+                   f"esm {__import__('esm').__version__}, torch {torch.__version__}")
+    write_cases(out, name, L, CASES)
     print(f"wrote {out}")
 
 
