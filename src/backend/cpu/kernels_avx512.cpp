@@ -1,25 +1,10 @@
 // AVX-512 instantiation of the CPU kernels, chosen at run time where the CPU has AVX-512F.
 #include "backend/cpu/kernels_impl.h"
-#include "backend/cpu/linear_dnnl.h"
-#include "ops/kernels.h"
 
 namespace bioinfer::kernels {
 
 const KernelTable* cpu_kernels_avx512() {
-    using V = cpu::VecAvx512;
-    static const KernelTable t{.name = "cpu-avx512",
-                               .linear = cpu::linear_dnnl,
-                               .pack_linear = cpu::pack_linear_dnnl,
-                               .free_packed = cpu::free_packed_dnnl,
-                               .gemm_nn = cpu::gemm_nn<V>,
-                               .attention = cpu::attention<V>,
-                               .layer_norm = cpu::layer_norm<V>,
-                               .gelu = cpu::gelu<V>,
-                               .swiglu = cpu::swiglu<V>,
-                               .softmax = cpu::softmax<V>,
-                               .rotary = cpu::rotary<V>,
-                               .add = cpu::add<V>,
-                               .scale = cpu::scale<V>};
+    static const KernelTable t = cpu::make_kernel_table<cpu::VecAvx512>("cpu-avx512");
     return &t;
 }
 

@@ -7,7 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/linear_dnnl.h"
 #include "backend/cpu/simd.h"
+#include "ops/kernels.h"
 
 namespace bioinfer::cpu {
 
@@ -405,6 +407,25 @@ void attention(const float* q, const float* k, const float* v, float* out, int64
                     }
                 }
     }
+}
+
+// The kernel table of one ISA: kernels_avx2.cpp and kernels_avx512.cpp each instantiate it
+// with their own SIMD wrapper and target flags.
+template <typename V>
+kernels::KernelTable make_kernel_table(const char* name) {
+    return {.name = name,
+            .linear = linear_dnnl,
+            .pack_linear = pack_linear_dnnl,
+            .free_packed = free_packed_dnnl,
+            .gemm_nn = gemm_nn<V>,
+            .attention = attention<V>,
+            .layer_norm = layer_norm<V>,
+            .gelu = gelu<V>,
+            .swiglu = swiglu<V>,
+            .softmax = softmax<V>,
+            .rotary = rotary<V>,
+            .add = add<V>,
+            .scale = scale<V>};
 }
 
 }  // namespace bioinfer::cpu
