@@ -99,12 +99,13 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m) {
     model->final_ln_ = nn::LayerNorm::load(m, p + "encoder.emb_layer_norm_after", D, c.ln_eps);
 
     if (m.has("lm_head.dense.weight")) {
-        model->lm_dense_ = nn::Linear::load(m, "lm_head.dense", D, D);
-        model->lm_ln_ = nn::LayerNorm::load(m, "lm_head.layer_norm", D, c.ln_eps);
-        model->lm_decoder_ = m.has("lm_head.decoder.weight")
-                                 ? m.get_f32("lm_head.decoder.weight", {c.vocab, D})
-                                 : model->word_emb_;  // tied, as save_pretrained drops it
-        model->lm_bias_ = m.get_f32("lm_head.bias", {c.vocab});
+        auto& h = model->lm_head_;
+        h.dense = nn::Linear::load(m, "lm_head.dense", D, D);
+        h.ln = nn::LayerNorm::load(m, "lm_head.layer_norm", D, c.ln_eps);
+        const Tensor dec = m.has("lm_head.decoder.weight")
+                               ? m.get_f32("lm_head.decoder.weight", {c.vocab, D})
+                               : model->word_emb_;  // tied, as save_pretrained drops it
+        h.decoder = nn::Linear::from(dec, m.get_f32("lm_head.bias", {c.vocab}));
     }
     if (m.has(p + "contact_head.regression.weight")) {
         model->contact_w_ = m.get_f32(p + "contact_head.regression.weight", {1, c.layers * c.heads})
@@ -216,11 +217,8 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
             for (int64_t i = 0; i < ct.numel(); ++i) p[i] = 1.0f / (1.0f + std::exp(-(p[i] + contact_b_)));
         }
     if (req.logits) {
-        Tensor h = Tensor::empty({B, T, D}), hn = Tensor::empty({B, T, D});
-        lm_dense_(last, h, {.gelu = true});
-        lm_ln_(h, hn);
         out.logits = Tensor::empty({B, T, c.vocab});
-        ops::linear(hn, lm_decoder_, &lm_bias_, out.logits);
+        lm_head_(last, out.logits);
     }
     return out;
 }

@@ -34,7 +34,7 @@ public:
     int64_t num_layers() const override { return cfg_.layers; }
     int64_t hidden_size() const override { return cfg_.hidden; }
     int64_t logits_width() const override { return cfg_.vocab; }
-    bool has_logits() const override { return lm_dense_.w.defined(); }
+    bool has_logits() const override { return lm_head_.defined(); }
     bool has_contacts() const override { return contact_w_.defined(); }
     std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const override {
         return esm::tokenize(seq, record, Vocab::Esm2);
@@ -48,10 +48,7 @@ private:
     nn::Rotary rotary_;
     std::vector<nn::PreLnBlock> blocks_;
     nn::LayerNorm final_ln_;
-    nn::Linear lm_dense_;
-    nn::LayerNorm lm_ln_;
-    Tensor lm_decoder_;  // (V, D), tied to word_emb_ when the checkpoint omits it
-    Tensor lm_bias_;     // (V)
+    nn::MaskedLmHead lm_head_;  // decoder tied to word_emb_ when the checkpoint omits it
     Tensor contact_w_;   // (layers * heads)
     float contact_b_ = 0;
 };

@@ -127,9 +127,9 @@ std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
     }
     model->final_ln_ = nn::LayerNorm::load(m, "transformer.norm", D, eps, false);
     if (m.has("sequence_head.0.weight")) {
-        model->head_dense_ = nn::Linear::load(m, "sequence_head.0", D, D);
-        model->head_ln_ = nn::LayerNorm::load(m, "sequence_head.2", D, eps);
-        model->head_decoder_ = nn::Linear::load(m, "sequence_head.3", D, c.vocab);
+        model->head_.dense = nn::Linear::load(m, "sequence_head.0", D, D);
+        model->head_.ln = nn::LayerNorm::load(m, "sequence_head.2", D, eps);
+        model->head_.decoder = nn::Linear::load(m, "sequence_head.3", D, c.vocab);
     }
     model->init_common();
     return model;
@@ -167,9 +167,9 @@ std::unique_ptr<EsmcModel> EsmcModel::load_hf(const io::ModelDir& m) {
     }
     model->final_ln_ = nn::LayerNorm::load(m, p + "norm", D, eps, false);
     if (m.has("lm_head.dense.weight")) {
-        model->head_dense_ = nn::Linear::load(m, "lm_head.dense", D, D);
-        model->head_ln_ = nn::LayerNorm::load(m, "lm_head.layer_norm", D, eps);
-        model->head_decoder_ = nn::Linear::load(m, "lm_head.decoder", D, c.vocab);
+        model->head_.dense = nn::Linear::load(m, "lm_head.dense", D, D);
+        model->head_.ln = nn::LayerNorm::load(m, "lm_head.layer_norm", D, eps);
+        model->head_.decoder = nn::Linear::load(m, "lm_head.decoder", D, c.vocab);
     }
     model->init_common();
     return model;
@@ -209,11 +209,8 @@ lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
     final_ln_(x, last);
     if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
     if (req.logits) {
-        Tensor h = Tensor::empty({B, T, D}), hn = Tensor::empty({B, T, D});
-        head_dense_(last, h, {.gelu = true});
-        head_ln_(h, hn);
         out.logits = Tensor::empty({B, T, c.vocab});
-        head_decoder_(hn, out.logits);
+        head_(last, out.logits);
     }
     return out;
 }

@@ -40,7 +40,7 @@ public:
     int64_t num_layers() const override { return cfg_.layers; }
     int64_t hidden_size() const override { return cfg_.hidden; }
     int64_t logits_width() const override { return cfg_.vocab; }
-    bool has_logits() const override { return head_dense_.w.defined(); }
+    bool has_logits() const override { return head_.defined(); }
     bool has_contacts() const override { return false; }
     std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const override {
         return esm::tokenize(seq, record, Vocab::Esmc);
@@ -54,10 +54,7 @@ private:
     nn::Rotary rotary_;
     std::vector<nn::PreLnBlock> blocks_;
     nn::LayerNorm final_ln_;  // no bias
-    // Sequence head: dense (D -> D), GELU, LayerNorm, decoder (D -> V) with bias.
-    nn::Linear head_dense_;
-    nn::LayerNorm head_ln_;
-    nn::Linear head_decoder_;
+    nn::MaskedLmHead head_;  // the sequence head
     void init_common();
     static std::unique_ptr<EsmcModel> load_hf(const io::ModelDir& dir);
     static std::unique_ptr<EsmcModel> load_original(const io::ModelDir& dir);

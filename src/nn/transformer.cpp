@@ -54,6 +54,13 @@ void Rotary::ensure(int64_t n_pos) {
     ops::rotary_tables(inv_freq, n_pos, cos, sin);
 }
 
+void MaskedLmHead::operator()(const Tensor& x, Tensor& logits) const {
+    Tensor h = Tensor::empty(x.shape()), hn = Tensor::empty(x.shape());
+    dense(x, h, {.gelu = true});
+    ln(h, hn);
+    decoder(hn, logits);
+}
+
 std::vector<int32_t> pad_batch(const std::vector<std::vector<int32_t>>& tokens, int32_t pad_id,
                                BatchCtx& ctx, const char* where) {
     const int64_t B = int64_t(tokens.size());

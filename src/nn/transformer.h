@@ -80,6 +80,16 @@ struct BatchCtx {
     std::function<void(const std::string& name, const Tensor& t)> tap;
 };
 
+// The masked-LM / sequence head of ESM-2 and ESM C: decoder(LayerNorm(GELU(dense(x)))).
+struct MaskedLmHead {
+    Linear dense;    // (D -> D) with bias
+    LayerNorm ln;
+    Linear decoder;  // (D -> V) with bias; ESM-2 ties its weight to the word embeddings
+    bool defined() const { return dense.w.defined(); }
+    // x (B, T, D) -> logits (B, T, V)
+    void operator()(const Tensor& x, Tensor& logits) const;
+};
+
 // Pads ragged token rows (each <cls> ... <eos>) to one (B, T) batch: sets ctx.B, ctx.T and
 // ctx.key_valid, and returns the flat ids with pad_id in the padding. An empty batch is an error.
 std::vector<int32_t> pad_batch(const std::vector<std::vector<int32_t>>& tokens, int32_t pad_id,
