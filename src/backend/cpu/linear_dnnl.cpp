@@ -59,6 +59,7 @@ using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, float, bool, bool,
 struct Cache {
     std::mutex mu;
     std::map<Key, dnnl::matmul> prims;
+    std::map<std::pair<int64_t, int64_t>, dnnl::reorder> to_bf16;  // (M, K) -> f32 -> bf16
 };
 
 Cache& cache() {
@@ -131,9 +132,18 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
     auto& eng = engine();
     dnnl::stream s(eng);
     memory src_mem(md(M, K, K, 1), eng, const_cast<float*>(x));
-    if (compute == DType::BF16) {  // round x to bf16 (oneDNN's vectorised reorder)
+    if (compute == DType::BF16) {  // round x to bf16 (oneDNN's vectorised reorder, cached)
         memory xb(md(M, K, K, 1, memory::data_type::bf16), eng, bf16_scratch(size_t(M * K)));
-        dnnl::reorder(src_mem, xb).execute(s, src_mem, xb);
+        dnnl::reorder round;
+        {
+            Cache& c = cache();
+            std::lock_guard<std::mutex> lock(c.mu);
+            auto it = c.to_bf16.find({M, K});
+            if (it == c.to_bf16.end())
+                it = c.to_bf16.emplace(std::make_pair(M, K), dnnl::reorder(src_mem, xb)).first;
+            round = it->second;
+        }
+        round.execute(s, src_mem, xb);
         src_mem = xb;
     }
     std::unordered_map<int, memory> args{
