@@ -7,6 +7,23 @@ import torch
 from safetensors.torch import save_file
 
 
+# The ESM alphabet (fair-esm "ESM-1b"); ESM C puts its chain break '|' at 31 instead of <null_1>.
+ESM2_ALPHABET = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I",
+                 "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".",
+                 "-", "<null_1>", "<mask>"]
+ESMC_ALPHABET = ESM2_ALPHABET[:31] + ["|"] + ESM2_ALPHABET[32:]
+
+# Padding in one batch, <mask> tokens, the rare letters X/B/U/Z/O, lower case, and lengths from
+# 3 to 76 (ubiquitin, 1UBQ).
+PROTEIN_CASES = [
+    ("ubq", "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"),
+    ("rare", "GSHMXBUZOLAGKD"),
+    ("masked", "MKT<mask>LLVA<mask>GSW"),
+    ("short", "MKV"),
+    ("trpcage", "nlyiqwlkdggpssgrppps"),
+]
+
+
 def randomize(model, seed, is_norm):
     """Every parameter redrawn: norms near 1 (weights) / 0 (biases), biases small, matrices with
     unit-variance outputs. is_norm(name) tells a normalisation parameter."""

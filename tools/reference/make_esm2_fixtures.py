@@ -15,21 +15,10 @@ import shutil
 import torch
 from transformers import EsmConfig, EsmForMaskedLM, EsmTokenizer
 
-from fixture_util import randomize, save_reference, save_two_shards, write_cases
+from fixture_util import ESM2_ALPHABET, PROTEIN_CASES, randomize, save_reference, save_two_shards, write_cases
 
-ALPHABET = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D",
-            "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-",
-            "<null_1>", "<mask>"]
-
-# Padding in one batch, <mask> tokens, the rare letters X/B/U/Z/O, lower case, and lengths from
-# 3 to 76 (ubiquitin, 1UBQ).
-CASES = [
-    ("ubq", "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"),
-    ("rare", "GSHMXBUZOLAGKD"),
-    ("masked", "MKT<mask>LLVA<mask>GSW"),
-    ("short", "MKV"),
-    ("trpcage", "nlyiqwlkdggpssgrppps"),
-]
+ALPHABET = ESM2_ALPHABET
+CASES = PROTEIN_CASES
 
 CONFIGS = {
     # head_dim 8; saved by save_pretrained (model-level inv_freq, tied decoder omitted), F32.

@@ -19,23 +19,11 @@ import shutil
 import torch
 from transformers import EsmcConfig, EsmcForMaskedLM, EsmcTokenizer
 
-from fixture_util import randomize, save_reference, save_two_shards, write_cases
+from fixture_util import ESMC_ALPHABET, PROTEIN_CASES, randomize, save_reference, save_two_shards, write_cases
 
-# ESM C's vocabulary: the ESM alphabet with the chain break '|' at 31.
-VOCAB = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I", "D",
-         "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O", ".", "-",
-         "|", "<mask>"]
-
-# Padding in one batch, <mask> tokens, the chain break, the rare letters X/B/U/Z/O, lower case,
-# and lengths from 3 to 76 (ubiquitin, 1UBQ).
-CASES = [
-    ("ubq", "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"),
-    ("rare", "GSHMXBUZOLAGKD"),
-    ("masked", "MKT<mask>LLVA<mask>GSW"),
-    ("dimer", "MKVLAAGIW|GSHMKTAYIA"),
-    ("short", "MKV"),
-    ("trpcage", "nlyiqwlkdggpssgrppps"),
-]
+VOCAB = ESMC_ALPHABET
+# The shared cases plus a two-chain input joined by the chain break.
+CASES = PROTEIN_CASES[:3] + [("dimer", "MKVLAAGIW|GSHMKTAYIA")] + PROTEIN_CASES[3:]
 
 CONFIGS = {
     # head_dim 16, SwiGLU hidden = ESM C's rule (8/3 d rounded up to 256), F32, one file.
