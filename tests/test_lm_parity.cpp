@@ -47,11 +47,11 @@ std::vector<int32_t> with_specials(const lm::LanguageModel& m, const std::string
     return t;
 }
 
-// Rows [0, n) of item b in a (B, T, C) tensor, as (n, C).
-Tensor item_rows(const Tensor& t, int64_t b, int64_t n) {
-    const int64_t T = t.size(1), C = t.size(2);
+// Sequence b's rows of a packed (rows, C) tensor, as (n, C).
+Tensor item_rows(const Tensor& t, const std::vector<int64_t>& offsets, size_t b) {
+    const int64_t r0 = offsets[b], n = offsets[b + 1] - r0, C = t.size(1);
     Tensor out = Tensor::empty({n, C});
-    std::copy(t.f32() + b * T * C, t.f32() + (b * T + n) * C, out.f32());
+    std::copy(t.f32() + r0 * C, t.f32() + (r0 + n) * C, out.f32());
     return out;
 }
 
@@ -106,13 +106,13 @@ TEST_P(LmParity, BatchedForwardMatchesEveryLayer) {
             const std::string& id = f.cases[b].id;
             const int64_t n = int64_t(toks[b].size());
             for (int l = 0; l <= f.layers; ++l)
-                expect_parity(item_rows(out.hidden.at(l), int64_t(b), n),
+                expect_parity(item_rows(out.hidden.at(l), out.offsets, b),
                               f.get(id + ".hidden." + std::to_string(l)),
                               tag + id + " hidden." + std::to_string(l));
             for (auto name : {"attn_ln", "attn_ctx", "attn_out", "ffn_up"})
-                expect_parity(item_rows(taps.at(name), int64_t(b), n),
+                expect_parity(item_rows(taps.at(name), out.offsets, b),
                               f.get(id + ".layer0." + name), tag + id + " layer0." + name);
-            Tensor logits = item_rows(out.logits, int64_t(b), n), ref_logits = f.get(id + ".logits");
+            Tensor logits = item_rows(out.logits, out.offsets, b), ref_logits = f.get(id + ".logits");
             expect_parity(logits, ref_logits, tag + id + " logits");
             const int64_t V = logits.size(1);
             for (int64_t t = 0; t < n; ++t) {
@@ -140,16 +140,15 @@ TEST_P(LmParity, BatchedEqualsSingle) {
     auto batched = model->forward(toks, req);
     for (size_t b = 0; b < toks.size(); ++b) {
         auto single = model->forward({toks[b]}, req);
-        const int64_t n = int64_t(toks[b].size());
-        auto s = test::stats(item_rows(batched.hidden.at(f.layers), int64_t(b), n).f32(),
-                             single.hidden.at(f.layers).f32(), n * single.hidden.at(f.layers).size(2));
+        auto s = test::stats(item_rows(batched.hidden.at(f.layers), batched.offsets, b).f32(),
+                             single.hidden.at(f.layers).f32(), single.hidden.at(f.layers).numel());
         EXPECT_LE(s.max_abs, 1e-5) << f.cases[b].id << " hidden";
         if (req.contacts) {
             auto c = test::stats(batched.contacts[b].f32(), single.contacts[0].f32(),
                                  single.contacts[0].numel());
             EXPECT_LE(c.max_abs, 1e-5) << f.cases[b].id << " contacts";
         }
-        auto lg = test::stats(item_rows(batched.logits, int64_t(b), n).f32(), single.logits.f32(),
+        auto lg = test::stats(item_rows(batched.logits, batched.offsets, b).f32(), single.logits.f32(),
                               single.logits.numel());
         EXPECT_LE(lg.max_abs, 1e-5) << f.cases[b].id << " logits";
     }
@@ -179,11 +178,11 @@ TEST_P(LmParity, Bf16FastPathStaysClose) {
         const std::string& id = f.cases[b].id;
         const int64_t n = int64_t(toks[b].size());
         for (int l = 1; l <= f.layers; ++l) {
-            Tensor got = item_rows(out.hidden.at(l), int64_t(b), n);
+            Tensor got = item_rows(out.hidden.at(l), out.offsets, b);
             auto s = test::stats(got.f32(), f.get(id + ".hidden." + std::to_string(l)).f32(), got.numel());
             EXPECT_GE(s.pcc, 0.999) << id << " bf16 hidden." << l;
         }
-        Tensor lg = item_rows(out.logits, int64_t(b), n), rl = f.get(id + ".logits");
+        Tensor lg = item_rows(out.logits, out.offsets, b), rl = f.get(id + ".logits");
         EXPECT_GE(test::stats(lg.f32(), rl.f32(), lg.numel()).pcc, 0.999) << id << " bf16 logits";
         const int64_t V = lg.size(1);
         for (int64_t t = 0; t < n; ++t) {

@@ -231,6 +231,61 @@ TEST(Ops, AttentionTiledLongAndHoles) {
     }
 }
 
+// Packed sequences (cu_seqlens) against each sequence run alone: attention, its probabilities
+// and rotary positions restart at every sequence, on both backends; lengths cross the tile sizes.
+TEST(Ops, AttentionAndRotaryVarlenEqualEachSequenceAlone) {
+    const std::vector<int64_t> lens{1, 70, 300, 129, 5};
+    std::vector<int64_t> cu{0};
+    for (int64_t n : lens) cu.push_back(cu.back() + n);
+    const int64_t N = cu.back(), B = int64_t(lens.size()), P = 300;
+    for (int64_t Dh : {24, 64}) {
+        const int64_t H = 3, D = H * Dh;
+        Tensor inv = Tensor::empty({Dh / 2}), cos, sin;
+        for (int64_t i = 0; i < Dh / 2; ++i) inv.f32()[i] = std::pow(10000.0f, -2.0f * float(i) / float(Dh));
+        ops::rotary_tables(inv, P, cos, sin);
+        Tensor q = random_tensor({N, D}, 51, 0.0f, 2.0f), k = random_tensor({N, D}, 52),
+               v = random_tensor({N, D}, 53);
+        for (auto backend : {ops::Backend::Ref, ops::Backend::Cpu}) {
+            ops::set_backend(backend);
+            const std::string tag = std::string(ops::backend_name()) + " Dh " + std::to_string(Dh);
+            Tensor qr = q.clone(), out = Tensor::empty({N, D}), probs = Tensor::empty({B, H, P, P});
+            Tensor q3 = qr.reshape({N, H, Dh});
+            ops::rotary_varlen(q3, cu, cos, sin);
+            ops::attention_varlen(qr, k, v, H, 0.2f, cu, out, &probs);
+            Tensor out_np = Tensor::empty({N, D});
+            ops::attention_varlen(qr, k, v, H, 0.2f, cu, out_np, nullptr);
+            compare(out_np, out, 1e-5, 1e-5, tag + " varlen tiled vs probs path");
+            for (int64_t b = 0; b < B; ++b) {
+                const int64_t L = lens[size_t(b)], r0 = cu[size_t(b)];
+                auto rows = [&](const Tensor& t) {
+                    Tensor o = Tensor::empty({1, L, D});
+                    std::copy(t.f32() + r0 * D, t.f32() + (r0 + L) * D, o.f32());
+                    return o;
+                };
+                Tensor qs = rows(q), ks = rows(k), vs = rows(v), os = Tensor::empty({1, L, D});
+                Tensor q4 = qs.reshape({1, L, H, Dh});
+                ops::rotary(q4, cos, sin);
+                compare(qs, rows(qr), 0, 0, tag + " rotary of sequence " + std::to_string(b));
+                Tensor ps = Tensor::empty({1, H, L, L});
+                ops::attention(qs, ks, vs, H, 0.2f, std::vector<uint8_t>(size_t(L), 1), os, &ps);
+                compare(rows(out), os, 1e-6, 1e-6, tag + " attention of sequence " + std::to_string(b));
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t i = 0; i < P; ++i)
+                        for (int64_t j = 0; j < P; ++j) {
+                            const float got = probs.f32()[((b * H + h) * P + i) * P + j];
+                            const float want = i < L && j < L ? ps.f32()[(h * L + i) * L + j] : 0.0f;
+                            ASSERT_NEAR(got, want, 1e-6) << tag << " probs " << b << "," << h << ","
+                                                         << i << "," << j;
+                        }
+            }
+        }
+    }
+    ops::set_backend(ops::Backend::Cpu);
+    Tensor q = random_tensor({10, 8}, 1), out = Tensor::empty({10, 8});
+    EXPECT_THROW(ops::attention_varlen(q, q, q, 2, 1.0f, {0, 4, 9}, out, nullptr), Error);
+    EXPECT_THROW(ops::attention_varlen(q, q, q, 2, 1.0f, {0, 4, 4, 10}, out, nullptr), Error);
+}
+
 TEST_P(OpSizes, GemmStrided) {
     const int64_t n = GetParam();
     const int64_t M = n + 1, N = n + 2, K = n, lda = K + 3, ldb = N + 5, ldc = N + 1;

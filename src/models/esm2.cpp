@@ -1,5 +1,5 @@
 // ESM-2 forward, following transformers' EsmForMaskedLM: token-dropout rescaled embeddings,
-// padded rows zeroed, pre-LN blocks with q scaled before rotary, final LayerNorm, LM head and
+// pre-LN blocks with q scaled before rotary, final LayerNorm, LM head and
 // the contact head (attention maps symmetrised, APC, logistic regression).
 #include "models/esm2.h"
 
@@ -151,32 +151,30 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
         BI_CHECK(l >= 0 && l <= c.layers, "esm2.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
     nn::BatchCtx ctx;
-    const std::vector<int32_t> ids = nn::pad_batch(tokens, c.pad_id, ctx, "esm2.forward");
-    const int64_t T = ctx.T;
+    const std::vector<int32_t> ids = nn::pack_batch(tokens, ctx, "esm2.forward");
+    const int64_t N = ctx.rows(), P = ctx.longest;
     lm::Output out;
-    out.B = B;
-    out.T = T;
-    rotary_.ensure(T);
+    out.offsets = ctx.cu_seqlens;
+    rotary_.ensure(P);
     ctx.rotary = &rotary_;
 
     // Embeddings, token dropout as upstream at inference: <mask> rows zeroed and every row scaled
-    // by (1 - 0.15 * 0.8) / (1 - observed mask ratio); padded rows zeroed.
-    Tensor x = Tensor::empty({B, T, D});
+    // by (1 - 0.15 * 0.8) / (1 - observed mask ratio).
+    Tensor x = Tensor::empty({N, D});
     ops::embedding(ids, word_emb_, x);
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t n = int64_t(tokens[b].size());
-        int64_t n_mask = 0;
-        for (int32_t id : tokens[b]) n_mask += id == c.mask_id;
-        const float ratio = float(n_mask) / float(n);
-        float* xb = x.f32() + b * T * D;
-        for (int64_t t = 0; t < T; ++t) {
-            float* row = xb + t * D;
-            const bool zero = t >= n || (c.token_dropout && tokens[b][t] == c.mask_id);
-            if (zero) {
-                std::fill(row, row + D, 0.0f);
-            } else if (c.token_dropout) {
-                const float denom = 1.0f - ratio;
-                for (int64_t d = 0; d < D; ++d) row[d] = row[d] * 0.88f / denom;
+    if (c.token_dropout) {
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t n = int64_t(tokens[b].size());
+            int64_t n_mask = 0;
+            for (int32_t id : tokens[b]) n_mask += id == c.mask_id;
+            const float denom = 1.0f - float(n_mask) / float(n);
+            float* xb = x.f32() + ctx.cu_seqlens[size_t(b)] * D;
+            for (int64_t t = 0; t < n; ++t) {
+                float* row = xb + t * D;
+                if (tokens[b][t] == c.mask_id)
+                    std::fill(row, row + D, 0.0f);
+                else
+                    for (int64_t d = 0; d < D; ++d) row[d] = row[d] * 0.88f / denom;
             }
         }
     }
@@ -187,7 +185,7 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
 
     Tensor probs;
     if (req.contacts) {
-        probs = Tensor::empty({B, H, T, T});
+        probs = Tensor::empty({B, H, P, P});
         for (int64_t b = 0; b < B; ++b) {
             const int64_t L = int64_t(tokens[b].size()) - 2;
             out.contacts.push_back(Tensor::zeros({L, L}));
@@ -202,13 +200,13 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
             for (int64_t b = 0; b < B; ++b) {
                 const int64_t L = int64_t(tokens[b].size()) - 2;
                 for (int64_t h = 0; h < H; ++h)
-                    add_contact_features(probs.f32() + (b * H + h) * T * T, T, L,
+                    add_contact_features(probs.f32() + (b * H + h) * P * P, P, L,
                                          contact_w_.f32()[l * H + h], out.contacts[b].f32(), row);
             }
         }
         if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
     }
-    Tensor last = Tensor::empty({B, T, D});
+    Tensor last = Tensor::empty({N, D});
     final_ln_(x, last);
     if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
     if (req.contacts)
@@ -217,7 +215,7 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
             for (int64_t i = 0; i < ct.numel(); ++i) p[i] = 1.0f / (1.0f + std::exp(-(p[i] + contact_b_)));
         }
     if (req.logits) {
-        out.logits = Tensor::empty({B, T, c.vocab});
+        out.logits = Tensor::empty({N, c.vocab});
         lm_head_(last, out.logits);
     }
     return out;

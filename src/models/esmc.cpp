@@ -178,7 +178,7 @@ std::unique_ptr<EsmcModel> EsmcModel::load_hf(const io::ModelDir& m) {
 lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const EsmcConfig& c = cfg_;
-    const int64_t B = int64_t(tokens.size()), D = c.hidden;
+    const int64_t D = c.hidden;
     BI_CHECK(!req.logits || has_logits(), "esmc", "logits requested but the checkpoint has no ",
              "sequence head");
     BI_CHECK(!req.contacts, "esmc", "ESM C has no contact head");
@@ -186,15 +186,14 @@ lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
         BI_CHECK(l >= 0 && l <= c.layers, "esmc.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
     nn::BatchCtx ctx;
-    const std::vector<int32_t> ids = nn::pad_batch(tokens, kPad, ctx, "esmc.forward");
-    const int64_t T = ctx.T;
+    const std::vector<int32_t> ids = nn::pack_batch(tokens, ctx, "esmc.forward");
+    const int64_t N = ctx.rows();
     lm::Output out;
-    out.B = B;
-    out.T = T;
-    rotary_.ensure(T);
+    out.offsets = ctx.cu_seqlens;
+    rotary_.ensure(ctx.longest);
     ctx.rotary = &rotary_;
 
-    Tensor x = Tensor::empty({B, T, D});
+    Tensor x = Tensor::empty({N, D});
     ops::embedding(ids, embed_, x);
     auto keep = [&](int layer) {
         return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
@@ -205,11 +204,11 @@ lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
         nn::pre_ln_block(blocks_[size_t(l)], ctx, x, nullptr);
         if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
     }
-    Tensor last = Tensor::empty({B, T, D});
+    Tensor last = Tensor::empty({N, D});
     final_ln_(x, last);
     if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
     if (req.logits) {
-        out.logits = Tensor::empty({B, T, c.vocab});
+        out.logits = Tensor::empty({N, c.vocab});
         head_(last, out.logits);
     }
     return out;

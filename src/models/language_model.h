@@ -19,15 +19,19 @@ struct Request {
     std::vector<int> layers;
     bool logits = false;
     bool contacts = false;
-    // Optional observer of block intermediates: (layer, name, tensor (B, T, ...)).
+    // Optional observer of block intermediates: (layer, name, tensor (rows, ...)), rows packed
+    // as in Output.
     std::function<void(int layer, const std::string& name, const Tensor& t)> tap;
 };
 
+// The batch runs packed, without padding: sequence b's tokens (<cls> ... <eos>) are rows
+// [offsets[b], offsets[b+1]) of every per-token tensor.
 struct Output {
-    int64_t B = 0, T = 0;
-    std::map<int, Tensor> hidden;   // layer -> (B, T, D)
-    Tensor logits;                  // (B, T, V)
+    std::vector<int64_t> offsets;   // B + 1
+    std::map<int, Tensor> hidden;   // layer -> (rows, D)
+    Tensor logits;                  // (rows, V)
     std::vector<Tensor> contacts;   // per sequence (L, L), residues only
+    int64_t batch() const { return int64_t(offsets.size()) - 1; }
 };
 
 class LanguageModel {
@@ -42,7 +46,7 @@ public:
     // Residue tokens of one sequence (no <cls>/<eos>); a letter outside the model's alphabet is
     // an error naming `record`.
     virtual std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const = 0;
-    // tokens: one vector per sequence, each <cls> residues... <eos> (ragged; padded inside).
+    // tokens: one vector per sequence, each <cls> residues... <eos> (ragged; packed inside).
     virtual Output forward(const std::vector<std::vector<int32_t>>& tokens, const Request& req) = 0;
 };
 

@@ -61,33 +61,30 @@ void MaskedLmHead::operator()(const Tensor& x, Tensor& logits) const {
     decoder(hn, logits);
 }
 
-std::vector<int32_t> pad_batch(const std::vector<std::vector<int32_t>>& tokens, int32_t pad_id,
-                               BatchCtx& ctx, const char* where) {
-    const int64_t B = int64_t(tokens.size());
-    int64_t T = 0;
-    for (auto& t : tokens) T = std::max<int64_t>(T, int64_t(t.size()));
-    BI_CHECK(B > 0 && T > 0, where, "empty batch");
-    ctx.B = B;
-    ctx.T = T;
-    ctx.key_valid.assign(size_t(B * T), 0);
-    std::vector<int32_t> ids(size_t(B * T), pad_id);
-    for (int64_t b = 0; b < B; ++b)
-        for (size_t t = 0; t < tokens[size_t(b)].size(); ++t) {
-            ids[size_t(b * T) + t] = tokens[size_t(b)][t];
-            ctx.key_valid[size_t(b * T) + t] = 1;
-        }
+std::vector<int32_t> pack_batch(const std::vector<std::vector<int32_t>>& tokens, BatchCtx& ctx,
+                                const char* where) {
+    BI_CHECK(!tokens.empty(), where, "empty batch");
+    ctx.cu_seqlens.assign(1, 0);
+    ctx.longest = 0;
+    std::vector<int32_t> ids;
+    for (size_t b = 0; b < tokens.size(); ++b) {
+        BI_CHECK(!tokens[b].empty(), where, "sequence ", b, " of the batch has no tokens");
+        ids.insert(ids.end(), tokens[b].begin(), tokens[b].end());
+        ctx.cu_seqlens.push_back(int64_t(ids.size()));
+        ctx.longest = std::max(ctx.longest, int64_t(tokens[b].size()));
+    }
     return ids;
 }
 
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs) {
-    const int64_t B = ctx.B, T = ctx.T, D = x.size(-1);
+    const int64_t N = ctx.rows(), D = x.size(-1);
     const auto& at = blk.attn;
     const int64_t H = at.heads, Dh = D / H;
 
-    Tensor h = Tensor::empty({B, T, D});
+    Tensor h = Tensor::empty({N, D});
     blk.ln_attn(x, h);
     if (ctx.tap) ctx.tap("attn_ln", h);
-    Tensor q = Tensor::empty({B, T, D}), k = Tensor::empty({B, T, D}), v = Tensor::empty({B, T, D});
+    Tensor q = Tensor::empty({N, D}), k = Tensor::empty({N, D}), v = Tensor::empty({N, D});
     at.q(h, q);
     at.k(h, k);
     at.v(h, v);
@@ -97,12 +94,12 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
     }
     if (at.q_scale != 1.0f) ops::scale(q, at.q_scale, q);
     if (ctx.rotary) {
-        Tensor q4 = q.reshape({B, T, H, Dh}), k4 = k.reshape({B, T, H, Dh});
-        ops::rotary(q4, ctx.rotary->cos, ctx.rotary->sin);
-        ops::rotary(k4, ctx.rotary->cos, ctx.rotary->sin);
+        Tensor q3 = q.reshape({N, H, Dh}), k3 = k.reshape({N, H, Dh});
+        ops::rotary_varlen(q3, ctx.cu_seqlens, ctx.rotary->cos, ctx.rotary->sin);
+        ops::rotary_varlen(k3, ctx.cu_seqlens, ctx.rotary->cos, ctx.rotary->sin);
     }
-    Tensor ctxv = Tensor::empty({B, T, D});
-    ops::attention(q, k, v, H, at.score_scale, ctx.key_valid, ctxv, probs);
+    Tensor ctxv = Tensor::empty({N, D});
+    ops::attention_varlen(q, k, v, H, at.score_scale, ctx.cu_seqlens, ctxv, probs);
     if (ctx.tap) ctx.tap("attn_ctx", ctxv);
     const float s = blk.residual_scale;
     at.o(ctxv, x, {.scale = s, .accumulate = true});  // x += s * o(attn)
@@ -110,11 +107,11 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
 
     blk.ln_ffn(x, h);
     const auto& f = blk.ffn;
-    Tensor up = Tensor::empty({B, T, f.up.out_features()});
+    Tensor up = Tensor::empty({N, f.up.out_features()});
     if (f.act == FeedForward::Act::Gelu) {
         f.up(h, up, {.gelu = true});
     } else {
-        Tensor gate = Tensor::empty({B, T, f.gate.out_features()});
+        Tensor gate = Tensor::empty({N, f.gate.out_features()});
         f.gate(h, gate);
         f.up(h, up);
         ops::swiglu(gate, up, up);

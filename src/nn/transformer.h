@@ -71,13 +71,17 @@ struct PreLnBlock {
     float residual_scale = 1.0f;  // each branch is multiplied by this before the residual add
 };
 
-// Context of one padded batch: (B, T) with key_valid[b * T + t] = 1 for real tokens.
+// Context of one batch, packed: sequence b is rows [cu_seqlens[b], cu_seqlens[b+1]) of every
+// activation (rows, width), with no padding anywhere; attention runs per sequence.
 struct BatchCtx {
-    int64_t B = 0, T = 0;
-    std::vector<uint8_t> key_valid;
-    Rotary* rotary = nullptr;  // null: no rotary
+    std::vector<int64_t> cu_seqlens;  // B + 1 offsets
+    int64_t longest = 0;               // the longest sequence's length
+    Rotary* rotary = nullptr;          // null: no rotary
     // Optional observer of named intermediates (tests compare them with upstream modules).
     std::function<void(const std::string& name, const Tensor& t)> tap;
+    int64_t batch() const { return int64_t(cu_seqlens.size()) - 1; }
+    int64_t rows() const { return cu_seqlens.back(); }
+    int64_t length(int64_t b) const { return cu_seqlens[size_t(b) + 1] - cu_seqlens[size_t(b)]; }
 };
 
 // The masked-LM / sequence head of ESM-2 and ESM C: decoder(LayerNorm(GELU(dense(x)))).
@@ -86,17 +90,18 @@ struct MaskedLmHead {
     LayerNorm ln;
     Linear decoder;  // (D -> V) with bias; ESM-2 ties its weight to the word embeddings
     bool defined() const { return dense.w.defined(); }
-    // x (B, T, D) -> logits (B, T, V)
+    // x (rows, D) -> logits (rows, V)
     void operator()(const Tensor& x, Tensor& logits) const;
 };
 
-// Pads ragged token rows (each <cls> ... <eos>) to one (B, T) batch: sets ctx.B, ctx.T and
-// ctx.key_valid, and returns the flat ids with pad_id in the padding. An empty batch is an error.
-std::vector<int32_t> pad_batch(const std::vector<std::vector<int32_t>>& tokens, int32_t pad_id,
-                               BatchCtx& ctx, const char* where);
+// Packs ragged token rows (each <cls> ... <eos>) into one stream of rows: sets ctx.cu_seqlens
+// and ctx.longest and returns the concatenated ids. An empty batch or sequence is an error.
+std::vector<int32_t> pack_batch(const std::vector<std::vector<int32_t>>& tokens, BatchCtx& ctx,
+                                const char* where);
 
-// x (B, T, D) updated in place: x += s * attn(ln(x)); x += s * ffn(ln(x)), s = residual_scale.
-// probs (B, H, T, T), when given, receives this block's attention probabilities.
+// x (rows, D) updated in place: x += s * attn(ln(x)); x += s * ffn(ln(x)), s = residual_scale.
+// probs (B, H, P, P), P >= ctx.longest, when given, receives this block's attention probabilities
+// (each sequence in its top-left corner).
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs);
 
 }  // namespace bioinfer::nn

@@ -21,11 +21,14 @@ struct KernelTable {
     // c[M,N] = a[M,K] . b[K,N] with row strides lda, ldb, ldc (single thread; callers parallelise).
     void (*gemm_nn)(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                     int64_t ldc, int64_t M, int64_t N, int64_t K);
-    // Multi-head attention: q, k, v, out (B, L, H*Dh); key_valid (B*L, 1 = attend); scores are
-    // scaled by `scale`; probs (B, H, L, L), when not null, receives the probabilities.
-    void (*attention)(const float* q, const float* k, const float* v, float* out, int64_t B,
-                      int64_t L, int64_t H, int64_t Dh, float scale, const uint8_t* key_valid,
-                      float* probs);
+    // Multi-head attention over B sequences packed as rows of q, k, v, out (rows, H*Dh): sequence
+    // b is rows [cu[b], cu[b+1]) and attends within itself only. key_valid (rows, 1 = attend) may
+    // be null (every key attends). Scores are scaled by `scale`. probs, when not null, is
+    // (B, H, P, P) with P >= the longest sequence and receives each sequence's probabilities in
+    // its top-left corner (the rest zero).
+    void (*attention)(const float* q, const float* k, const float* v, float* out,
+                      const int64_t* cu, int64_t B, int64_t H, int64_t Dh, float scale,
+                      const uint8_t* key_valid, float* probs, int64_t P);
     void (*layer_norm)(const float* x, const float* gamma, const float* beta, float* y,
                        int64_t rows, int64_t d, float eps);
     void (*gelu)(const float* x, float* y, int64_t n);  // erf GELU, may run in place

@@ -1,8 +1,10 @@
 // Op entry points: shape and dtype checks, then the selected backend's kernel table.
 #include "ops/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "bioinfer/error.h"
 #include "ops/kernels.h"
@@ -170,8 +172,75 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
         BI_CHECK(probs->shape() == (Shape{B, heads, L, L}), "attention", "probs: expected ",
                  shape_str({B, heads, L, L}), ", got ", shape_str(probs->shape()));
     }
-    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), B, L, heads, D / heads, scale,
-                      key_valid.data(), probs ? probs->f32() : nullptr);
+    std::vector<int64_t> cu(size_t(B + 1));
+    for (int64_t b = 0; b <= B; ++b) cu[size_t(b)] = b * L;
+    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu.data(), B, heads, D / heads, scale,
+                      key_valid.data(), probs ? probs->f32() : nullptr, L);
+}
+
+namespace {
+
+// cu_seqlens: B + 1 non-decreasing offsets from 0 to `rows`; returns the longest sequence.
+int64_t check_cu_seqlens(const std::vector<int64_t>& cu, int64_t rows, const char* op) {
+    BI_CHECK(cu.size() >= 2 && cu.front() == 0 && cu.back() == rows, op, "cu_seqlens must run from 0 to ",
+             rows, " rows over at least one sequence");
+    int64_t longest = 0;
+    for (size_t b = 0; b + 1 < cu.size(); ++b) {
+        BI_CHECK(cu[b + 1] > cu[b], op, "cu_seqlens: sequence ", b, " is empty or out of order");
+        longest = std::max(longest, cu[b + 1] - cu[b]);
+    }
+    return longest;
+}
+
+}  // namespace
+
+void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                      float scale, const std::vector<int64_t>& cu_seqlens, Tensor& out,
+                      Tensor* probs) {
+    check_f32_contig(q, "attention_varlen", "q");
+    check_f32_contig(k, "attention_varlen", "k");
+    check_f32_contig(v, "attention_varlen", "v");
+    check_f32_contig(out, "attention_varlen", "out");
+    BI_CHECK(q.ndim() == 2, "attention_varlen", "q: expected (rows, H*Dh), got ", shape_str(q.shape()));
+    const int64_t N = q.size(0), D = q.size(1), B = int64_t(cu_seqlens.size()) - 1;
+    BI_CHECK(heads > 0 && D % heads == 0, "attention_varlen", "width ", D, " not divisible by ",
+             heads, " heads");
+    BI_CHECK(k.shape() == q.shape() && v.shape() == q.shape() && out.shape() == q.shape(),
+             "attention_varlen", "q/k/v/out shapes differ: ", shape_str(q.shape()), " ",
+             shape_str(k.shape()), " ", shape_str(v.shape()), " ", shape_str(out.shape()));
+    const int64_t longest = check_cu_seqlens(cu_seqlens, N, "attention_varlen");
+    int64_t P = 0;
+    if (probs) {
+        check_f32_contig(*probs, "attention_varlen", "probs");
+        P = probs->ndim() == 4 ? probs->size(2) : 0;
+        BI_CHECK(probs->ndim() == 4 && probs->size(0) == B && probs->size(1) == heads &&
+                     P >= longest && probs->size(3) == P,
+                 "attention_varlen", "probs: expected (", B, ", ", heads, ", P, P) with P >= ",
+                 longest, ", got ", shape_str(probs->shape()));
+    }
+    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu_seqlens.data(), B, heads,
+                      D / heads, scale, nullptr, probs ? probs->f32() : nullptr, P);
+}
+
+void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tensor& cos,
+                   const Tensor& sin) {
+    check_f32_contig(x, "rotary_varlen", "x");
+    BI_CHECK(x.ndim() == 3, "rotary_varlen", "x: expected (rows, H, Dh), got ", shape_str(x.shape()));
+    const int64_t N = x.size(0), H = x.size(1), Dh = x.size(2);
+    BI_CHECK(Dh % 2 == 0, "rotary_varlen", "head dim must be even, got ", Dh);
+    const int64_t longest = check_cu_seqlens(cu_seqlens, N, "rotary_varlen");
+    BI_CHECK(cos.ndim() == 2 && cos.size(0) >= longest && cos.size(1) == Dh / 2 &&
+                 sin.shape() == cos.shape(),
+             "rotary_varlen", "tables: expected (>= ", longest, ", ", Dh / 2, "), got ",
+             shape_str(cos.shape()));
+    const int64_t B = int64_t(cu_seqlens.size()) - 1;
+    const auto& t = table();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t r0 = cu_seqlens[size_t(b)];
+        t.rotary(x.f32() + r0 * H * Dh, cu_seqlens[size_t(b) + 1] - r0, H * Dh, H, Dh, cos.f32(),
+                 sin.f32());
+    }
 }
 
 void embedding(const std::vector<int32_t>& ids, const Tensor& table_t, Tensor& out) {

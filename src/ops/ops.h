@@ -44,12 +44,22 @@ void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep);
 // Rotary on x (B, L, H, Dh) in place using positions 0..L-1; cos/sin (>= L, Dh/2).
 void rotary(Tensor& x, const Tensor& cos, const Tensor& sin);
+// Rotary on packed sequences x (N, H, Dh): each sequence's rows get positions 0..len-1.
+void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tensor& cos,
+                   const Tensor& sin);
 // cos/sin tables (n_pos, Dh/2) from inverse frequencies (Dh/2), as fp32 position * inv_freq.
 void rotary_tables(const Tensor& inv_freq, int64_t n_pos, Tensor& cos, Tensor& sin);
 // Scaled-dot-product attention. q, k, v: (B, L, H*Dh); key_valid: B*L bytes (1 = real token);
 // out: (B, L, H*Dh). probs (B, H, L, L), when given, receives the softmax probabilities.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, float scale,
                const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs);
+// The same over B sequences of different lengths packed as rows of q, k, v, out (N, H*Dh):
+// sequence b is rows [cu_seqlens[b], cu_seqlens[b+1]) and attends within itself only (no padding
+// anywhere). probs (B, H, P, P), P >= the longest, receives each sequence's probabilities in its
+// top-left corner.
+void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                      float scale, const std::vector<int64_t>& cu_seqlens, Tensor& out,
+                      Tensor* probs);
 // out (n, D) = table (V, D) rows at ids; an id outside [0, V) is an error.
 void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);

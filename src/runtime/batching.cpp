@@ -13,15 +13,14 @@ std::vector<std::vector<size_t>> make_batches(const std::vector<int64_t>& length
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return lengths[a] > lengths[b]; });
     std::vector<std::vector<size_t>> batches;
-    int64_t max_len = 0;
+    int64_t total = 0;
     for (size_t i : order) {
-        const int64_t m = std::max(max_len, lengths[i]);
-        if (batches.empty() || m * int64_t(batches.back().size() + 1) > toks_per_batch) {
+        if (batches.empty() || total + lengths[i] > toks_per_batch) {
             batches.push_back({i});
-            max_len = lengths[i];
+            total = lengths[i];
         } else {
             batches.back().push_back(i);
-            max_len = m;
+            total += lengths[i];
         }
     }
     return batches;

@@ -138,7 +138,7 @@ RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vecto
                      const EmbedOptions& opts, int64_t D, int64_t V) {
     RecordArrays r;
     for (int l : layers) {
-        const float* h = o.hidden.at(l).f32() + b * o.T * D;
+        const float* h = o.hidden.at(l).f32() + o.offsets[size_t(b)] * D;
         if (opts.per_tok) {
             Tensor t = Tensor::empty({L, D});
             std::copy(h + D, h + (L + 1) * D, t.f32());
@@ -162,7 +162,7 @@ RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vecto
     if (opts.contacts) r.arrays.emplace_back("contacts", o.contacts[size_t(b)]);
     if (opts.logits) {
         Tensor t = Tensor::empty({L, V});
-        const float* lg = o.logits.f32() + b * o.T * V;
+        const float* lg = o.logits.f32() + o.offsets[size_t(b)] * V;
         std::copy(lg + V, lg + (L + 1) * V, t.f32());
         r.arrays.emplace_back("logits", t);
     }

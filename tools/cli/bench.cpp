@@ -1,6 +1,10 @@
-// bioinfer bench embed: warm timing of the embedding forward on an input set; JSON on stdout.
+// bioinfer bench embed: warm timing of the embedding forward on an input set; bioinfer bench
+// matmul: the GEMM provider's throughput at one shape (the machine's measured GEMM peak). JSON on
+// stdout.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <random>
 #include <fstream>
 #include <string>
 #include <nlohmann/json.hpp>
@@ -16,26 +20,85 @@
 namespace bioinfer::cli {
 
 static const char* kBenchHelp = R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
+       bioinfer bench matmul [--m M --k K --n N] [--precision P] [--threads N] [--repeat N]
 
 Loads the model once, runs one warm-up pass over INPUT, then --repeat timed passes (forward
 only, outputs not written) and prints JSON: tokens/s of the fastest pass and peak RSS.
 
   --repeat N           timed passes (default 3)
-  --toks-per-batch N   padded tokens per batch (default 4096)
+  --toks-per-batch N   tokens per batch, run packed (default 4096)
   --include LIST       as for embed (default mean)
   --threads N          worker threads (default: all cores)
   --precision P        fp32 (default) or bf16 (--fast)
+
+bench matmul times out (M, N) = x (M, K) . w (N, K)^T with w packed once, as the models run their
+linear layers (default shape 2048 x 1280 x 5120, ESM-2 650M's FFN at 8x256 tokens), and prints
+the best GFLOP/s over --repeat timings of 10 calls each.
 )";
 
+namespace {
+
+double peak_rss_mb() {
+    // VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across fork and exec, so a
+    // benchmark driver's own peak would leak into ours.
+    double mb = 0;
+    std::ifstream st("/proc/self/status");
+    for (std::string line; std::getline(st, line);)
+        if (line.rfind("VmHWM:", 0) == 0) mb = std::stod(line.substr(6)) / 1024.0;
+    return mb;
+}
+
+int bench_matmul(const Args& a) {
+    const int64_t M = a.get_int("m", 2048), K = a.get_int("k", 1280), N = a.get_int("n", 5120);
+    BI_CHECK(M > 0 && K > 0 && N > 0, "--m/--k/--n", "must be positive");
+    const int repeat = int(a.get_int("repeat", 5));
+    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    const std::string precision = apply_precision(a);
+    Tensor x = Tensor::empty({M, K}), w = Tensor::empty({N, K}), y = Tensor::empty({M, N});
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = nd(rng) * 0.02f;
+    auto packed = ops::pack_linear_weight(w, ops::matmul_precision());
+    BI_CHECK(packed != nullptr, "--precision", "no ", precision, " GEMM on this CPU");
+    constexpr int kCalls = 10;
+    for (int i = 0; i < 3; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());  // warm-up
+    double best = 1e300;
+    for (int r = 0; r < repeat; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kCalls; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::min(best, s / kCalls);
+    }
+    const double gflops = 2.0 * double(M) * double(K) * double(N) / best * 1e-9;
+    nlohmann::json j = {{"impl", "bioinfer"},      {"op", "linear"},
+                        {"kernels", ops::backend_name()}, {"threads", num_threads()},
+                        {"precision", precision}, {"m", M},
+                        {"k", K},                 {"n", N},
+                        {"seconds_per_call", best}, {"gflops", gflops},
+                        {"repeat", repeat}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+}
+
+}  // namespace
+
 int bench_main(int argc, char** argv) {
-    Args a = parse_args(argc, argv, {"weights", "model", "repeat", "toks-per-batch", "threads", "include", "precision"},
+    Args a = parse_args(argc, argv,
+                        {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
+                         "precision", "m", "k", "n"},
                         {"help", "fast"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);
         return a.has("help") ? 0 : 2;
     }
+    if (a.positional[0] == "matmul") {
+        BI_CHECK(a.positional.size() == 1, "arguments", "'bench matmul' takes no input");
+        set_num_threads(int(a.get_int("threads", 0)));
+        return bench_matmul(a);
+    }
     BI_CHECK(a.positional.size() == 2 && a.positional[0] == "embed", "arguments",
-             "expected 'bench embed INPUT'");
+             "expected 'bench embed INPUT' or 'bench matmul'");
     set_num_threads(int(a.get_int("threads", 0)));
     runtime::EmbedOptions opts;
     opts.precision = apply_precision(a);
@@ -54,14 +117,7 @@ int bench_main(int argc, char** argv) {
         st = runtime::run_embed(*model, records, opts, false);
         best = std::min(best, st.seconds);
     }
-    // VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across fork and exec, so a
-    // benchmark driver's own peak would leak into ours.
-    double peak_mb = 0;
-    {
-        std::ifstream st("/proc/self/status");
-        for (std::string line; std::getline(st, line);)
-            if (line.rfind("VmHWM:", 0) == 0) peak_mb = std::stod(line.substr(6)) / 1024.0;
-    }
+    const double peak_mb = peak_rss_mb();
     nlohmann::json j = {{"impl", "bioinfer"},
                         {"kernels", ops::backend_name()},
                         {"threads", num_threads()},

@@ -19,7 +19,7 @@ INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
   --out-dir DIR        where <id>.npz (or embeddings.h5) and manifest.json go
   --repr-layers L,...  layers to output, negative counts from the end (default -1)
   --include LIST       mean,per_tok,bos,contacts,logits (default mean)
-  --toks-per-batch N   padded tokens per batch (default 4096)
+  --toks-per-batch N   tokens per batch, run packed (default 4096)
   --truncate N         keep the first N residues of longer records (default 1022; 0 = off)
   --format npz|h5      one npz per record, or one HDF5 file for all (default npz)
   --threads N          worker threads (default: all cores)

@@ -306,106 +306,122 @@ inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t 
     }
 }
 
-// Attention over q, k, v, out (B, L, H*Dh), keys masked by key_valid (B*L, 1 = attend).
+// Attention over B sequences packed as rows of q, k, v, out (see KernelTable::attention).
 // Without probs: flash-style tiles, kQB query rows against kKB keys at a time with an online
-// softmax, so no L x L matrix exists. With probs (B, H, L, L): full score rows, as the contact
+// softmax, so no L x L matrix exists. With probs (B, H, P, P): full score rows, as the contact
 // head needs every probability. A query row whose keys are all masked gets zeros.
 template <typename V>
-void attention(const float* q, const float* k, const float* v, float* out, int64_t B, int64_t L,
-               int64_t H, int64_t Dh, float scale, const uint8_t* key_valid, float* probs) {
+void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
+               int64_t B, int64_t H, int64_t Dh, float scale, const uint8_t* key_valid,
+               float* probs, int64_t P) {
     constexpr int W = V::W;
     constexpr int64_t kQB = 64, kKB = 128;
     using R = typename V::R;
     const int64_t D = H * Dh;
     const float ninf = -std::numeric_limits<float>::infinity();
-    const int64_t n_qb = probs ? 1 : (L + kQB - 1) / kQB;
+    // Work items (sequence, query block), longest sequences first so the dynamic schedule ends
+    // on short items; each runs for every head.
+    int64_t max_len = 0;
+    std::vector<std::pair<int64_t, int64_t>> items;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t L = cu[b + 1] - cu[b];
+        max_len = std::max(max_len, L);
+        const int64_t n_qb = probs ? 1 : (L + kQB - 1) / kQB;
+        for (int64_t qb = 0; qb < n_qb; ++qb) items.emplace_back(b, qb);
+    }
+    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
+        return cu[x.first + 1] - cu[x.first] > cu[y.first + 1] - cu[y.first];
+    });
+    const int64_t n_items = int64_t(items.size());
 #pragma omp parallel
     {
-        // Per-thread scratch, sized for the longest case.
-        const int64_t ldk = (L + W - 1) / W * W;
+        // Per-thread scratch, sized for the longest sequence.
+        const int64_t ldk_max = (max_len + W - 1) / W * W;
         const auto n = [](int64_t x) { return static_cast<size_t>(x); };
-        std::vector<float> kT(n(Dh * ldk)), bias(n(ldk)), keep(n(ldk));
+        std::vector<float> kT(n(Dh * ldk_max)), bias(n(ldk_max)), keep(n(ldk_max));
         std::vector<float> s(probs ? 0 : n(kQB * kKB)), o(probs ? 0 : n(kQB * Dh));
         std::vector<float> m(n(kQB)), l(n(kQB));
-#pragma omp for collapse(3) schedule(dynamic, 1)
-        for (int64_t b = 0; b < B; ++b)
-            for (int64_t h = 0; h < H; ++h)
-                for (int64_t qb = 0; qb < n_qb; ++qb) {
-                    const uint8_t* valid = key_valid + b * L;
-                    int64_t nk = L;  // keys past the last valid one are skipped outright
+#pragma omp for collapse(2) schedule(dynamic, 1)
+        for (int64_t it = 0; it < n_items; ++it)
+            for (int64_t h = 0; h < H; ++h) {
+                const auto [b, qb] = items[n(it)];
+                const int64_t r0 = cu[b], L = cu[b + 1] - r0;
+                const int64_t ldk = (L + W - 1) / W * W;
+                const uint8_t* valid = key_valid ? key_valid + r0 : nullptr;
+                int64_t nk = L;  // keys past the last valid one are skipped outright
+                if (valid)
                     while (nk > 0 && !valid[nk - 1]) --nk;
-                    const float* qbh = q + b * L * D + h * Dh;
-                    const float* vbh = v + b * L * D + h * Dh;
-                    float* obh = out + b * L * D + h * Dh;
-                    pack_keys_transposed(k + b * L * D + h * Dh, D, nk, Dh, kT.data(), ldk);
-                    for (int64_t j = 0; j < ldk; ++j) {
-                        const bool ok = j < nk && valid[j];
-                        bias[size_t(j)] = ok ? 0.0f : ninf;
-                        keep[size_t(j)] = ok ? 1.0f : 0.0f;
-                    }
-                    if (probs) {
-                        float* p = probs + (b * H + h) * L * L;
-                        if (nk == 0) {
-                            std::fill(p, p + L * L, 0.0f);
-                            for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
-                            continue;
-                        }
-                        gemm<V>(qbh, D, kT.data(), ldk, p, L, L, nk, Dh, false);
-                        for (int64_t i = 0; i < L; ++i) {
-                            float* pr = p + i * L;
-                            for (int64_t j = 0; j < nk; ++j) pr[j] *= scale;
-                            std::fill(pr + nk, pr + L, 0.0f);
-                            softmax<V>(pr, 1, nk, nullptr, valid);
-                        }
-                        gemm<V>(p, L, vbh, D, obh, D, L, Dh, nk, false);
+                const float* qbh = q + r0 * D + h * Dh;
+                const float* vbh = v + r0 * D + h * Dh;
+                float* obh = out + r0 * D + h * Dh;
+                pack_keys_transposed(k + r0 * D + h * Dh, D, nk, Dh, kT.data(), ldk);
+                for (int64_t j = 0; j < ldk; ++j) {
+                    const bool ok = j < nk && (!valid || valid[j]);
+                    bias[n(j)] = ok ? 0.0f : ninf;
+                    keep[n(j)] = ok ? 1.0f : 0.0f;
+                }
+                if (probs) {
+                    float* p = probs + (b * H + h) * P * P;
+                    std::fill(p, p + P * P, 0.0f);
+                    if (nk == 0) {
+                        for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
                         continue;
                     }
-                    const int64_t i0 = qb * kQB, mq = std::min(kQB, L - i0);
-                    std::fill(o.begin(), o.end(), 0.0f);
-                    std::fill(m.begin(), m.end(), ninf);
-                    std::fill(l.begin(), l.end(), 0.0f);
-                    const R vs = V::set1(scale);
-                    for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
-                        const int64_t kb = std::min(kKB, nk - j0);
-                        const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
-                        // s (mq, kbv) = q rows . kT block
-                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
-                        for (int64_t r = 0; r < mq; ++r) {
-                            float* sr = s.data() + r * kKB;
-                            R vmax = V::set1(ninf);
-                            for (int64_t c = 0; c < kbv; c += W) {
-                                const R t = V::fmadd(V::load(sr + c), vs, V::load(bias.data() + j0 + c));
-                                V::store(sr + c, t);
-                                vmax = V::max(vmax, t);
-                            }
-                            const float mnew = std::max(m[size_t(r)], V::hmax(vmax));
-                            if (mnew == ninf) {  // every key so far masked: nothing to add
-                                std::fill(sr, sr + kbv, 0.0f);
-                                continue;
-                            }
-                            const R vm = V::set1(mnew);
-                            R vsum = V::zero();
-                            for (int64_t c = 0; c < kbv; c += W) {
-                                const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)),
-                                                   V::load(keep.data() + j0 + c));
-                                V::store(sr + c, e);
-                                vsum = V::add(vsum, e);
-                            }
-                            const float alpha = m[size_t(r)] == ninf ? 0.0f : std::exp(m[size_t(r)] - mnew);
-                            l[size_t(r)] = l[size_t(r)] * alpha + V::hsum(vsum);
-                            m[size_t(r)] = mnew;
-                            if (alpha != 1.0f) scale_row(o.data() + r * Dh, Dh, alpha);
-                        }
-                        // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
-                        gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
+                    gemm<V>(qbh, D, kT.data(), ldk, p, P, L, nk, Dh, false);
+                    for (int64_t i = 0; i < L; ++i) {
+                        float* pr = p + i * P;
+                        for (int64_t j = 0; j < nk; ++j) pr[j] *= scale;
+                        softmax<V>(pr, 1, nk, nullptr, valid);
                     }
-                    for (int64_t r = 0; r < mq; ++r) {
-                        const float inv = l[size_t(r)] > 0.0f ? 1.0f / l[size_t(r)] : 0.0f;
-                        float* dst = obh + (i0 + r) * D;
-                        const float* src = o.data() + r * Dh;
-                        for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * inv;
-                    }
+                    gemm<V>(p, P, vbh, D, obh, D, L, Dh, nk, false);
+                    continue;
                 }
+                const int64_t i0 = qb * kQB, mq = std::min(kQB, L - i0);
+                std::fill(o.begin(), o.end(), 0.0f);
+                std::fill(m.begin(), m.end(), ninf);
+                std::fill(l.begin(), l.end(), 0.0f);
+                const R vs = V::set1(scale);
+                for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
+                    const int64_t kb = std::min(kKB, nk - j0);
+                    const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
+                    // s (mq, kbv) = q rows . kT block
+                    gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
+                    for (int64_t r = 0; r < mq; ++r) {
+                        float* sr = s.data() + r * kKB;
+                        R vmax = V::set1(ninf);
+                        for (int64_t c = 0; c < kbv; c += W) {
+                            const R t = V::fmadd(V::load(sr + c), vs, V::load(bias.data() + j0 + c));
+                            V::store(sr + c, t);
+                            vmax = V::max(vmax, t);
+                        }
+                        const float mnew = std::max(m[n(r)], V::hmax(vmax));
+                        if (mnew == ninf) {  // every key so far masked: nothing to add
+                            std::fill(sr, sr + kbv, 0.0f);
+                            continue;
+                        }
+                        const R vm = V::set1(mnew);
+                        R vsum = V::zero();
+                        for (int64_t c = 0; c < kbv; c += W) {
+                            const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)),
+                                               V::load(keep.data() + j0 + c));
+                            V::store(sr + c, e);
+                            vsum = V::add(vsum, e);
+                        }
+                        const float alpha = m[n(r)] == ninf ? 0.0f : std::exp(m[n(r)] - mnew);
+                        l[n(r)] = l[n(r)] * alpha + V::hsum(vsum);
+                        m[n(r)] = mnew;
+                        if (alpha != 1.0f) scale_row(o.data() + r * Dh, Dh, alpha);
+                    }
+                    // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
+                    gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
+                }
+                for (int64_t r = 0; r < mq; ++r) {
+                    const float inv = l[n(r)] > 0.0f ? 1.0f / l[n(r)] : 0.0f;
+                    float* dst = obh + (i0 + r) * D;
+                    const float* src = o.data() + r * Dh;
+                    for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * inv;
+                }
+            }
     }
 }
 

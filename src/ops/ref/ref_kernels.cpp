@@ -87,19 +87,23 @@ void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t 
 }
 
 // Textbook attention, one query row at a time, in double.
-void attention(const float* q, const float* k, const float* v, float* out, int64_t B, int64_t L,
-               int64_t H, int64_t Dh, float scale, const uint8_t* key_valid, float* probs) {
+void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
+               int64_t B, int64_t H, int64_t Dh, float scale, const uint8_t* key_valid,
+               float* probs, int64_t P) {
     const int64_t D = H * Dh;
-#pragma omp parallel for collapse(2)
+    if (probs) std::fill(probs, probs + B * H * P * P, 0.0f);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < H; ++h) {
+            const int64_t r0 = cu[b], L = cu[b + 1] - cu[b];
+            const auto valid = [&](int64_t j) { return !key_valid || key_valid[r0 + j]; };
             std::vector<double> p(static_cast<size_t>(L));
             for (int64_t i = 0; i < L; ++i) {
-                const float* qi = q + (b * L + i) * D + h * Dh;
+                const float* qi = q + (r0 + i) * D + h * Dh;
                 double mx = -std::numeric_limits<double>::infinity();
                 for (int64_t j = 0; j < L; ++j) {
-                    if (!key_valid[b * L + j]) continue;
-                    const float* kj = k + (b * L + j) * D + h * Dh;
+                    if (!valid(j)) continue;
+                    const float* kj = k + (r0 + j) * D + h * Dh;
                     double d = 0;
                     for (int64_t c = 0; c < Dh; ++c) d += double(qi[c]) * kj[c];
                     p[size_t(j)] = d * scale;
@@ -107,14 +111,15 @@ void attention(const float* q, const float* k, const float* v, float* out, int64
                 }
                 double sum = 0;
                 for (int64_t j = 0; j < L; ++j)
-                    sum += p[size_t(j)] = key_valid[b * L + j] ? std::exp(p[size_t(j)] - mx) : 0.0;
+                    sum += p[size_t(j)] = valid(j) ? std::exp(p[size_t(j)] - mx) : 0.0;
                 for (int64_t j = 0; j < L; ++j) p[size_t(j)] = sum > 0 ? p[size_t(j)] / sum : 0.0;
                 if (probs)
-                    for (int64_t j = 0; j < L; ++j) probs[((b * H + h) * L + i) * L + j] = float(p[size_t(j)]);
-                float* oi = out + (b * L + i) * D + h * Dh;
+                    for (int64_t j = 0; j < L; ++j)
+                        probs[((b * H + h) * P + i) * P + j] = float(p[size_t(j)]);
+                float* oi = out + (r0 + i) * D + h * Dh;
                 for (int64_t c = 0; c < Dh; ++c) {
                     double o = 0;
-                    for (int64_t j = 0; j < L; ++j) o += p[size_t(j)] * v[(b * L + j) * D + h * Dh + c];
+                    for (int64_t j = 0; j < L; ++j) o += p[size_t(j)] * v[(r0 + j) * D + h * Dh + c];
                     oi[c] = float(o);
                 }
             }
