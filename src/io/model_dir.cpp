@@ -102,6 +102,17 @@ ModelDir ModelDir::open(const std::string& dir) {
     return m;
 }
 
+ModelDir ModelDir::from_tensors(const std::string& name, json config,
+                               std::map<std::string, Tensor> tensors) {
+    ModelDir m;
+    m.dir_ = name;
+    m.config_ = config.is_null() ? json::object() : std::move(config);
+    BI_CHECK(m.config_.is_object(), name, "config is not a JSON object");
+    if (m.config_.empty()) m.torch_file_ = name;
+    m.pickled_ = std::move(tensors);
+    return m;
+}
+
 std::vector<std::string> ModelDir::names() const {
     std::vector<std::string> out;
     for (auto& [k, v] : where_) out.push_back(k);

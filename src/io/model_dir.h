@@ -19,6 +19,10 @@ namespace bioinfer::io {
 class ModelDir {
 public:
     static ModelDir open(const std::string& dir);
+    // A model held in memory (tests and benchmarks at real shapes without writing a checkpoint):
+    // `name` stands for the directory in errors; an empty config acts as a bare torch checkpoint.
+    static ModelDir from_tensors(const std::string& name, nlohmann::json config,
+                                 std::map<std::string, Tensor> tensors);
 
     const std::string& dir() const { return dir_; }
     // config.json, or an empty object for a bare torch checkpoint.
@@ -41,7 +45,8 @@ private:
     std::vector<std::shared_ptr<SafetensorsFile>> files_;
     std::map<std::string, size_t> where_;  // tensor name -> index into files_
     std::string torch_file_;
-    std::map<std::string, Tensor> pickled_;  // tensors of a torch checkpoint (views of its mapping)
+    // tensors of a torch checkpoint (views of its mapping), or given by from_tensors
+    std::map<std::string, Tensor> pickled_;
 };
 
 // Typed config access with an error naming the file and key when missing or mistyped.
