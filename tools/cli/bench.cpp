@@ -22,10 +22,12 @@ namespace bioinfer::cli {
 static const char* kBenchHelp = R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
        bioinfer bench matmul [--m M --k K --n N] [--precision P] [--threads N] [--repeat N]
 
-Loads the model once, runs one warm-up pass over INPUT, then --repeat timed passes (forward
-only, outputs not written) and prints JSON: tokens/s of the fastest pass and peak RSS.
+Loads the model once, runs one warm-up pass over INPUT (or over its first --warmup-records
+records), then --repeat timed passes (forward only, outputs not written) and prints JSON: tokens/s
+of the fastest pass and peak RSS.
 
   --repeat N           timed passes (default 3)
+  --warmup-records N   warm up on the first N records only (default: all)
   --toks-per-batch N   tokens per batch, run packed (default 4096)
   --include LIST       as for embed (default mean)
   --threads N          worker threads (default: all cores)
@@ -86,7 +88,7 @@ int bench_matmul(const Args& a) {
 int bench_main(int argc, char** argv) {
     Args a = parse_args(argc, argv,
                         {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
-                         "precision", "m", "k", "n"},
+                         "precision", "m", "k", "n", "warmup-records"},
                         {"help", "fast"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);
@@ -110,7 +112,12 @@ int bench_main(int argc, char** argv) {
     auto records = runtime::collect_records(a.positional[1], 1022,
                                             lm::vocab_of(lm::detect_architecture(model_dir)));
     auto model = lm::load(model_dir);
-    runtime::run_embed(*model, records, opts, false);  // warm-up
+    const int64_t warm = a.get_int("warmup-records", 0);
+    BI_CHECK(warm >= 0, "--warmup-records", "must not be negative");
+    if (warm > 0 && warm < int64_t(records.size()))
+        runtime::run_embed(*model, {records.begin(), records.begin() + warm}, opts, false);
+    else
+        runtime::run_embed(*model, records, opts, false);
     double best = 1e300;
     runtime::EmbedStats st;
     for (int r = 0; r < repeat; ++r) {

@@ -1,6 +1,7 @@
 // Optimized CPU kernels written once over a SIMD wrapper V (simd.h); kernels_avx2.cpp and
 // kernels_avx512.cpp instantiate them with their own target flags. Tails run scalar code.
 #pragma once
+#include <omp.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -49,7 +50,9 @@ inline typename V::R verf(typename V::R x) {
     return V::copysign(y, x);
 }
 
-inline float gelu_scalar(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+inline float gelu_scalar(float x) {
+    return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+}
 
 template <typename V>
 void gelu(const float* x, float* y, int64_t n) {
@@ -258,19 +261,31 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
 template <typename V, int NV>
 inline void gemm_strip(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                        int64_t ldc, int64_t M, int64_t K, int64_t ncols, bool accumulate) {
-    constexpr int kMR = 6;  // 6 x 2 accumulators + 2 b vectors + 1 broadcast fit AVX2's 16 registers
+    constexpr int kMR =
+        6;  // 6 x 2 accumulators + 2 b vectors + 1 broadcast fit AVX2's 16 registers
     int64_t i = 0;
     for (; i + kMR <= M; i += kMR)
         gemm_tile<V, kMR, NV>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, K, ncols, accumulate);
     const float* ai = a + i * lda;
     float* ci = c + i * ldc;
     switch (M - i) {
-        case 5: gemm_tile<V, 5, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
-        case 4: gemm_tile<V, 4, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
-        case 3: gemm_tile<V, 3, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
-        case 2: gemm_tile<V, 2, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
-        case 1: gemm_tile<V, 1, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate); break;
-        default: break;
+        case 5:
+            gemm_tile<V, 5, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
+            break;
+        case 4:
+            gemm_tile<V, 4, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
+            break;
+        case 3:
+            gemm_tile<V, 3, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
+            break;
+        case 2:
+            gemm_tile<V, 2, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
+            break;
+        case 1:
+            gemm_tile<V, 1, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
+            break;
+        default:
+            break;
     }
 }
 
@@ -319,18 +334,27 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     using R = typename V::R;
     const int64_t D = H * Dh;
     const float ninf = -std::numeric_limits<float>::infinity();
-    // Work items (sequence, query block), longest sequences first so the dynamic schedule ends
-    // on short items; each runs for every head.
+    // Work items: (sequence, range of query blocks), longest sequences first so the dynamic
+    // schedule ends on short items; each runs for every head and packs its keys once. A sequence
+    // is split into several ranges only when there are too few (sequence, head) pairs to keep
+    // every thread busy.
     int64_t max_len = 0;
-    std::vector<std::pair<int64_t, int64_t>> items;
+    for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, cu[b + 1] - cu[b]);
+    const int64_t split =
+        probs ? 1 : std::max<int64_t>(1, (4 * omp_get_max_threads() + B * H - 1) / (B * H));
+    struct Item {
+        int64_t b, qb0, qb1;
+    };
+    std::vector<Item> items;
     for (int64_t b = 0; b < B; ++b) {
         const int64_t L = cu[b + 1] - cu[b];
-        max_len = std::max(max_len, L);
         const int64_t n_qb = probs ? 1 : (L + kQB - 1) / kQB;
-        for (int64_t qb = 0; qb < n_qb; ++qb) items.emplace_back(b, qb);
+        const int64_t per = (n_qb + split - 1) / split;
+        for (int64_t qb = 0; qb < n_qb; qb += per)
+            items.push_back({b, qb, std::min(n_qb, qb + per)});
     }
-    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
-        return cu[x.first + 1] - cu[x.first] > cu[y.first + 1] - cu[y.first];
+    std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
+        return cu[x.b + 1] - cu[x.b] > cu[y.b + 1] - cu[y.b];
     });
     const int64_t n_items = int64_t(items.size());
 #pragma omp parallel
@@ -344,8 +368,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; ++it)
             for (int64_t h = 0; h < H; ++h) {
-                const auto [b, qb] = items[n(it)];
-                const int64_t r0 = cu[b], L = cu[b + 1] - r0;
+                const Item& item = items[n(it)];
+                const int64_t b = item.b, r0 = cu[b], L = cu[b + 1] - r0;
                 const int64_t ldk = (L + W - 1) / W * W;
                 const uint8_t* valid = key_valid ? key_valid + r0 : nullptr;
                 int64_t nk = L;  // keys past the last valid one are skipped outright
@@ -364,7 +388,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     float* p = probs + (b * H + h) * P * P;
                     std::fill(p, p + P * P, 0.0f);
                     if (nk == 0) {
-                        for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
+                        for (int64_t i = 0; i < L; ++i)
+                            std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
                         continue;
                     }
                     gemm<V>(qbh, D, kT.data(), ldk, p, P, L, nk, Dh, false);
@@ -376,50 +401,54 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     gemm<V>(p, P, vbh, D, obh, D, L, Dh, nk, false);
                     continue;
                 }
-                const int64_t i0 = qb * kQB, mq = std::min(kQB, L - i0);
-                std::fill(o.begin(), o.end(), 0.0f);
-                std::fill(m.begin(), m.end(), ninf);
-                std::fill(l.begin(), l.end(), 0.0f);
-                const R vs = V::set1(scale);
-                for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
-                    const int64_t kb = std::min(kKB, nk - j0);
-                    const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
-                    // s (mq, kbv) = q rows . kT block
-                    gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
-                    for (int64_t r = 0; r < mq; ++r) {
-                        float* sr = s.data() + r * kKB;
-                        R vmax = V::set1(ninf);
-                        for (int64_t c = 0; c < kbv; c += W) {
-                            const R t = V::fmadd(V::load(sr + c), vs, V::load(bias.data() + j0 + c));
-                            V::store(sr + c, t);
-                            vmax = V::max(vmax, t);
+                for (int64_t qb = item.qb0; qb < item.qb1; ++qb) {
+                    const int64_t i0 = qb * kQB, mq = std::min(kQB, L - i0);
+                    std::fill(o.begin(), o.end(), 0.0f);
+                    std::fill(m.begin(), m.end(), ninf);
+                    std::fill(l.begin(), l.end(), 0.0f);
+                    const R vs = V::set1(scale);
+                    for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
+                        const int64_t kb = std::min(kKB, nk - j0);
+                        const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
+                        // s (mq, kbv) = q rows . kT block
+                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh,
+                                false);
+                        for (int64_t r = 0; r < mq; ++r) {
+                            float* sr = s.data() + r * kKB;
+                            R vmax = V::set1(ninf);
+                            for (int64_t c = 0; c < kbv; c += W) {
+                                const R t =
+                                    V::fmadd(V::load(sr + c), vs, V::load(bias.data() + j0 + c));
+                                V::store(sr + c, t);
+                                vmax = V::max(vmax, t);
+                            }
+                            const float mnew = std::max(m[n(r)], V::hmax(vmax));
+                            if (mnew == ninf) {  // every key so far masked: nothing to add
+                                std::fill(sr, sr + kbv, 0.0f);
+                                continue;
+                            }
+                            const R vm = V::set1(mnew);
+                            R vsum = V::zero();
+                            for (int64_t c = 0; c < kbv; c += W) {
+                                const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)),
+                                                   V::load(keep.data() + j0 + c));
+                                V::store(sr + c, e);
+                                vsum = V::add(vsum, e);
+                            }
+                            const float alpha = m[n(r)] == ninf ? 0.0f : std::exp(m[n(r)] - mnew);
+                            l[n(r)] = l[n(r)] * alpha + V::hsum(vsum);
+                            m[n(r)] = mnew;
+                            if (alpha != 1.0f) scale_row(o.data() + r * Dh, Dh, alpha);
                         }
-                        const float mnew = std::max(m[n(r)], V::hmax(vmax));
-                        if (mnew == ninf) {  // every key so far masked: nothing to add
-                            std::fill(sr, sr + kbv, 0.0f);
-                            continue;
-                        }
-                        const R vm = V::set1(mnew);
-                        R vsum = V::zero();
-                        for (int64_t c = 0; c < kbv; c += W) {
-                            const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)),
-                                               V::load(keep.data() + j0 + c));
-                            V::store(sr + c, e);
-                            vsum = V::add(vsum, e);
-                        }
-                        const float alpha = m[n(r)] == ninf ? 0.0f : std::exp(m[n(r)] - mnew);
-                        l[n(r)] = l[n(r)] * alpha + V::hsum(vsum);
-                        m[n(r)] = mnew;
-                        if (alpha != 1.0f) scale_row(o.data() + r * Dh, Dh, alpha);
+                        // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
+                        gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
                     }
-                    // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
-                    gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
-                }
-                for (int64_t r = 0; r < mq; ++r) {
-                    const float inv = l[n(r)] > 0.0f ? 1.0f / l[n(r)] : 0.0f;
-                    float* dst = obh + (i0 + r) * D;
-                    const float* src = o.data() + r * Dh;
-                    for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * inv;
+                    for (int64_t r = 0; r < mq; ++r) {
+                        const float inv = l[n(r)] > 0.0f ? 1.0f / l[n(r)] : 0.0f;
+                        float* dst = obh + (i0 + r) * D;
+                        const float* src = o.data() + r * Dh;
+                        for (int64_t d = 0; d < Dh; ++d) dst[d] = src[d] * inv;
+                    }
                 }
             }
     }
