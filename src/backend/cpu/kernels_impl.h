@@ -261,8 +261,7 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
 template <typename V, int NV>
 inline void gemm_strip(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                        int64_t ldc, int64_t M, int64_t K, int64_t ncols, bool accumulate) {
-    constexpr int kMR =
-        6;  // 6 x 2 accumulators + 2 b vectors + 1 broadcast fit AVX2's 16 registers
+    constexpr int kMR = 6;  // rows per register tile (see gemm)
     int64_t i = 0;
     for (; i + kMR <= M; i += kMR)
         gemm_tile<V, kMR, NV>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, K, ncols, accumulate);
@@ -295,12 +294,17 @@ template <typename V>
 void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
           int64_t M, int64_t N, int64_t K, bool accumulate) {
     constexpr int W = V::W;
-    for (int64_t j = 0; j < N; j += 2 * W) {
-        const int64_t n = std::min<int64_t>(2 * W, N - j);
-        if (n > W)
-            gemm_strip<V, 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate);
-        else
-            gemm_strip<V, 1>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate);
+    // Strips of up to kNV vectors: 6 x 4 accumulators + 4 b vectors + 1 broadcast fit AVX-512's
+    // 32 registers, 6 x 2 (+ 2 + 1) AVX2's 16.
+    constexpr int kNV = W == 16 ? 4 : 2;
+    for (int64_t j = 0; j < N; j += kNV * W) {
+        const int64_t n = std::min<int64_t>(kNV * W, N - j);
+        switch ((n + W - 1) / W) {
+            case 4: gemm_strip<V, kNV>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
+            case 3: gemm_strip<V, kNV == 4 ? 3 : 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
+            case 2: gemm_strip<V, 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
+            default: gemm_strip<V, 1>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
+        }
     }
 }
 
