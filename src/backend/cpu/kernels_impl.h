@@ -325,41 +325,96 @@ inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t 
     }
 }
 
+constexpr int64_t kAttnQB = 64, kAttnKB = 128;  // query rows, keys per attention tile
+
+// One attention work item: a sequence and a range of its query blocks (of kAttnQB rows).
+struct AttnItem {
+    int64_t b, qb0, qb1;
+};
+
+// Work items, longest sequences first so a dynamic schedule ends on short items; each runs for
+// every head and packs its keys once. A sequence is split into several ranges only when there are
+// too few (sequence, head) pairs to keep every thread busy; whole: one item per sequence.
+inline std::vector<AttnItem> attention_items(const int64_t* cu, int64_t B, int64_t H, bool whole) {
+    const int64_t split =
+        whole ? 1 : std::max<int64_t>(1, (4 * omp_get_max_threads() + B * H - 1) / (B * H));
+    std::vector<AttnItem> items;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t L = cu[b + 1] - cu[b];
+        const int64_t n_qb = whole ? 1 : (L + kAttnQB - 1) / kAttnQB;
+        const int64_t per = (n_qb + split - 1) / split;
+        for (int64_t qb = 0; qb < n_qb; qb += per) items.push_back({b, qb, std::min(n_qb, qb + per)});
+    }
+    std::stable_sort(items.begin(), items.end(), [&](const AttnItem& x, const AttnItem& y) {
+        return cu[x.b + 1] - cu[x.b] > cu[y.b + 1] - cu[y.b];
+    });
+    return items;
+}
+
+// The online-softmax step of a flash-attention tile. s (mq rows of stride lds, kbv columns, a
+// multiple of W) holds raw q.k scores; on return it holds exp(scale * s + bias - m_new) * keep,
+// with m (running max) and l (running sum) updated and each o row (o_cols wide, stride ldo)
+// rescaled by exp(m_old - m_new). bias is 0 or -inf per key, keep 1 or 0.
+template <typename V>
+inline void online_softmax_tile(float* s, int64_t lds, int64_t mq, int64_t kbv, const float* bias,
+                                const float* keep, float scale, float* m, float* l, float* o,
+                                int64_t ldo, int64_t o_cols) {
+    using R = typename V::R;
+    constexpr int W = V::W;
+    const float ninf = -std::numeric_limits<float>::infinity();
+    const R vs = V::set1(scale);
+    for (int64_t r = 0; r < mq; ++r) {
+        float* sr = s + r * lds;
+        R vmax = V::set1(ninf);
+        for (int64_t c = 0; c < kbv; c += W) {
+            const R t = V::fmadd(V::load(sr + c), vs, V::load(bias + c));
+            V::store(sr + c, t);
+            vmax = V::max(vmax, t);
+        }
+        const float mnew = std::max(m[r], V::hmax(vmax));
+        if (mnew == ninf) {  // every key so far masked: nothing to add
+            std::fill(sr, sr + kbv, 0.0f);
+            continue;
+        }
+        const R vm = V::set1(mnew);
+        R vsum = V::zero();
+        for (int64_t c = 0; c < kbv; c += W) {
+            const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)), V::load(keep + c));
+            V::store(sr + c, e);
+            vsum = V::add(vsum, e);
+        }
+        const float alpha = m[r] == ninf ? 0.0f : std::exp(m[r] - mnew);
+        l[r] = l[r] * alpha + V::hsum(vsum);
+        m[r] = mnew;
+        if (alpha != 1.0f) scale_row(o + r * ldo, o_cols, alpha);
+    }
+}
+
+// Per-key bias (0 or -inf) and keep (1 or 0) over ldk keys: keys past nk or not valid are masked.
+inline void attention_key_masks(const uint8_t* valid, int64_t nk, int64_t ldk, float* bias,
+                                float* keep) {
+    for (int64_t j = 0; j < ldk; ++j) {
+        const bool ok = j < nk && (!valid || valid[j]);
+        bias[j] = ok ? 0.0f : -std::numeric_limits<float>::infinity();
+        keep[j] = ok ? 1.0f : 0.0f;
+    }
+}
+
 // Attention over B sequences packed as rows of q, k, v, out (see KernelTable::attention).
-// Without probs: flash-style tiles, kQB query rows against kKB keys at a time with an online
-// softmax, so no L x L matrix exists. With probs (B, H, P, P): full score rows, as the contact
-// head needs every probability. A query row whose keys are all masked gets zeros.
+// Without probs: flash-style tiles, kAttnQB query rows against kAttnKB keys at a time with an
+// online softmax, so no L x L matrix exists. With probs (B, H, P, P): full score rows, as the
+// contact head needs every probability. A query row whose keys are all masked gets zeros.
 template <typename V>
 void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
                int64_t B, int64_t H, int64_t Dh, float scale, const uint8_t* key_valid,
                float* probs, int64_t P) {
     constexpr int W = V::W;
-    constexpr int64_t kQB = 64, kKB = 128;
-    using R = typename V::R;
+    constexpr int64_t kQB = kAttnQB, kKB = kAttnKB;
     const int64_t D = H * Dh;
     const float ninf = -std::numeric_limits<float>::infinity();
-    // Work items: (sequence, range of query blocks), longest sequences first so the dynamic
-    // schedule ends on short items; each runs for every head and packs its keys once. A sequence
-    // is split into several ranges only when there are too few (sequence, head) pairs to keep
-    // every thread busy.
     int64_t max_len = 0;
     for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, cu[b + 1] - cu[b]);
-    const int64_t split =
-        probs ? 1 : std::max<int64_t>(1, (4 * omp_get_max_threads() + B * H - 1) / (B * H));
-    struct Item {
-        int64_t b, qb0, qb1;
-    };
-    std::vector<Item> items;
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t L = cu[b + 1] - cu[b];
-        const int64_t n_qb = probs ? 1 : (L + kQB - 1) / kQB;
-        const int64_t per = (n_qb + split - 1) / split;
-        for (int64_t qb = 0; qb < n_qb; qb += per)
-            items.push_back({b, qb, std::min(n_qb, qb + per)});
-    }
-    std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
-        return cu[x.b + 1] - cu[x.b] > cu[y.b + 1] - cu[y.b];
-    });
+    const std::vector<AttnItem> items = attention_items(cu, B, H, probs != nullptr);
     const int64_t n_items = int64_t(items.size());
 #pragma omp parallel
     {
@@ -372,7 +427,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; ++it)
             for (int64_t h = 0; h < H; ++h) {
-                const Item& item = items[n(it)];
+                const AttnItem& item = items[n(it)];
                 const int64_t b = item.b, r0 = cu[b], L = cu[b + 1] - r0;
                 const int64_t ldk = (L + W - 1) / W * W;
                 const uint8_t* valid = key_valid ? key_valid + r0 : nullptr;
@@ -383,17 +438,12 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                 const float* vbh = v + r0 * D + h * Dh;
                 float* obh = out + r0 * D + h * Dh;
                 pack_keys_transposed(k + r0 * D + h * Dh, D, nk, Dh, kT.data(), ldk);
-                for (int64_t j = 0; j < ldk; ++j) {
-                    const bool ok = j < nk && (!valid || valid[j]);
-                    bias[n(j)] = ok ? 0.0f : ninf;
-                    keep[n(j)] = ok ? 1.0f : 0.0f;
-                }
+                attention_key_masks(valid, nk, ldk, bias.data(), keep.data());
                 if (probs) {
                     float* p = probs + (b * H + h) * P * P;
                     std::fill(p, p + P * P, 0.0f);
                     if (nk == 0) {
-                        for (int64_t i = 0; i < L; ++i)
-                            std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
+                        for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
                         continue;
                     }
                     gemm<V>(qbh, D, kT.data(), ldk, p, P, L, nk, Dh, false);
@@ -410,40 +460,14 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     std::fill(o.begin(), o.end(), 0.0f);
                     std::fill(m.begin(), m.end(), ninf);
                     std::fill(l.begin(), l.end(), 0.0f);
-                    const R vs = V::set1(scale);
                     for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
                         const int64_t kb = std::min(kKB, nk - j0);
                         const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
                         // s (mq, kbv) = q rows . kT block
-                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh,
-                                false);
-                        for (int64_t r = 0; r < mq; ++r) {
-                            float* sr = s.data() + r * kKB;
-                            R vmax = V::set1(ninf);
-                            for (int64_t c = 0; c < kbv; c += W) {
-                                const R t =
-                                    V::fmadd(V::load(sr + c), vs, V::load(bias.data() + j0 + c));
-                                V::store(sr + c, t);
-                                vmax = V::max(vmax, t);
-                            }
-                            const float mnew = std::max(m[n(r)], V::hmax(vmax));
-                            if (mnew == ninf) {  // every key so far masked: nothing to add
-                                std::fill(sr, sr + kbv, 0.0f);
-                                continue;
-                            }
-                            const R vm = V::set1(mnew);
-                            R vsum = V::zero();
-                            for (int64_t c = 0; c < kbv; c += W) {
-                                const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)),
-                                                   V::load(keep.data() + j0 + c));
-                                V::store(sr + c, e);
-                                vsum = V::add(vsum, e);
-                            }
-                            const float alpha = m[n(r)] == ninf ? 0.0f : std::exp(m[n(r)] - mnew);
-                            l[n(r)] = l[n(r)] * alpha + V::hsum(vsum);
-                            m[n(r)] = mnew;
-                            if (alpha != 1.0f) scale_row(o.data() + r * Dh, Dh, alpha);
-                        }
+                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
+                        online_softmax_tile<V>(s.data(), kKB, mq, kbv, bias.data() + j0,
+                                               keep.data() + j0, scale, m.data(), l.data(),
+                                               o.data(), Dh, Dh);
                         // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
                         gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
                     }
