@@ -40,9 +40,10 @@ struct Cli : ::testing::Test {
     void TearDown() override { fs::remove_all(tmp); }
     std::string p(const std::string& n) const { return (tmp / n).string(); }
 
-    Result run(const std::string& args, const std::string& env = "") const {
+    Result run(const std::string& args, const std::string& env = "",
+               const std::string& out = "/dev/null") const {
         const std::string errf = p("stderr.txt");
-        const std::string cmd = env + " " + kBin + " " + args + " > /dev/null 2> " + errf + " < /dev/null";
+        const std::string cmd = env + " " + kBin + " " + args + " > " + out + " 2> " + errf + " < /dev/null";
         int st = std::system(cmd.c_str());
         Result r;
         r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -293,6 +294,29 @@ TEST_F(Cli, BadInputsFailCleanly) {
     expect_clean_failure("embed MKV" + w + " --repr-layers 7", "layer 7 outside");
     expect_clean_failure("embed MKV" + w + " --format parquet", "expected npz or h5");
     expect_clean_failure("embed MKV" + w + " --bogus 1", "--bogus");
+}
+
+TEST_F(Cli, BenchMatmulAndEmbedPrintJson) {
+    Result r = run("bench matmul --m 33 --k 20 --n 17 --repeat 2 --threads 1", "", p("mm.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto j = nlohmann::json::parse(io::read_file(p("mm.json")));
+    EXPECT_EQ(j["m"], 33);
+    EXPECT_EQ(j["k"], 20);
+    EXPECT_EQ(j["n"], 17);
+    EXPECT_EQ(j["precision"], "fp32");
+    EXPECT_EQ(j["threads"], 1);
+    EXPECT_GT(j["gflops"].get<double>(), 0.0);
+    EXPECT_GT(j["seconds_per_call"].get<double>(), 0.0);
+    r = run("bench embed " + cases_fasta() + " --weights " + kFix + " --repeat 1 --warmup-records 1",
+            "", p("embed.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    j = nlohmann::json::parse(io::read_file(p("embed.json")));
+    const auto cases = nlohmann::json::parse(io::read_file(kFix + "/cases.json"))["cases"];
+    EXPECT_EQ(j["sequences"], cases.size());
+    EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+    r = run("bench matmul --m 0");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("--m/--k/--n"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, HelpAndUnknownCommand) {
