@@ -41,10 +41,7 @@ Fixture load_fixture(const std::string& name) {
 
 std::vector<int32_t> with_specials(const lm::LanguageModel& m, const std::string& seq,
                                    const std::string& id) {
-    std::vector<int32_t> t{esm::kCls};
-    for (int32_t x : m.tokenize(seq, id)) t.push_back(x);
-    t.push_back(esm::kEos);
-    return t;
+    return esm::with_specials(m.tokenize(seq, id));
 }
 
 // Sequence b's rows of a packed (rows, C) tensor, as (n, C).
@@ -161,9 +158,7 @@ TEST_P(LmParity, BatchedEqualsSingle) {
 // positions with margins of 0.006-0.01, which bf16 may flip either way).
 TEST_P(LmParity, Bf16FastPathStaysClose) {
     Fixture f = load_fixture(GetParam());
-    // Without a bf16 GEMM the loader falls back to fp32, and this would test nothing new.
-    if (!ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::BF16))
-        GTEST_SKIP() << "no bf16 GEMM on this CPU";
+    if (!test::has_bf16_gemm()) GTEST_SKIP() << "no bf16 GEMM on this CPU";
     ops::set_matmul_precision(DType::BF16);
     auto model = load_model(f);
     ops::set_matmul_precision(DType::F32);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bioinfer/tensor.h"
+#include "ops/ops.h"
 
 namespace bioinfer::test {
 
@@ -57,6 +58,12 @@ inline void compare(const Tensor& got, const Tensor& ref, double atol, double rt
             ADD_FAILURE() << what << " [" << i << "]: got " << g << ", expected " << r;
     }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.numel() << " elements differ";
+}
+
+// Whether this CPU has a bf16 GEMM: without one, loaders fall back to fp32 and a bf16 test
+// would test nothing new.
+inline bool has_bf16_gemm() {
+    return ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::BF16) != nullptr;
 }
 
 }  // namespace bioinfer::test

@@ -64,4 +64,13 @@ std::vector<int32_t> tokenize(const std::string& seq, const std::string& record,
     return out;
 }
 
+std::vector<int32_t> with_specials(const std::vector<int32_t>& residues) {
+    std::vector<int32_t> t;
+    t.reserve(residues.size() + 2);
+    t.push_back(kCls);
+    t.insert(t.end(), residues.begin(), residues.end());
+    t.push_back(kEos);
+    return t;
+}
+
 }  // namespace bioinfer::esm

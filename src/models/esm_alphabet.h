@@ -19,4 +19,7 @@ const std::vector<std::string>& alphabet(Vocab v = Vocab::Esm2);
 std::vector<int32_t> tokenize(const std::string& seq, const std::string& record,
                               Vocab v = Vocab::Esm2);
 
+// One model input row: <cls> residues... <eos> (both ESM alphabets share these ids).
+std::vector<int32_t> with_specials(const std::vector<int32_t>& residues);
+
 }  // namespace bioinfer::esm

@@ -126,11 +126,9 @@ std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
         model->blocks_.push_back(std::move(b));
     }
     model->final_ln_ = nn::LayerNorm::load(m, "transformer.norm", D, eps, false);
-    if (m.has("sequence_head.0.weight")) {
-        model->head_.dense = nn::Linear::load(m, "sequence_head.0", D, D);
-        model->head_.ln = nn::LayerNorm::load(m, "sequence_head.2", D, eps);
-        model->head_.decoder = nn::Linear::load(m, "sequence_head.3", D, c.vocab);
-    }
+    if (m.has("sequence_head.0.weight"))
+        model->head_ = nn::MaskedLmHead::load(m, "sequence_head.0", "sequence_head.2",
+                                              "sequence_head.3", D, c.vocab, eps);
     model->init_common();
     return model;
 }
@@ -166,11 +164,9 @@ std::unique_ptr<EsmcModel> EsmcModel::load_hf(const io::ModelDir& m) {
         model->blocks_.push_back(std::move(b));
     }
     model->final_ln_ = nn::LayerNorm::load(m, p + "norm", D, eps, false);
-    if (m.has("lm_head.dense.weight")) {
-        model->head_.dense = nn::Linear::load(m, "lm_head.dense", D, D);
-        model->head_.ln = nn::LayerNorm::load(m, "lm_head.layer_norm", D, eps);
-        model->head_.decoder = nn::Linear::load(m, "lm_head.decoder", D, c.vocab);
-    }
+    if (m.has("lm_head.dense.weight"))
+        model->head_ = nn::MaskedLmHead::load(m, "lm_head.dense", "lm_head.layer_norm",
+                                              "lm_head.decoder", D, c.vocab, eps);
     model->init_common();
     return model;
 }

@@ -54,6 +54,16 @@ void Rotary::ensure(int64_t n_pos) {
     ops::rotary_tables(inv_freq, n_pos, cos, sin);
 }
 
+MaskedLmHead MaskedLmHead::load(const io::ModelDir& m, const std::string& dense,
+                                const std::string& ln, const std::string& decoder, int64_t d,
+                                int64_t vocab, float eps) {
+    MaskedLmHead h;
+    h.dense = Linear::load(m, dense, d, d);
+    h.ln = LayerNorm::load(m, ln, d, eps);
+    h.decoder = Linear::load(m, decoder, d, vocab);
+    return h;
+}
+
 void MaskedLmHead::operator()(const Tensor& x, Tensor& logits) const {
     Tensor h = Tensor::empty(x.shape()), hn = Tensor::empty(x.shape());
     dense(x, h, {.gelu = true});

@@ -90,6 +90,10 @@ struct MaskedLmHead {
     LayerNorm ln;
     Linear decoder;  // (D -> V) with bias; ESM-2 ties its weight to the word embeddings
     bool defined() const { return dense.w.defined(); }
+    // The three layers under their checkpoint prefixes, each with weight and bias (no tying).
+    static MaskedLmHead load(const io::ModelDir& m, const std::string& dense,
+                             const std::string& ln, const std::string& decoder, int64_t d,
+                             int64_t vocab, float eps);
     // x (rows, D) -> logits (rows, V)
     void operator()(const Tensor& x, Tensor& logits) const;
 };

@@ -211,11 +211,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         std::vector<std::vector<int32_t>> toks;
         int64_t ntok = 0;
         for (size_t i : batch) {
-            std::vector<int32_t> t;
-            t.reserve(records[i].tokens.size() + 2);
-            t.push_back(esm::kCls);
-            t.insert(t.end(), records[i].tokens.begin(), records[i].tokens.end());
-            t.push_back(esm::kEos);
+            std::vector<int32_t> t = esm::with_specials(records[i].tokens);
             ntok += int64_t(t.size());
             toks.push_back(std::move(t));
         }
