@@ -123,17 +123,13 @@ std::vector<std::vector<int32_t>> inputs(const lm::LanguageModel& m) {
             s = s * 1664525u + 1013904223u;
             seq += "LAGVSERTIDPKQNFYMHWC"[(s >> 16) % 20];
         }
-        std::vector<int32_t> t{esm::kCls};
-        for (int32_t x : m.tokenize(seq, "s" + std::to_string(n))) t.push_back(x);
-        t.push_back(esm::kEos);
-        out.push_back(t);
+        out.push_back(esm::with_specials(m.tokenize(seq, "s" + std::to_string(n))));
     }
     return out;
 }
 
 void expect_fast_path_close(const io::ModelDir& dir, const char* name) {
-    if (!ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::BF16))
-        GTEST_SKIP() << "no bf16 GEMM on this CPU";
+    if (!test::has_bf16_gemm()) GTEST_SKIP() << "no bf16 GEMM on this CPU";
     lm::Output ref, fast;
     int64_t layers = 0;
     std::vector<std::vector<int32_t>> toks;
@@ -153,6 +149,7 @@ void expect_fast_path_close(const io::ModelDir& dir, const char* name) {
     const int64_t D = h.size(1), V = ref.logits.size(1);
     double min_pcc = 1, sum_pcc = 0, min_mean_pcc = 1;
     int64_t residues = 0, agree = 0, decided = 0, agree_decided = 0;
+    double tie_lo = 1e30, tie_hi = 0, logit_err = 0;
     for (size_t b = 0; b < toks.size(); ++b) {
         const int64_t r0 = ref.offsets[b], n = ref.offsets[b + 1] - r0;
         std::vector<float> mr(size_t(D), 0.0f), mg(size_t(D), 0.0f);
@@ -170,6 +167,12 @@ void expect_fast_path_close(const io::ModelDir& dir, const char* name) {
             agree += same;
             std::vector<float> top(lr, lr + V);
             std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+            if (!same) {  // where the decisions differ: how close the fp32 call was
+                tie_lo = std::min(tie_lo, double(top[0] - top[1]));
+                tie_hi = std::max(tie_hi, double(top[0] - top[1]));
+            }
+            for (int64_t v = 0; v < V; ++v)
+                logit_err = std::max(logit_err, double(std::fabs(lr[v] - lg[v])));
             if (top[0] - top[1] >= kTieMargin) {
                 ++decided;
                 agree_decided += same;
@@ -181,9 +184,11 @@ void expect_fast_path_close(const io::ModelDir& dir, const char* name) {
     // One line per model, quoted in docs/parity.md.
     std::printf("[fast path] %s: %ld residues, per-residue PCC min %.6f mean %.6f, mean-embedding "
                 "PCC min %.6f, logits argmax agreement %.4f (%ld of %ld positions whose fp32 top-2 "
-                "gap >= %.2f), %.4f over all positions\n",
+                "gap >= %.2f), %.4f over all positions; disagreements at fp32 top-2 gaps %.4f-%.4f; "
+                "logits max-abs difference %.4f\n",
                 name, long(residues), min_pcc, sum_pcc / double(residues), min_mean_pcc, argmax,
-                long(agree_decided), long(decided), kTieMargin, double(agree) / double(residues));
+                long(agree_decided), long(decided), kTieMargin, double(agree) / double(residues),
+                agree == residues ? 0.0 : tie_lo, tie_hi, logit_err);
     EXPECT_GE(min_pcc, 0.999) << name;
     EXPECT_GE(min_mean_pcc, 0.999) << name;
     EXPECT_GE(argmax, 0.99) << name;
