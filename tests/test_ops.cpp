@@ -46,7 +46,7 @@ TEST_P(OpSizes, Linear) {
             both([&](bool is_ref) {
                 Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
                 ops::linear(x, w, mode == 1 ? nullptr : &b, out,
-                            {.gelu = mode == 0, .accumulate = mode == 2});
+                            {.act = mode == 0 ? Act::Gelu : Act::None, .accumulate = mode == 2});
                 (is_ref ? ref : got) = out;
             });
             compare(got, ref, 1e-5, 1e-5, "linear");
@@ -55,7 +55,7 @@ TEST_P(OpSizes, Linear) {
             auto packed = ops::pack_linear_weight(w);
             Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
             ops::linear(x, w, mode == 1 ? nullptr : &b, out,
-                        {.gelu = mode == 0, .accumulate = mode == 2}, packed.get());
+                        {.act = mode == 0 ? Act::Gelu : Act::None, .accumulate = mode == 2}, packed.get());
             compare(out, ref, 1e-5, 1e-5, "linear (packed)");
         }
     }
@@ -70,7 +70,7 @@ TEST(Ops, LinearBf16Packed) {
         Tensor x = random_tensor({M, K}, 41), w = random_tensor({n, K}, 42), b = random_tensor({n}, 43);
         Tensor ref = Tensor::empty({M, n});
         ops::set_backend(ops::Backend::Ref);
-        ops::linear(x, w, &b, ref, {.gelu = true});
+        ops::linear(x, w, &b, ref, {.act = Act::Gelu});
         ops::set_backend(ops::Backend::Cpu);
         Tensor wb = Tensor::empty({n, K}, DType::BF16);
         for (int64_t i = 0; i < w.numel(); ++i)
@@ -79,7 +79,7 @@ TEST(Ops, LinearBf16Packed) {
             auto packed = ops::pack_linear_weight(*src, DType::BF16);
             if (!packed) GTEST_SKIP() << "no bf16 GEMM on this CPU";
             Tensor got = Tensor::empty({M, n});
-            ops::linear(x, *src, &b, got, {.gelu = true}, packed.get());
+            ops::linear(x, *src, &b, got, {.act = Act::Gelu}, packed.get());
             auto s = test::stats(got.f32(), ref.f32(), got.numel());
             EXPECT_GE(s.pcc, 0.9999) << "n " << n;
             EXPECT_LE(s.rel_l2, 1e-2) << "n " << n;

@@ -66,7 +66,7 @@ MaskedLmHead MaskedLmHead::load(const io::ModelDir& m, const std::string& dense,
 
 void MaskedLmHead::operator()(const Tensor& x, Tensor& logits) const {
     Tensor h = Tensor::empty(x.shape()), hn = Tensor::empty(x.shape());
-    dense(x, h, {.gelu = true});
+    dense(x, h, {.act = Act::Gelu});
     ln(h, hn);
     decoder(hn, logits);
 }
@@ -119,7 +119,7 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
     const auto& f = blk.ffn;
     Tensor up = Tensor::empty({N, f.up.out_features()});
     if (f.act == FeedForward::Act::Gelu) {
-        f.up(h, up, {.gelu = true});
+        f.up(h, up, {.act = Act::Gelu});
     } else {
         Tensor gate = Tensor::empty({N, f.gate.out_features()});
         f.gate(h, gate);

@@ -78,12 +78,13 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
         BI_CHECK(bias->numel() == N, "linear", "bias: expected [", N, "], got ",
                  shape_str(bias->shape()));
     }
-    BI_CHECK(!(ep.gelu && ep.accumulate), "linear", "gelu and accumulate cannot be combined");
+    BI_CHECK(!(ep.act != Act::None && ep.accumulate), "linear",
+             "an activation and accumulate cannot be combined");
     if (M == 0) return;
     BI_CHECK(!use_packed || (packed->k == K && packed->n == N), "linear", "packed weight is ",
              packed->n, " x ", packed->k, ", w is ", shape_str(w.shape()));
     t.linear(x.f32(), use_packed ? nullptr : w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
-             out.f32(), M, K, N, ep.gelu, ep.scale, ep.accumulate);
+             out.f32(), M, K, N, ep.act, ep.scale, ep.accumulate);
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out) {
@@ -102,6 +103,13 @@ void gelu(const Tensor& x, Tensor& out) {
     check_f32_contig(out, "gelu", "out");
     BI_CHECK(out.numel() == x.numel(), "gelu", "out size ", out.numel(), " != ", x.numel());
     table().gelu(x.f32(), out.f32(), x.numel());
+}
+
+void gelu_tanh(const Tensor& x, Tensor& out) {
+    check_f32_contig(x, "gelu_tanh", "x");
+    check_f32_contig(out, "gelu_tanh", "out");
+    BI_CHECK(out.numel() == x.numel(), "gelu_tanh", "out size ", out.numel(), " != ", x.numel());
+    table().gelu_tanh(x.f32(), out.f32(), x.numel());
 }
 
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
@@ -153,7 +161,8 @@ void rotary(Tensor& x, const Tensor& cos, const Tensor& sin) {
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, float scale,
-               const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs) {
+               const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs,
+               const AttentionOpts& opts) {
     check_f32_contig(q, "attention", "q");
     check_f32_contig(k, "attention", "k");
     check_f32_contig(v, "attention", "v");
@@ -162,8 +171,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
     const int64_t B = q.size(0), L = q.size(1), D = q.size(2);
     BI_CHECK(heads > 0 && D % heads == 0, "attention", "width ", D, " not divisible by ", heads,
              " heads");
-    BI_CHECK(k.shape() == q.shape() && v.shape() == q.shape() && out.shape() == q.shape(),
-             "attention", "q/k/v/out shapes differ: ", shape_str(q.shape()), " ",
+    const int64_t Dh = D / heads, Hkv = opts.kv_heads > 0 ? opts.kv_heads : heads;
+    BI_CHECK(heads % Hkv == 0, "attention", heads, " query heads are not a multiple of ", Hkv,
+             " key/value heads");
+    const Shape kv{B, L, Hkv * Dh};
+    BI_CHECK(k.shape() == kv && v.shape() == kv && out.shape() == q.shape(), "attention",
+             "expected k/v ", shape_str(kv), " and out ", shape_str(q.shape()), ", got ",
              shape_str(k.shape()), " ", shape_str(v.shape()), " ", shape_str(out.shape()));
     BI_CHECK(int64_t(key_valid.size()) == B * L, "attention", "key mask: expected ", B * L,
              " entries, got ", key_valid.size());
@@ -174,8 +187,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
     }
     std::vector<int64_t> cu(size_t(B + 1));
     for (int64_t b = 0; b <= B; ++b) cu[size_t(b)] = b * L;
-    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu.data(), B, heads, D / heads, scale,
-                      key_valid.data(), probs ? probs->f32() : nullptr, L);
+    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu.data(), B, heads, Hkv, Dh, scale,
+                      opts.causal, key_valid.data(), probs ? probs->f32() : nullptr, L);
 }
 
 namespace {
@@ -218,8 +231,8 @@ void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t
                  "attention_varlen", "probs: expected (", B, ", ", heads, ", P, P) with P >= ",
                  longest, ", got ", shape_str(probs->shape()));
     }
-    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu_seqlens.data(), B, heads,
-                      D / heads, scale, nullptr, probs ? probs->f32() : nullptr, P);
+    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu_seqlens.data(), B, heads, heads,
+                      D / heads, scale, false, nullptr, probs ? probs->f32() : nullptr, P);
 }
 
 void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tensor& cos,
@@ -235,6 +248,10 @@ void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tens
              shape_str(cos.shape()));
     const int64_t B = int64_t(cu_seqlens.size()) - 1;
     const auto& t = table();
+    if (B == 1) {  // one sequence: the kernel spreads its positions over the threads
+        t.rotary(x.f32(), N, H * Dh, H, Dh, cos.f32(), sin.f32());
+        return;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b) {
         const int64_t r0 = cu_seqlens[size_t(b)];

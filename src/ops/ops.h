@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bioinfer/tensor.h"
+#include "ops/kernels.h"
 
 namespace bioinfer::ops {
 
@@ -15,7 +16,7 @@ Backend backend();
 const char* backend_name();
 
 struct Epilogue {
-    bool gelu = false;        // apply erf GELU after the bias
+    Act act = Act::None;      // activation after the bias (GELU erf or tanh form)
     float scale = 1.0f;       // multiply the result (after bias and GELU) by this
     bool accumulate = false;  // out += result (fused residual add) instead of out = result
 };
@@ -38,6 +39,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
 // Normalises over the last dim of x (..., D).
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
 void gelu(const Tensor& x, Tensor& out);
+void gelu_tanh(const Tensor& x, Tensor& out);
 // out = silu(gate) * up, elementwise (the SwiGLU feed-forward's gate).
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out);
 // Softmax over the last dim of x (R, C) in place. additive: (C) added first; keep: C bytes.
@@ -49,10 +51,16 @@ void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tens
                    const Tensor& sin);
 // cos/sin tables (n_pos, Dh/2) from inverse frequencies (Dh/2), as fp32 position * inv_freq.
 void rotary_tables(const Tensor& inv_freq, int64_t n_pos, Tensor& cos, Tensor& sin);
-// Scaled-dot-product attention. q, k, v: (B, L, H*Dh); key_valid: B*L bytes (1 = real token);
-// out: (B, L, H*Dh). probs (B, H, L, L), when given, receives the softmax probabilities.
+struct AttentionOpts {
+    int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: as many as query heads
+    bool causal = false;   // query i sees keys j <= i only
+};
+// Scaled-dot-product attention. q: (B, L, H*Dh); k, v: (B, L, Hkv*Dh); key_valid: B*L bytes
+// (1 = real token); out: (B, L, H*Dh). probs (B, H, L, L), when given, receives the softmax
+// probabilities.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, float scale,
-               const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs);
+               const std::vector<uint8_t>& key_valid, Tensor& out, Tensor* probs,
+               const AttentionOpts& opts = {});
 // The same over B sequences of different lengths packed as rows of q, k, v, out (N, H*Dh):
 // sequence b is rows [cu_seqlens[b], cu_seqlens[b+1]) and attends within itself only (no padding
 // anywhere). probs (B, H, P, P), P >= the longest, receives each sequence's probabilities in its

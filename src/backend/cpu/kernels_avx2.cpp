@@ -4,7 +4,7 @@
 namespace bioinfer::kernels {
 
 const KernelTable* cpu_kernels_avx2() {
-    static const KernelTable t = cpu::make_kernel_table<cpu::VecAvx2>("cpu-avx2");
+    static const KernelTable t = cpu::make_kernel_table<cpu::VecAvx2>();
     return &t;
 }
 

@@ -4,7 +4,7 @@
 namespace bioinfer::kernels {
 
 const KernelTable* cpu_kernels_avx512() {
-    static const KernelTable t = cpu::make_kernel_table<cpu::VecAvx512>("cpu-avx512");
+    static const KernelTable t = cpu::make_kernel_table<cpu::VecAvx512>();
     return &t;
 }
 

@@ -5,12 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "backend/cpu/linear_dnnl.h"
 #include "backend/cpu/simd.h"
+#include "bioinfer/dtype.h"
 #include "ops/kernels.h"
+#include "tuning/tuned_table.h"
 
 namespace bioinfer::cpu {
 
@@ -54,99 +59,222 @@ inline float gelu_scalar(float x) {
     return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
 }
 
+inline float gelu_tanh_scalar(float x) {
+    return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+// The tuned table's choice for an op at this shape: for a compute dtype, or fp32 (the own
+// kernels compute in fp32).
 template <typename V>
-void gelu(const float* x, float* y, int64_t n) {
+tuning::Choice tuned_dtype(const char* op, DType compute, std::initializer_list<tuning::Dim> shape) {
+    return tuning::lookup(V::kTable, op, compute == DType::BF16 ? "bf16" : "fp32", shape);
+}
+
+template <typename V>
+tuning::Choice tuned(const char* op, std::initializer_list<tuning::Dim> shape) {
+    return tuned_dtype<V>(op, DType::F32, shape);
+}
+
+// Elementwise work in chunks of kChunk elements: over all threads (the "simd" variant with
+// parallel = 1, the default) or on the calling thread (parallel = 0, cheaper for small n).
+constexpr int64_t kChunk = 4096;
+
+template <typename V, typename F>
+void elementwise(const char* op, int64_t n, F f) {  // f(begin, end)
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    if (chunks > 1 && tuned<V>(op, {{"n", n}}).param("parallel", 1) != 0) {
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
+    } else {
+        f(0, n);
+    }
+}
+
+template <typename V>
+void gelu_span(const float* x, float* y, int64_t i, int64_t end) {
     constexpr int W = V::W;
-    int64_t i = 0;
     const auto half = V::set1(0.5f), rs2 = V::set1(0.70710678118654752f), one = V::set1(1.0f);
-    for (; i + W <= n; i += W) {
+    for (; i + W <= end; i += W) {
         auto v = V::load(x + i);
         auto e = verf<V>(V::mul(v, rs2));
         V::store(y + i, V::mul(V::mul(half, v), V::add(one, e)));
     }
-    for (; i < n; ++i) y[i] = gelu_scalar(x[i]);
+    for (; i < end; ++i) y[i] = gelu_scalar(x[i]);
+}
+
+// 0.5 x (1 + tanh(u)) = x (1 - 1 / (exp(2u) + 1)), u = sqrt(2/pi) (x + 0.044715 x^3); vexp clamps
+// its argument, so large |u| saturates to 0 or x without inf / inf.
+template <typename V>
+void gelu_tanh_span(const float* x, float* y, int64_t i, int64_t end) {
+    constexpr int W = V::W;
+    const auto c2 = V::set1(2.0f * 0.79788456080286536f), c3 = V::set1(0.044715f),
+               one = V::set1(1.0f);
+    for (; i + W <= end; i += W) {
+        const auto v = V::load(x + i);
+        const auto u2 = V::mul(c2, V::fmadd(V::mul(c3, V::mul(v, v)), v, v));
+        const auto e = vexp<V>(u2);
+        V::store(y + i, V::mul(v, V::sub(one, V::div(one, V::add(e, one)))));
+    }
+    for (; i < end; ++i) y[i] = gelu_tanh_scalar(x[i]);
+}
+
+template <typename V>
+void swiglu_span(const float* g, const float* u, float* y, int64_t i, int64_t end) {
+    constexpr int W = V::W;
+    const auto one = V::set1(1.0f);
+    for (; i + W <= end; i += W) {
+        const auto gv = V::load(g + i);
+        const auto e = vexp<V>(V::sub(V::zero(), gv));
+        V::store(y + i, V::mul(V::div(gv, V::add(one, e)), V::load(u + i)));
+    }
+    for (; i < end; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+template <typename V>
+void gelu(const float* x, float* y, int64_t n) {
+    elementwise<V>("gelu", n, [&](int64_t i, int64_t e) { gelu_span<V>(x, y, i, e); });
+}
+
+template <typename V>
+void gelu_tanh(const float* x, float* y, int64_t n) {
+    elementwise<V>("gelu_tanh", n, [&](int64_t i, int64_t e) { gelu_tanh_span<V>(x, y, i, e); });
 }
 
 template <typename V>
 void swiglu(const float* g, const float* u, float* y, int64_t n) {
+    elementwise<V>("swiglu", n, [&](int64_t i, int64_t e) { swiglu_span<V>(g, u, y, i, e); });
+}
+
+// One row of layer norm. two_pass: the mean, then the variance of x - mean (the default, as
+// exact as the reference); one_pass: sum and sum of squares in a single read of x.
+template <typename V, bool OnePass>
+inline void layer_norm_row(const float* xr, const float* g, const float* b, float* yr, int64_t d,
+                           float eps) {
     constexpr int W = V::W;
-    const auto one = V::set1(1.0f);
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < (n + 4095) / 4096; ++c) {
-        const int64_t end = std::min(n, (c + 1) * 4096);
-        int64_t i = c * 4096;
-        for (; i + W <= end; i += W) {
-            const auto gv = V::load(g + i);
-            const auto e = vexp<V>(V::sub(V::zero(), gv));
-            V::store(y + i, V::mul(V::div(gv, V::add(one, e)), V::load(u + i)));
+    float mean, var;
+    int64_t i = 0;
+    if constexpr (OnePass) {
+        auto s1 = V::zero(), s2 = V::zero();
+        for (; i + W <= d; i += W) {
+            const auto v = V::load(xr + i);
+            s1 = V::add(s1, v);
+            s2 = V::fmadd(v, v, s2);
         }
-        for (; i < end; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+        float sum = V::hsum(s1), sq = V::hsum(s2);
+        for (; i < d; ++i) {
+            sum += xr[i];
+            sq += xr[i] * xr[i];
+        }
+        mean = sum / float(d);
+        var = std::max(0.0f, sq / float(d) - mean * mean);
+    } else {
+        auto acc = V::zero();
+        for (; i + W <= d; i += W) acc = V::add(acc, V::load(xr + i));
+        float sum = V::hsum(acc);
+        for (; i < d; ++i) sum += xr[i];
+        mean = sum / float(d);
+        const auto vm = V::set1(mean);
+        acc = V::zero();
+        for (i = 0; i + W <= d; i += W) {
+            auto c = V::sub(V::load(xr + i), vm);
+            acc = V::fmadd(c, c, acc);
+        }
+        var = V::hsum(acc);
+        for (; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+        var /= float(d);
     }
+    const float inv = 1.0f / std::sqrt(var + eps);
+    const auto vi = V::set1(inv), vm = V::set1(mean);
+    for (i = 0; i + W <= d; i += W) {
+        auto c = V::mul(V::sub(V::load(xr + i), vm), vi);
+        V::store(yr + i, V::fmadd(c, V::load(g + i), V::load(b + i)));
+    }
+    for (; i < d; ++i) yr[i] = (xr[i] - mean) * inv * g[i] + b[i];
+}
+
+template <typename V, bool OnePass>
+void layer_norm_rows(const float* x, const float* g, const float* b, float* y, int64_t rows,
+                     int64_t d, float eps, bool parallel) {
+#pragma omp parallel for schedule(static) if (parallel && rows > 1)
+    for (int64_t r = 0; r < rows; ++r)
+        layer_norm_row<V, OnePass>(x + r * d, g, b, y + r * d, d, eps);
 }
 
 template <typename V>
 void layer_norm(const float* x, const float* g, const float* b, float* y, int64_t rows, int64_t d,
                 float eps) {
-    constexpr int W = V::W;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * d;
-        float* yr = y + r * d;
-        auto acc = V::zero();
-        int64_t i = 0;
-        for (; i + W <= d; i += W) acc = V::add(acc, V::load(xr + i));
-        float sum = V::hsum(acc);
-        for (; i < d; ++i) sum += xr[i];
-        const float mean = sum / float(d);
-        const auto vm = V::set1(mean);
-        acc = V::zero();
-        i = 0;
-        for (; i + W <= d; i += W) {
-            auto c = V::sub(V::load(xr + i), vm);
-            acc = V::fmadd(c, c, acc);
-        }
-        float var = V::hsum(acc);
-        for (; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-        const float inv = 1.0f / std::sqrt(var / float(d) + eps);
-        const auto vi = V::set1(inv);
-        i = 0;
-        for (; i + W <= d; i += W) {
-            auto c = V::mul(V::sub(V::load(xr + i), vm), vi);
-            V::store(yr + i, V::fmadd(c, V::load(g + i), V::load(b + i)));
-        }
-        for (; i < d; ++i) yr[i] = (xr[i] - mean) * inv * g[i] + b[i];
-    }
+    const tuning::Choice c = tuned<V>("layer_norm", {{"rows", rows}, {"dim", d}});
+    const bool parallel = c.param("parallel", 1) != 0;
+    if (c.is("one_pass"))
+        layer_norm_rows<V, true>(x, g, b, y, rows, d, eps, parallel);
+    else
+        layer_norm_rows<V, false>(x, g, b, y, rows, d, eps, parallel);
 }
 
-// Single-threaded softmax rows: callers (attention) parallelise over heads.
-template <typename V>
-void softmax(float* x, int64_t rows, int64_t cols, const float* additive, const uint8_t* keep) {
+// Masks a softmax row in place: additive (cols) added, keys with keep[c] == 0 set to -inf.
+inline void softmax_masks(float* xr, int64_t cols, const float* additive, const uint8_t* keep) {
+    if (additive)
+        for (int64_t c = 0; c < cols; ++c) xr[c] += additive[c];
+    if (keep)  // masked keys never win the max and contribute exactly zero
+        for (int64_t c = 0; c < cols; ++c)
+            if (!keep[c]) xr[c] = -std::numeric_limits<float>::infinity();
+}
+
+// Softmax rows on the calling thread (callers such as attention parallelise). three_pass: max,
+// then exp and sum, then scale (the default); online: max and sum in one pass with rescaling
+// (Milakov & Gimelshein), then exp and scale: one read fewer, twice the exponentials.
+template <typename V, bool Online>
+void softmax_rows(float* x, int64_t rows, int64_t cols, const float* additive,
+                  const uint8_t* keep) {
+    using R = typename V::R;
     constexpr int W = V::W;
+    const float ninf = -std::numeric_limits<float>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
         float* xr = x + r * cols;
-        if (additive)
-            for (int64_t c = 0; c < cols; ++c) xr[c] += additive[c];
-        if (keep)  // masked keys never win the max and contribute exactly zero
-            for (int64_t c = 0; c < cols; ++c)
-                if (!keep[c]) xr[c] = -std::numeric_limits<float>::infinity();
-        auto vmax = V::set1(-std::numeric_limits<float>::infinity());
+        softmax_masks(xr, cols, additive, keep);
+        float mx, sum = 0.0f;
         int64_t c = 0;
+        if constexpr (Online) {
+            constexpr float kLow = -1e30f;  // finite start, so exp(m_old - m_new) is never NaN
+            R vm = V::set1(kLow), vs = V::zero();
+            for (; c + W <= cols; c += W) {
+                const R t = V::load(xr + c), nm = V::max(vm, t);
+                vs = V::fmadd(vs, vexp<V>(V::sub(vm, nm)), vexp<V>(V::sub(t, nm)));
+                vm = nm;
+            }
+            mx = V::hmax(vm);
+            for (; c < cols; ++c) mx = std::max(mx, xr[c]);
+            if (mx <= kLow) {  // every key masked
+                std::fill(xr, xr + cols, 0.0f);
+                continue;
+            }
+            sum = V::hsum(V::mul(vs, vexp<V>(V::sub(vm, V::set1(mx)))));
+            for (c = cols / W * W; c < cols; ++c) sum += std::exp(xr[c] - mx);
+            const R vmx = V::set1(mx), vinv = V::set1(1.0f / sum);
+            for (c = 0; c + W <= cols; c += W)
+                V::store(xr + c, V::mul(vexp<V>(V::sub(V::load(xr + c), vmx)), vinv));
+            for (; c < cols; ++c) xr[c] = std::exp(xr[c] - mx) / sum;
+            if (keep)
+                for (int64_t k = 0; k < cols; ++k)
+                    if (!keep[k]) xr[k] = 0.0f;
+            continue;
+        }
+        auto vmax = V::set1(ninf);
         for (; c + W <= cols; c += W) vmax = V::max(vmax, V::load(xr + c));
-        float mx = V::hmax(vmax);
+        mx = V::hmax(vmax);
         for (; c < cols; ++c) mx = std::max(mx, xr[c]);
-        if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
-            for (c = 0; c < cols; ++c) xr[c] = 0.0f;
+        if (mx == ninf) {  // every key masked
+            std::fill(xr, xr + cols, 0.0f);
             continue;
         }
         const auto vm = V::set1(mx);
         auto vs = V::zero();
-        c = 0;
-        for (; c + W <= cols; c += W) {
+        for (c = 0; c + W <= cols; c += W) {
             auto e = vexp<V>(V::sub(V::load(xr + c), vm));
             V::store(xr + c, e);
             vs = V::add(vs, e);
         }
-        float sum = V::hsum(vs);
+        sum = V::hsum(vs);
         for (; c < cols; ++c) {
             xr[c] = std::exp(xr[c] - mx);
             sum += xr[c];
@@ -158,18 +286,32 @@ void softmax(float* x, int64_t rows, int64_t cols, const float* additive, const 
                     xr[k] = 0.0f;
                 }
         const auto vinv = V::set1(1.0f / sum);
-        c = 0;
-        for (; c + W <= cols; c += W) V::store(xr + c, V::mul(V::load(xr + c), vinv));
+        for (c = 0; c + W <= cols; c += W) V::store(xr + c, V::mul(V::load(xr + c), vinv));
         for (; c < cols; ++c) xr[c] *= 1.0f / sum;
     }
 }
 
 template <typename V>
-void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
-            const float* cos, const float* sin) {
+using SoftmaxFn = void (*)(float*, int64_t, int64_t, const float*, const uint8_t*);
+
+template <typename V>
+SoftmaxFn<V> softmax_variant(int64_t rows, int64_t cols) {
+    const bool online = tuned<V>("softmax", {{"rows", rows}, {"cols", cols}}).is("online");
+    return online ? softmax_rows<V, true> : softmax_rows<V, false>;
+}
+
+template <typename V>
+void softmax(float* x, int64_t rows, int64_t cols, const float* additive, const uint8_t* keep) {
+    softmax_variant<V>(rows, cols)(x, rows, cols, additive, keep);
+}
+
+// Rotary on positions [p0, p1).
+template <typename V>
+inline void rotary_span(float* x, int64_t p0, int64_t p1, int64_t pos_stride, int64_t heads,
+                        int64_t dh, const float* cos, const float* sin) {
     constexpr int W = V::W;
     const int64_t half = dh / 2;
-    for (int64_t p = 0; p < n_pos; ++p) {
+    for (int64_t p = p0; p < p1; ++p) {
         const float* cp = cos + p * half;
         const float* sp = sin + p * half;
         for (int64_t h = 0; h < heads; ++h) {
@@ -188,6 +330,19 @@ void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t 
             }
         }
     }
+}
+
+// Positions split over the threads (parallel = 1, the default) or run on the calling thread; a
+// call from inside a parallel region (one sequence of a packed batch) runs on its thread.
+template <typename V>
+void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
+            const float* cos, const float* sin) {
+    const bool parallel =
+        !omp_in_parallel() &&
+        tuned<V>("rotary", {{"positions", n_pos}, {"heads", heads}, {"head_dim", dh}})
+                .param("parallel", 1) != 0;
+#pragma omp parallel for schedule(static) if (parallel && n_pos > 1)
+    for (int64_t p = 0; p < n_pos; ++p) rotary_span<V>(x, p, p + 1, pos_stride, heads, dh, cos, sin);
 }
 
 template <typename V>
@@ -325,9 +480,10 @@ inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t 
     }
 }
 
-constexpr int64_t kAttnQB = 64, kAttnKB = 128;  // query rows, keys per attention tile
+// Default attention tiles: query rows, keys per tile (the tuned table may choose others).
+constexpr int64_t kAttnQB = 64, kAttnKB = 128;
 
-// One attention work item: a sequence and a range of its query blocks (of kAttnQB rows).
+// One attention work item: a sequence and a range of its query blocks (of qb rows).
 struct AttnItem {
     int64_t b, qb0, qb1;
 };
@@ -335,15 +491,16 @@ struct AttnItem {
 // Work items, longest sequences first so a dynamic schedule ends on short items; each runs for
 // every head and packs its keys once. A sequence is split into several ranges only when there are
 // too few (sequence, head) pairs to keep every thread busy; whole: one item per sequence.
-inline std::vector<AttnItem> attention_items(const int64_t* cu, int64_t B, int64_t H, bool whole) {
+inline std::vector<AttnItem> attention_items(const int64_t* cu, int64_t B, int64_t H, int64_t qb,
+                                             bool whole) {
     const int64_t split =
         whole ? 1 : std::max<int64_t>(1, (4 * omp_get_max_threads() + B * H - 1) / (B * H));
     std::vector<AttnItem> items;
     for (int64_t b = 0; b < B; ++b) {
         const int64_t L = cu[b + 1] - cu[b];
-        const int64_t n_qb = whole ? 1 : (L + kAttnQB - 1) / kAttnQB;
+        const int64_t n_qb = whole ? 1 : (L + qb - 1) / qb;
         const int64_t per = (n_qb + split - 1) / split;
-        for (int64_t qb = 0; qb < n_qb; qb += per) items.push_back({b, qb, std::min(n_qb, qb + per)});
+        for (int64_t q = 0; q < n_qb; q += per) items.push_back({b, q, std::min(n_qb, q + per)});
     }
     std::stable_sort(items.begin(), items.end(), [&](const AttnItem& x, const AttnItem& y) {
         return cu[x.b + 1] - cu[x.b] > cu[y.b + 1] - cu[y.b];
@@ -354,24 +511,31 @@ inline std::vector<AttnItem> attention_items(const int64_t* cu, int64_t B, int64
 // The online-softmax step of a flash-attention tile. s (mq rows of stride lds, kbv columns, a
 // multiple of W) holds raw q.k scores; on return it holds exp(scale * s + bias - m_new) * keep,
 // with m (running max) and l (running sum) updated and each o row (o_cols wide, stride ldo)
-// rescaled by exp(m_old - m_new). bias is 0 or -inf per key, keep 1 or 0.
+// rescaled by exp(m_old - m_new). bias is 0 or -inf per key, keep 1 or 0. Row r may see columns
+// c <= r + diag only (causal; diag >= kbv lets every column through).
 template <typename V>
 inline void online_softmax_tile(float* s, int64_t lds, int64_t mq, int64_t kbv, const float* bias,
-                                const float* keep, float scale, float* m, float* l, float* o,
-                                int64_t ldo, int64_t o_cols) {
+                                const float* keep, float scale, int64_t diag, float* m, float* l,
+                                float* o, int64_t ldo, int64_t o_cols) {
     using R = typename V::R;
     constexpr int W = V::W;
     const float ninf = -std::numeric_limits<float>::infinity();
     const R vs = V::set1(scale);
     for (int64_t r = 0; r < mq; ++r) {
         float* sr = s + r * lds;
+        const int64_t seen = std::clamp<int64_t>(r + diag + 1, 0, kbv);  // columns [0, seen)
         R vmax = V::set1(ninf);
         for (int64_t c = 0; c < kbv; c += W) {
             const R t = V::fmadd(V::load(sr + c), vs, V::load(bias + c));
             V::store(sr + c, t);
             vmax = V::max(vmax, t);
         }
-        const float mnew = std::max(m[r], V::hmax(vmax));
+        float rmax = V::hmax(vmax);
+        if (seen < kbv) {
+            rmax = ninf;
+            for (int64_t c = 0; c < seen; ++c) rmax = std::max(rmax, sr[c]);
+        }
+        const float mnew = std::max(m[r], rmax);
         if (mnew == ninf) {  // every key so far masked: nothing to add
             std::fill(sr, sr + kbv, 0.0f);
             continue;
@@ -383,8 +547,14 @@ inline void online_softmax_tile(float* s, int64_t lds, int64_t mq, int64_t kbv, 
             V::store(sr + c, e);
             vsum = V::add(vsum, e);
         }
+        float rsum = V::hsum(vsum);
+        if (seen < kbv) {  // causally hidden keys add exactly nothing
+            std::fill(sr + seen, sr + kbv, 0.0f);
+            rsum = 0.0f;
+            for (int64_t c = 0; c < seen; ++c) rsum += sr[c];
+        }
         const float alpha = m[r] == ninf ? 0.0f : std::exp(m[r] - mnew);
-        l[r] = l[r] * alpha + V::hsum(vsum);
+        l[r] = l[r] * alpha + rsum;
         m[r] = mnew;
         if (alpha != 1.0f) scale_row(o + r * ldo, o_cols, alpha);
     }
@@ -400,21 +570,34 @@ inline void attention_key_masks(const uint8_t* valid, int64_t nk, int64_t ldk, f
     }
 }
 
-// Attention over B sequences packed as rows of q, k, v, out (see KernelTable::attention).
-// Without probs: flash-style tiles, kAttnQB query rows against kAttnKB keys at a time with an
-// online softmax, so no L x L matrix exists. With probs (B, H, P, P): full score rows, as the
-// contact head needs every probability. A query row whose keys are all masked gets zeros.
+// Attention over B sequences packed as rows of q, k, v, out (see KernelTable::attention), in one
+// of two variants the tuned table chooses between:
+//  tiled (default): flash-style tiles, q_block query rows against k_block keys at a time with an
+//    online softmax, so no L x L matrix exists;
+//  materialised: full score rows per (sequence, head), softmax, then P.V. Always used with probs
+//    (B, H, P, P), as the contact head needs every probability.
 template <typename V>
 void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
-               int64_t B, int64_t H, int64_t Dh, float scale, const uint8_t* key_valid,
-               float* probs, int64_t P) {
+               int64_t B, int64_t H, int64_t Hkv, int64_t Dh, float scale, bool causal,
+               const uint8_t* key_valid, float* probs, int64_t P) {
     constexpr int W = V::W;
-    constexpr int64_t kQB = kAttnQB, kKB = kAttnKB;
-    const int64_t D = H * Dh;
+    const int64_t D = H * Dh, Dkv = Hkv * Dh, group = H / Hkv;
     const float ninf = -std::numeric_limits<float>::infinity();
     int64_t max_len = 0;
     for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, cu[b + 1] - cu[b]);
-    const std::vector<AttnItem> items = attention_items(cu, B, H, probs != nullptr);
+    const tuning::Choice choice =
+        tuned<V>("attention", {{"batch", B},
+                               {"heads", H},
+                               {"kv_heads", Hkv},
+                               {"seq", max_len},
+                               {"head_dim", Dh},
+                               {"causal", causal ? 1 : 0, true}});
+    const bool full = probs || choice.is("materialised");
+    // Tile sizes: key blocks a multiple of W (the score tile's columns are whole vectors).
+    const int64_t kQB = std::max<int64_t>(1, choice.param("q_block", kAttnQB));
+    const int64_t kKB = std::max<int64_t>(W, choice.param("k_block", kAttnKB) / W * W);
+    const SoftmaxFn<V> softmax_fn = full ? softmax_variant<V>(max_len, max_len) : nullptr;
+    const std::vector<AttnItem> items = attention_items(cu, B, H, kQB, full);
     const int64_t n_items = int64_t(items.size());
 #pragma omp parallel
     {
@@ -422,37 +605,40 @@ void attention(const float* q, const float* k, const float* v, float* out, const
         const int64_t ldk_max = (max_len + W - 1) / W * W;
         const auto n = [](int64_t x) { return static_cast<size_t>(x); };
         std::vector<float> kT(n(Dh * ldk_max)), bias(n(ldk_max)), keep(n(ldk_max));
-        std::vector<float> s(probs ? 0 : n(kQB * kKB)), o(probs ? 0 : n(kQB * Dh));
-        std::vector<float> m(n(kQB)), l(n(kQB));
+        std::vector<float> s(n(full ? (probs ? 0 : max_len * ldk_max) : kQB * kKB));
+        std::vector<float> o(full ? 0 : n(kQB * Dh)), m(n(kQB)), l(n(kQB));
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; ++it)
             for (int64_t h = 0; h < H; ++h) {
                 const AttnItem& item = items[n(it)];
-                const int64_t b = item.b, r0 = cu[b], L = cu[b + 1] - r0;
+                const int64_t b = item.b, r0 = cu[b], L = cu[b + 1] - r0, hk = h / group;
                 const int64_t ldk = (L + W - 1) / W * W;
                 const uint8_t* valid = key_valid ? key_valid + r0 : nullptr;
                 int64_t nk = L;  // keys past the last valid one are skipped outright
                 if (valid)
                     while (nk > 0 && !valid[nk - 1]) --nk;
                 const float* qbh = q + r0 * D + h * Dh;
-                const float* vbh = v + r0 * D + h * Dh;
+                const float* vbh = v + r0 * Dkv + hk * Dh;
                 float* obh = out + r0 * D + h * Dh;
-                pack_keys_transposed(k + r0 * D + h * Dh, D, nk, Dh, kT.data(), ldk);
+                pack_keys_transposed(k + r0 * Dkv + hk * Dh, Dkv, nk, Dh, kT.data(), ldk);
                 attention_key_masks(valid, nk, ldk, bias.data(), keep.data());
-                if (probs) {
-                    float* p = probs + (b * H + h) * P * P;
-                    std::fill(p, p + P * P, 0.0f);
+                if (full) {
+                    float* p = probs ? probs + (b * H + h) * P * P : s.data();
+                    const int64_t ldp = probs ? P : ldk;
+                    if (probs) std::fill(p, p + P * P, 0.0f);
                     if (nk == 0) {
                         for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
                         continue;
                     }
-                    gemm<V>(qbh, D, kT.data(), ldk, p, P, L, nk, Dh, false);
+                    gemm<V>(qbh, D, kT.data(), ldk, p, ldp, L, nk, Dh, false);
                     for (int64_t i = 0; i < L; ++i) {
-                        float* pr = p + i * P;
-                        for (int64_t j = 0; j < nk; ++j) pr[j] *= scale;
-                        softmax<V>(pr, 1, nk, nullptr, valid);
+                        float* pr = p + i * ldp;
+                        const int64_t seen = causal ? std::min(nk, i + 1) : nk;
+                        for (int64_t j = 0; j < seen; ++j) pr[j] *= scale;
+                        softmax_fn(pr, 1, seen, nullptr, valid);
+                        std::fill(pr + seen, pr + nk, 0.0f);
                     }
-                    gemm<V>(p, P, vbh, D, obh, D, L, Dh, nk, false);
+                    gemm<V>(p, ldp, vbh, Dkv, obh, D, L, Dh, nk, false);
                     continue;
                 }
                 for (int64_t qb = item.qb0; qb < item.qb1; ++qb) {
@@ -460,16 +646,18 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     std::fill(o.begin(), o.end(), 0.0f);
                     std::fill(m.begin(), m.end(), ninf);
                     std::fill(l.begin(), l.end(), 0.0f);
-                    for (int64_t j0 = 0; j0 < nk; j0 += kKB) {
-                        const int64_t kb = std::min(kKB, nk - j0);
+                    const int64_t kend = causal ? std::min(nk, i0 + mq) : nk;
+                    for (int64_t j0 = 0; j0 < kend; j0 += kKB) {
+                        const int64_t kb = std::min(kKB, kend - j0);
                         const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
+                        const int64_t diag = causal ? i0 - j0 : kbv;
                         // s (mq, kbv) = q rows . kT block
                         gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
                         online_softmax_tile<V>(s.data(), kKB, mq, kbv, bias.data() + j0,
-                                               keep.data() + j0, scale, m.data(), l.data(),
+                                               keep.data() + j0, scale, diag, m.data(), l.data(),
                                                o.data(), Dh, Dh);
                         // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
-                        gemm<V>(s.data(), kKB, vbh + j0 * D, D, o.data(), Dh, mq, Dh, kb, true);
+                        gemm<V>(s.data(), kKB, vbh + j0 * Dkv, Dkv, o.data(), Dh, mq, Dh, kb, true);
                     }
                     for (int64_t r = 0; r < mq; ++r) {
                         const float inv = l[n(r)] > 0.0f ? 1.0f / l[n(r)] : 0.0f;
@@ -482,18 +670,136 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     }
 }
 
+// A linear weight packed for one GEMM provider, as the tuned table chooses per (K, N) and compute
+// dtype: oneDNN's blocked layout (onednn_packed, the default), or w transposed to (K, N) fp32 for
+// the own register-tiled GEMM (own_packed, fp32 only) with its blocking.
+struct CpuPacked {
+    void* dnnl = nullptr;
+    float* wt = nullptr;  // own_packed: (K, N), 64-byte aligned
+    int64_t K = 0, N = 0, m_block = 0, n_block = 0, k_block = 0;
+    DType compute = DType::F32;
+    CpuPacked() = default;
+    CpuPacked(const CpuPacked&) = delete;
+    CpuPacked& operator=(const CpuPacked&) = delete;
+    ~CpuPacked() {
+        if (dnnl) free_packed_dnnl(dnnl);
+        std::free(wt);
+    }
+};
+
+inline float stored_to_f32(const void* w, DType t, int64_t i) {
+    switch (t) {
+        case DType::F32: return static_cast<const float*>(w)[i];
+        case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
+        case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+    }
+    return 0.0f;
+}
+
+template <typename V>
+void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute) {
+    const tuning::Choice c = tuned_dtype<V>("matmul", compute, {{"k", K}, {"n", N}});
+    auto p = std::make_unique<CpuPacked>();
+    p->K = K;
+    p->N = N;
+    p->compute = compute;
+    if (c.is("own_packed") && compute == DType::F32) {
+        p->m_block = std::max<int64_t>(1, c.param("m_block", 96));
+        p->n_block = std::max<int64_t>(1, c.param("n_block", 256));
+        p->k_block = std::max<int64_t>(1, c.param("k_block", 256));
+        const size_t bytes = (size_t(K * N) * sizeof(float) + 63) / 64 * 64;
+        p->wt = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+        if (!p->wt) throw std::bad_alloc();
+#pragma omp parallel for schedule(static)
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t n = 0; n < N; ++n) p->wt[k * N + n] = stored_to_f32(w, w_dtype, n * K + k);
+        return p.release();
+    }
+    p->dnnl = pack_linear_dnnl(w, w_dtype, K, N, compute);
+    return p->dnnl ? p.release() : nullptr;
+}
+
+inline void free_packed(void* packed) { delete static_cast<CpuPacked*>(packed); }
+
+// Activation over [i, end) of a row.
+template <typename V>
+inline void activate_span(Act act, float* y, int64_t i, int64_t end) {
+    if (act == Act::Gelu) gelu_span<V>(y, y, i, end);
+    if (act == Act::GeluTanh) gelu_tanh_span<V>(y, y, i, end);
+}
+
+// y (+)= scale * act(x . wt + b) with the own GEMM: (m_block x n_block) output tiles over the
+// threads, K in k_block slices so the slice of wt a tile streams stays in cache.
+template <typename V>
+void own_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M, Act act,
+                float scale, bool accumulate) {
+    const int64_t K = p.K, N = p.N, MB = p.m_block, NB = p.n_block, KB = p.k_block;
+    const int64_t tiles_m = (M + MB - 1) / MB, tiles_n = (N + NB - 1) / NB;
+#pragma omp parallel
+    {
+        std::vector<float> t(static_cast<size_t>(MB * NB));
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t ti = 0; ti < tiles_m; ++ti)
+            for (int64_t tj = 0; tj < tiles_n; ++tj) {
+                const int64_t i0 = ti * MB, j0 = tj * NB;
+                const int64_t m = std::min(MB, M - i0), nn = std::min(NB, N - j0);
+                for (int64_t k0 = 0; k0 < K; k0 += KB)
+                    gemm<V>(x + i0 * K + k0, K, p.wt + k0 * N + j0, N, t.data(), NB, m, nn,
+                            std::min(KB, K - k0), k0 > 0);
+                for (int64_t r = 0; r < m; ++r) {
+                    float* tr = t.data() + r * NB;
+                    if (b) add<V>(tr, b + j0, tr, nn);
+                    activate_span<V>(act, tr, 0, nn);
+                    float* yr = y + (i0 + r) * N + j0;
+                    if (scale != 1.0f) scale_row(tr, nn, scale);
+                    if (accumulate)
+                        add<V>(yr, tr, yr, nn);
+                    else
+                        std::copy(tr, tr + nn, yr);
+                }
+            }
+    }
+}
+
+// The linear kernel: the provider the weight was packed for (oneDNN when not packed). With an
+// activation, oneDNN applies it as a post-op (fused, the default) or the GEMM writes y and the
+// activation runs after it over y (separate), as the tuned table says for the shape.
+template <typename V>
+void linear(const float* x, const float* w, const void* packed, const float* b, float* y,
+            int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate) {
+    const auto* p = static_cast<const CpuPacked*>(packed);
+    if (p && p->wt) {
+        own_linear<V>(x, *p, b, y, M, act, scale, accumulate);
+        return;
+    }
+    const void* pd = p ? p->dnnl : nullptr;
+    if (act != Act::None && !accumulate &&
+        tuned_dtype<V>("matmul_act", p ? p->compute : DType::F32,
+                       {{"m", M}, {"k", K}, {"n", N}, {"act", int64_t(act), true}})
+            .is("separate")) {
+        linear_dnnl(x, w, pd, b, y, M, K, N, Act::None, 1.0f, false);
+        const int64_t n = M * N;
+        elementwise<V>(act == Act::Gelu ? "gelu" : "gelu_tanh", n,
+                       [&](int64_t i, int64_t e) { activate_span<V>(act, y, i, e); });
+        if (scale != 1.0f) scale_row(y, n, scale);
+        return;
+    }
+    linear_dnnl(x, w, pd, b, y, M, K, N, act, scale, accumulate);
+}
+
 // The kernel table of one ISA: kernels_avx2.cpp and kernels_avx512.cpp each instantiate it
 // with their own SIMD wrapper and target flags.
 template <typename V>
-kernels::KernelTable make_kernel_table(const char* name) {
-    return {.name = name,
-            .linear = linear_dnnl,
-            .pack_linear = pack_linear_dnnl,
-            .free_packed = free_packed_dnnl,
+kernels::KernelTable make_kernel_table() {
+    return {.name = V::kTable,
+            .linear = linear<V>,
+            .pack_linear = pack_linear<V>,
+            .free_packed = free_packed,
             .gemm_nn = gemm_nn<V>,
             .attention = attention<V>,
             .layer_norm = layer_norm<V>,
             .gelu = gelu<V>,
+            .gelu_tanh = gelu_tanh<V>,
             .swiglu = swiglu<V>,
             .softmax = softmax<V>,
             .rotary = rotary<V>,

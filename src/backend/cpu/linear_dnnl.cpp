@@ -67,7 +67,7 @@ uint16_t* bf16_scratch(size_t n) {
 
 // Primitives are shared by every layer of the same shape: the packed layout is a function of
 // (K, N) and the compute dtype alone, so that is all the key needs to say about the weights.
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, float, bool, bool, DType>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, Act, float, bool, bool, DType>;
 
 struct Cache {
     std::mutex mu;
@@ -80,10 +80,12 @@ Cache& cache() {
     return c;
 }
 
-dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, bool gelu, float scale,
+dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, Act act, float scale,
                   bool accumulate, const memory::desc& wei, DType compute) {
     dnnl::post_ops po;
-    if (gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    if (act == Act::Gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    if (act == Act::GeluTanh)
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
     // After bias and GELU, before the residual sum: y (+)= scale * act(x.w^T + b).
     if (scale != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, scale, 0.0f);
     if (accumulate) po.append_sum(1.0f);
@@ -128,18 +130,18 @@ void free_packed_dnnl(void* packed) {
 }
 
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
-                 int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate) {
+                 int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate) {
     const auto* p = static_cast<const Packed*>(packed);
     const memory::desc wd = p ? p->desc : plain_weights(K, N);
     const DType compute = p ? p->compute : DType::F32;
-    Key key{M, K, N, b != nullptr, gelu, scale, accumulate, p != nullptr, compute};
+    Key key{M, K, N, b != nullptr, act, scale, accumulate, p != nullptr, compute};
     dnnl::matmul prim;
     {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mu);
         auto it = c.prims.find(key);
         if (it == c.prims.end())
-            it = c.prims.emplace(key, make(M, K, N, b, gelu, scale, accumulate, wd, compute)).first;
+            it = c.prims.emplace(key, make(M, K, N, b, act, scale, accumulate, wd, compute)).first;
         prim = it->second;
     }
     auto& eng = engine();

@@ -11,6 +11,7 @@ namespace bioinfer::cpu {
 struct VecAvx512 {
     using R = __m512;
     static constexpr int W = 16;
+    static constexpr const char* kTable = "cpu-avx512";  // the kernel table's name
     static R load(const float* p) { return _mm512_loadu_ps(p); }
     static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
     static R set1(float x) { return _mm512_set1_ps(x); }
@@ -52,6 +53,7 @@ struct VecAvx512 {
 struct VecAvx2 {
     using R = __m256;
     static constexpr int W = 8;
+    static constexpr const char* kTable = "cpu-avx2";
     static R load(const float* p) { return _mm256_loadu_ps(p); }
     static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
     static R set1(float x) { return _mm256_set1_ps(x); }

@@ -11,15 +11,28 @@ namespace bioinfer::kernels {
 namespace {
 
 float gelu_erf(float x) { return float(0.5 * double(x) * (1.0 + std::erf(double(x) / std::sqrt(2.0)))); }
+float gelu_tanh_1(float x) {
+    const double d = x;
+    return float(0.5 * d * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (d + 0.044715 * d * d * d))));
+}
+
+float activate(Act act, float x) {
+    switch (act) {
+        case Act::Gelu: return gelu_erf(x);
+        case Act::GeluTanh: return gelu_tanh_1(x);
+        case Act::None: break;
+    }
+    return x;
+}
 
 void linear(const float* x, const float* w, const void* /*packed*/, const float* b, float* y,
-            int64_t M, int64_t K, int64_t N, bool gelu, float scale, bool accumulate) {
+            int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate) {
 #pragma omp parallel for
     for (int64_t m = 0; m < M; ++m) {
         for (int64_t n = 0; n < N; ++n) {
             double acc = b ? b[n] : 0.0;
             for (int64_t k = 0; k < K; ++k) acc += double(x[m * K + k]) * w[n * K + k];
-            float r = (gelu ? gelu_erf(float(acc)) : float(acc)) * scale;
+            float r = activate(act, float(acc)) * scale;
             y[m * N + n] = accumulate ? y[m * N + n] + r : r;
         }
     }
@@ -51,6 +64,10 @@ void layer_norm(const float* x, const float* g, const float* bt, float* y, int64
 
 void gelu(const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf(x[i]);
+}
+
+void gelu_tanh(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_1(x[i]);
 }
 
 void softmax(float* x, int64_t rows, int64_t cols, const float* additive, const uint8_t* keep) {
@@ -88,22 +105,24 @@ void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t 
 
 // Textbook attention, one query row at a time, in double.
 void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
-               int64_t B, int64_t H, int64_t Dh, float scale, const uint8_t* key_valid,
-               float* probs, int64_t P) {
-    const int64_t D = H * Dh;
+               int64_t B, int64_t H, int64_t Hkv, int64_t Dh, float scale, bool causal,
+               const uint8_t* key_valid, float* probs, int64_t P) {
+    const int64_t D = H * Dh, Dkv = Hkv * Dh, group = H / Hkv;
     if (probs) std::fill(probs, probs + B * H * P * P, 0.0f);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < H; ++h) {
-            const int64_t r0 = cu[b], L = cu[b + 1] - cu[b];
-            const auto valid = [&](int64_t j) { return !key_valid || key_valid[r0 + j]; };
+            const int64_t r0 = cu[b], L = cu[b + 1] - cu[b], hk = h / group;
             std::vector<double> p(static_cast<size_t>(L));
             for (int64_t i = 0; i < L; ++i) {
+                const auto sees = [&](int64_t j) {
+                    return (!key_valid || key_valid[r0 + j]) && (!causal || j <= i);
+                };
                 const float* qi = q + (r0 + i) * D + h * Dh;
                 double mx = -std::numeric_limits<double>::infinity();
                 for (int64_t j = 0; j < L; ++j) {
-                    if (!valid(j)) continue;
-                    const float* kj = k + (r0 + j) * D + h * Dh;
+                    if (!sees(j)) continue;
+                    const float* kj = k + (r0 + j) * Dkv + hk * Dh;
                     double d = 0;
                     for (int64_t c = 0; c < Dh; ++c) d += double(qi[c]) * kj[c];
                     p[size_t(j)] = d * scale;
@@ -111,7 +130,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                 }
                 double sum = 0;
                 for (int64_t j = 0; j < L; ++j)
-                    sum += p[size_t(j)] = valid(j) ? std::exp(p[size_t(j)] - mx) : 0.0;
+                    sum += p[size_t(j)] = sees(j) ? std::exp(p[size_t(j)] - mx) : 0.0;
                 for (int64_t j = 0; j < L; ++j) p[size_t(j)] = sum > 0 ? p[size_t(j)] / sum : 0.0;
                 if (probs)
                     for (int64_t j = 0; j < L; ++j)
@@ -119,7 +138,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                 float* oi = out + (r0 + i) * D + h * Dh;
                 for (int64_t c = 0; c < Dh; ++c) {
                     double o = 0;
-                    for (int64_t j = 0; j < L; ++j) o += p[size_t(j)] * v[(r0 + j) * D + h * Dh + c];
+                    for (int64_t j = 0; j < L; ++j)
+                        o += p[size_t(j)] * v[(r0 + j) * Dkv + hk * Dh + c];
                     oi[c] = float(o);
                 }
             }
@@ -149,6 +169,7 @@ const KernelTable& ref_kernels() {
                                .attention = attention,
                                .layer_norm = layer_norm,
                                .gelu = gelu,
+                               .gelu_tanh = gelu_tanh,
                                .swiglu = swiglu,
                                .softmax = softmax,
                                .rotary = rotary,

@@ -1,0 +1,67 @@
+// The tuned table: which variant of a kernel (and with which parameters) runs at which shape.
+// `bioinfer bench sweep --update-table` writes it from sweep results (src/tuning/tuned_table.json,
+// compiled into the binary); BIOINFER_TUNED_TABLE=FILE reads another at start-up, =none runs every
+// kernel with its built-in default. Kernels ask once per call, never inside a parallel region.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bioinfer::tuning {
+
+// One shape dimension of a lookup. exact: an entry must have the same value to apply (flags such
+// as causal or the activation); other dimensions match the nearest entry on a log scale.
+struct Dim {
+    const char* name;
+    int64_t value;
+    bool exact = false;
+};
+
+struct Choice {
+    std::string variant;  // empty: no entry applies, the kernel runs its default
+    std::map<std::string, int64_t> params;
+    int64_t param(const std::string& key, int64_t fallback) const {
+        auto it = params.find(key);
+        return it == params.end() ? fallback : it->second;
+    }
+    bool is(const char* v) const { return variant == v; }
+};
+
+struct Entry {
+    std::string kernels, op, dtype;  // kernel table name ("cpu-avx512"), op, compute dtype
+    std::map<std::string, int64_t> shape;
+    Choice choice;
+};
+
+struct Table {
+    std::vector<Entry> entries;
+    std::string origin;  // where it came from, for messages and reports
+};
+
+// Parses a table document; errors name `where` and the offending entry.
+Table parse_table(const std::string& text, const std::string& where);
+// The table the kernels read: the built-in one, or BIOINFER_TUNED_TABLE. Loaded on first use;
+// load_active_table() does it eagerly so a bad file is a clear error before any kernel runs.
+const Table& active_table();
+void load_active_table();
+
+// The entry nearest to `shape` among those for this kernel table, op and dtype whose exact
+// dimensions match; an empty Choice when there is none. A forced choice (below) wins.
+Choice lookup(const char* kernels, const char* op, const char* dtype,
+              std::initializer_list<Dim> shape);
+Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,
+                 const std::string& dtype, const std::vector<Dim>& shape);
+
+// A sweep times one variant at a time by forcing it for an op; lookups for that op return it
+// until the guard goes out of scope. Not for concurrent use (the sweep is the only caller).
+class Force {
+public:
+    Force(std::string op, Choice c);
+    ~Force();
+    Force(const Force&) = delete;
+    Force& operator=(const Force&) = delete;
+};
+
+}  // namespace bioinfer::tuning

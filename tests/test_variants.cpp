@@ -1,0 +1,204 @@
+// Every kernel variant the tuned table can select, forced one at a time, against the reference
+// kernels: attention tilings and the materialised form (with causal masks and grouped-query heads),
+// the softmax and layer-norm algorithms, serial and parallel elementwise ops, the own GEMM
+// provider's blockings and the separate activation after a GEMM.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ops/ops.h"
+#include "test_util.h"
+#include "tuning/tuned_table.h"
+
+using namespace bioinfer;
+using bioinfer::test::compare;
+using bioinfer::test::random_tensor;
+
+namespace {
+
+tuning::Choice variant(const char* name, std::map<std::string, int64_t> params = {}) {
+    return tuning::Choice{name, std::move(params)};
+}
+
+}  // namespace
+
+TEST(Variants, AttentionTilingsCausalAndGroupedHeads) {
+    const int64_t B = 2, L = 203, Dh = 24;
+    const std::vector<tuning::Choice> variants{
+        variant("tiled", {{"q_block", 32}, {"k_block", 64}}),
+        variant("tiled", {{"q_block", 64}, {"k_block", 128}}),
+        variant("tiled", {{"q_block", 128}, {"k_block", 256}}),
+        variant("tiled", {{"q_block", 7}, {"k_block", 40}}),  // odd sizes: k_block rounds to vectors
+        variant("materialised")};
+    for (auto [H, Hkv] : {std::pair<int64_t, int64_t>{4, 4}, {4, 2}, {6, 1}})
+        for (bool causal : {false, true}) {
+            Tensor q = random_tensor({B, L, H * Dh}, 51, 0.0f, 2.0f),
+                   k = random_tensor({B, L, Hkv * Dh}, 52), v = random_tensor({B, L, Hkv * Dh}, 53);
+            std::vector<uint8_t> valid(size_t(B * L), 1);
+            for (int64_t t = 150; t < L; ++t) valid[size_t(L + t)] = 0;  // sequence 1 padded
+            valid[size_t(L + 0)] = 0;  // and its first key masked: causal row 0 sees nothing
+            const ops::AttentionOpts opts{.kv_heads = Hkv, .causal = causal};
+            Tensor ref = Tensor::empty({B, L, H * Dh});
+            ops::set_backend(ops::Backend::Ref);
+            ops::attention(q, k, v, H, 0.25f, valid, ref, nullptr, opts);
+            ops::set_backend(ops::Backend::Cpu);
+            for (const auto& c : variants) {
+                tuning::Force f("attention", c);
+                Tensor got = Tensor::empty({B, L, H * Dh});
+                ops::attention(q, k, v, H, 0.25f, valid, got, nullptr, opts);
+                compare(got, ref, 2e-5, 2e-5,
+                        "attention " + c.variant + " q" + std::to_string(c.param("q_block", 0)) +
+                            " k" + std::to_string(c.param("k_block", 0)) + " H" +
+                            std::to_string(H) + "/" + std::to_string(Hkv) +
+                            (causal ? " causal" : ""));
+            }
+            // Probabilities under a causal mask: the upper triangle is exactly zero.
+            Tensor p = Tensor::empty({B, H, L, L}), o = Tensor::empty({B, L, H * Dh});
+            ops::attention(q, k, v, H, 0.25f, valid, o, &p, opts);
+            compare(o, ref, 2e-5, 2e-5, "attention with probs");
+            if (causal)
+                for (int64_t i = 0; i < L; ++i)
+                    for (int64_t j = i + 1; j < L; ++j) ASSERT_EQ(p.f32()[i * L + j], 0.0f);
+        }
+}
+
+TEST(Variants, SoftmaxThreePassAndOnline) {
+    for (int64_t cols : {1, 15, 16, 17, 100, 1024}) {
+        Tensor x = random_tensor({5, cols}, 61, 0.0f, 4.0f);
+        std::vector<uint8_t> keep(size_t(cols), 1);
+        for (int64_t c = 0; c < cols; c += 3) keep[size_t(c)] = 0;
+        Tensor add = random_tensor({cols}, 62);
+        Tensor ref = x.clone();
+        ops::set_backend(ops::Backend::Ref);
+        ops::softmax(ref, &add, keep.data());
+        ops::set_backend(ops::Backend::Cpu);
+        for (const char* v : {"three_pass", "online"}) {
+            tuning::Force f("softmax", variant(v));
+            Tensor got = x.clone();
+            ops::softmax(got, &add, keep.data());
+            compare(got, ref, 1e-6, 1e-5, std::string("softmax ") + v + " cols " + std::to_string(cols));
+        }
+    }
+}
+
+TEST(Variants, LayerNormAlgorithmsAndThreading) {
+    for (int64_t d : {7, 64, 320, 1153}) {
+        Tensor x = random_tensor({37, d}, 71, 0.5f, 2.0f), g = random_tensor({d}, 72),
+               b = random_tensor({d}, 73);
+        Tensor ref = Tensor::empty({37, d});
+        ops::set_backend(ops::Backend::Ref);
+        ops::layer_norm(x, g, b, 1e-5f, ref);
+        ops::set_backend(ops::Backend::Cpu);
+        for (const char* v : {"two_pass", "one_pass"})
+            for (int64_t par : {0, 1}) {
+                tuning::Force f("layer_norm", variant(v, {{"parallel", par}}));
+                Tensor got = Tensor::empty({37, d});
+                ops::layer_norm(x, g, b, 1e-5f, got);
+                compare(got, ref, 1e-4, 1e-4, std::string("layer_norm ") + v);
+            }
+    }
+}
+
+TEST(Variants, ElementwiseSerialAndParallel) {
+    for (int64_t n : {1, 17, 4096, 4097, 20000}) {
+        Tensor x = random_tensor({n}, 81, 0.0f, 3.0f), u = random_tensor({n}, 82);
+        Tensor r_gelu = Tensor::empty({n}), r_tanh = Tensor::empty({n}), r_swi = Tensor::empty({n});
+        ops::set_backend(ops::Backend::Ref);
+        ops::gelu(x, r_gelu);
+        ops::gelu_tanh(x, r_tanh);
+        ops::swiglu(x, u, r_swi);
+        ops::set_backend(ops::Backend::Cpu);
+        for (int64_t par : {0, 1}) {
+            const auto c = variant("simd", {{"parallel", par}});
+            Tensor got = Tensor::empty({n});
+            {
+                tuning::Force f("gelu", c);
+                ops::gelu(x, got);
+                compare(got, r_gelu, 1e-6, 1e-5, "gelu");
+            }
+            {
+                tuning::Force f("gelu_tanh", c);
+                ops::gelu_tanh(x, got);
+                compare(got, r_tanh, 1e-6, 1e-5, "gelu_tanh");
+            }
+            {
+                tuning::Force f("swiglu", c);
+                ops::swiglu(x, u, got);
+                compare(got, r_swi, 1e-6, 1e-5, "swiglu");
+            }
+        }
+    }
+}
+
+TEST(Variants, RotarySerialAndParallel) {
+    const int64_t L = 77, H = 3, Dh = 40;
+    Tensor x = random_tensor({1, L, H, Dh}, 91), inv = random_tensor({Dh / 2}, 92, 0.1f, 0.01f);
+    Tensor cos = Tensor::empty({L, Dh / 2}), sin = Tensor::empty({L, Dh / 2});
+    ops::rotary_tables(inv, L, cos, sin);
+    Tensor ref = x.clone();
+    ops::set_backend(ops::Backend::Ref);
+    ops::rotary(ref, cos, sin);
+    ops::set_backend(ops::Backend::Cpu);
+    for (int64_t par : {0, 1}) {
+        tuning::Force f("rotary", variant("simd", {{"parallel", par}}));
+        Tensor got = x.clone();
+        ops::rotary(got, cos, sin);
+        compare(got, ref, 1e-6, 1e-6, "rotary");
+        Tensor got2 = x.clone().reshape({L, H, Dh});  // one packed sequence
+        ops::rotary_varlen(got2, {0, L}, cos, sin);
+        compare(got2, ref, 1e-6, 1e-6, "rotary_varlen");
+    }
+}
+
+// The own GEMM provider (weights transposed at pack time) with blockings that do and do not
+// divide the shape, every epilogue, and fp32 and bf16 storage; the separate-activation form of a
+// oneDNN GEMM.
+TEST(Variants, LinearProvidersAndActivation) {
+    const int64_t M = 53, K = 300, N = 77;
+    Tensor x = random_tensor({M, K}, 101), w = random_tensor({N, K}, 102, 0.0f, 0.1f),
+           b = random_tensor({N}, 103), res = random_tensor({M, N}, 104);
+    Tensor wb = Tensor::empty({N, K}, DType::BF16);
+    for (int64_t i = 0; i < w.numel(); ++i)
+        static_cast<uint16_t*>(wb.raw())[i] = f32_to_bf16(bf16_to_f32(f32_to_bf16(w.f32()[i])));
+    Tensor w_rounded = Tensor::empty({N, K});  // the bf16-stored weights as fp32
+    for (int64_t i = 0; i < w.numel(); ++i)
+        w_rounded.f32()[i] = bf16_to_f32(static_cast<const uint16_t*>(wb.raw())[i]);
+    struct Mode {
+        Act act;
+        float scale;
+        bool accumulate;
+    };
+    for (const Mode& md : {Mode{Act::None, 1.0f, false}, Mode{Act::Gelu, 1.0f, false},
+                           Mode{Act::GeluTanh, 0.5f, false}, Mode{Act::None, 0.7f, true}}) {
+        const ops::Epilogue ep{.act = md.act, .scale = md.scale, .accumulate = md.accumulate};
+        for (const Tensor* wsrc : {&w, &wb}) {
+            const Tensor& wf = wsrc == &w ? w : w_rounded;
+            Tensor ref = res.clone();
+            ops::set_backend(ops::Backend::Ref);
+            ops::linear(x, wf, &b, ref, ep);
+            ops::set_backend(ops::Backend::Cpu);
+            for (auto blk : {std::map<std::string, int64_t>{{"m_block", 96}, {"n_block", 256}, {"k_block", 256}},
+                             {{"m_block", 10}, {"n_block", 33}, {"k_block", 70}}}) {
+                std::shared_ptr<const ops::PackedWeight> packed;
+                {
+                    tuning::Force f("matmul", variant("own_packed", blk));
+                    packed = ops::pack_linear_weight(*wsrc, DType::F32);
+                }
+                ASSERT_NE(packed, nullptr);
+                Tensor got = res.clone();
+                ops::linear(x, wf, &b, got, ep, packed.get());  // the forced choice lives in the pack
+                compare(got, ref, 1e-4, 1e-4, "own_packed m_block " + std::to_string(blk["m_block"]));
+            }
+            if (md.act != Act::None) {
+                auto packed = ops::pack_linear_weight(*wsrc, DType::F32);
+                tuning::Force f("matmul_act", variant("separate"));
+                Tensor got = res.clone();
+                ops::linear(x, wf, &b, got, ep, packed.get());
+                compare(got, ref, 1e-4, 1e-4, "separate activation");
+                Tensor got2 = res.clone();
+                ops::linear(x, wf, &b, got2, ep);  // unpacked weights
+                compare(got2, ref, 1e-4, 1e-4, "separate activation, unpacked");
+            }
+        }
+    }
+}
