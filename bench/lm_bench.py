@@ -13,6 +13,10 @@ padding). Every run is its own process (so peak RSS is its own): model load, a w
 first --warmup-records records, then --repeat timed passes over the whole set; the fastest counts.
 The sides alternate for --rounds rounds, so a slow spell of a shared machine hits all of them.
 
+--sides picks who runs (default bioinfer and both transformers modes); bioinfer_untuned is
+bioinfer with its tuned kernel table switched off (BIOINFER_TUNED_TABLE=none), so a row's
+ratio_tuned (bioinfer over bioinfer_untuned) is what the op sweep's table changed.
+
 A GEMM microbenchmark in the same run (bioinfer bench matmul and torch.nn.functional.linear at each
 model's FFN shape, 2048 tokens) measures the machine's bf16 and fp32 GEMM throughput; the highest
 bf16 figure is the peak that bf16 rows are held against: tokens/s that peak allows = peak FLOP/s
@@ -183,8 +187,8 @@ def make_model(name, out):
                           + ["<null_1>", "<mask>"]) + "\n")
 
 
-def run_json(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
+def run_json(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -221,6 +225,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--warmup-records", type=int, default=8)
+    ap.add_argument("--sides", default="bioinfer,transformers_typical,transformers_sorted",
+                    help="any of bioinfer, bioinfer_untuned, transformers_typical, transformers_sorted")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "lm_cpu.json"))
     ap.add_argument("--hf-worker", nargs=8, help=argparse.SUPPRESS)
@@ -241,6 +247,10 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
     models = args.models.split(",")
+    sides = args.sides.split(",")
+    known = ("bioinfer", "bioinfer_untuned", "transformers_typical", "transformers_sorted")
+    if any(s not in known for s in sides):
+        ap.error(f"--sides: expected some of {', '.join(known)}")
     sets = make_sets()
     gemm = gemm_bench(args, sorted({(2048, MODELS[m][2], MODELS[m][4]) for m in models}))
     peak = gemm["bf16_peak_gflops"]
@@ -257,25 +267,31 @@ def main():
             for precision in args.precisions.split(","):
                 for name in args.sets.split(","):
                     fasta = os.path.join(tmp, name + ".fasta")
-                    runs = {"bioinfer": [], "transformers_typical": [], "transformers_sorted": []}
+                    runs = {side: [] for side in sides}
                     for _ in range(args.rounds):
-                        runs["bioinfer"].append(run_json(
-                            [args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads",
-                             str(args.threads), "--repeat", str(args.repeat), "--precision", precision,
-                             "--warmup-records", str(args.warmup_records)]))
-                        for mode in ("typical", "sorted"):
-                            runs["transformers_" + mode].append(run_json(
-                                [sys.executable, __file__, "--hf-worker", mdir, arch, fasta,
-                                 str(args.threads), str(args.repeat), precision, mode,
-                                 str(args.warmup_records)]))
+                        for side in sides:
+                            if side.startswith("bioinfer"):
+                                env = dict(os.environ)
+                                if side == "bioinfer_untuned":
+                                    env["BIOINFER_TUNED_TABLE"] = "none"
+                                runs[side].append(run_json(
+                                    [args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads",
+                                     str(args.threads), "--repeat", str(args.repeat), "--precision",
+                                     precision, "--warmup-records", str(args.warmup_records)], env))
+                            else:
+                                runs[side].append(run_json(
+                                    [sys.executable, __file__, "--hf-worker", mdir, arch, fasta,
+                                     str(args.threads), str(args.repeat), precision,
+                                     side.split("_", 1)[1], str(args.warmup_records)]))
                     best = {k: best_of(v) for k, v in runs.items()}
                     row = {"model": model, "precision": precision, "set": name,
                            "gflop_per_token": gflop_per_token(model, sets[name]), **best, "rounds": runs}
-                    ours = best["bioinfer"].get("tokens_per_s")
-                    for mode in ("typical", "sorted"):
-                        ref = best["transformers_" + mode].get("tokens_per_s")
+                    ours = best.get("bioinfer", {}).get("tokens_per_s")
+                    for mode in ("typical", "sorted", "untuned"):
+                        side = ("bioinfer_" if mode == "untuned" else "transformers_") + mode
+                        ref = best.get(side, {}).get("tokens_per_s")
                         if ours and ref:
-                            row["ratio_" + mode] = ours / ref
+                            row["ratio_" + ("tuned" if mode == "untuned" else mode)] = ours / ref
                     if precision == "bf16" and peak and ours:
                         row["peak_allowed_tokens_per_s"] = peak / row["gflop_per_token"]
                         row["fraction_of_peak"] = ours / row["peak_allowed_tokens_per_s"]
@@ -283,6 +299,7 @@ def main():
                     print(f"{model:>10} {precision} {name:<22} bioinfer {ours or float('nan'):7.1f} tok/s"
                           f"  vs typical {row.get('ratio_typical', float('nan')):.2f}x"
                           f"  vs sorted {row.get('ratio_sorted', float('nan')):.2f}x"
+                          f"  tuned vs untuned {row.get('ratio_tuned', float('nan')):.2f}x"
                           + (f"  {row['fraction_of_peak']:.0%} of bf16 GEMM peak"
                              if "fraction_of_peak" in row else ""), flush=True)
             subprocess.run(["rm", "-rf", mdir])
@@ -295,7 +312,9 @@ def main():
                       "tokens": "real tokens with <cls>/<eos>, padding not counted",
                       "transformers_typical": "batches of 8 in input order, padded to the longest",
                       "transformers_sorted": "length-sorted batches up to 4096 padded tokens",
-                      "bioinfer": "length-sorted batches of up to 4096 tokens, packed (no padding)"},
+                      "bioinfer": "length-sorted batches of up to 4096 tokens, packed (no padding)",
+                      "bioinfer_untuned": "bioinfer with BIOINFER_TUNED_TABLE=none (every kernel's default)",
+                      "sides": sides},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "date": time.strftime("%Y-%m-%d"),
            "gemm": gemm,

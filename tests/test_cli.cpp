@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -317,6 +318,171 @@ TEST_F(Cli, BenchMatmulAndEmbedPrintJson) {
     r = run("bench matmul --m 0");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("--m/--k/--n"), std::string::npos) << r.err;
+}
+
+// The sweep's plan: every sub-sweep, both shape sets of the issue, without running a kernel.
+TEST_F(Cli, SweepDryRunListsEveryShapeAndVariant) {
+    Result r = run("bench sweep --dry-run", "", p("plan.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(io::read_file(p("plan.json")));
+    EXPECT_EQ(j["dry_run"], true);
+    std::map<std::string, nlohmann::json> sweeps;
+    for (const auto& s : j["sweeps"]) sweeps[s["sweep"]] = s["cases"];
+    for (const char* name : {"matmul", "attention", "layer_norm", "rotary", "softmax", "activation"}) {
+        ASSERT_TRUE(sweeps.count(name)) << name;
+        EXPECT_FALSE(sweeps[name].empty()) << name;
+        for (const auto& c : sweeps[name])
+            for (const auto& v : c["variants"]) EXPECT_TRUE(v.contains("table_op")) << name;
+    }
+    std::vector<std::string> pending;
+    for (const auto& pd : j["pending"]) pending.push_back(pd["sweep"]);
+    EXPECT_EQ(pending, (std::vector<std::string>{"trimul", "triatt"}));
+    const auto has_case = [&](const std::string& sweep, const nlohmann::json& shape, const std::string& dt) {
+        for (const auto& c : sweeps[sweep])
+            if (c["shape"] == shape && c["dtype"] == dt) return true;
+        return false;
+    };
+    // ESM-2 3B's feed-forward at 1024 tokens, in both dtypes; a gr00t linear with tanh-GELU.
+    EXPECT_TRUE(has_case("matmul", {{"m", 1024}, {"k", 2560}, {"n", 10240}, {"act", 1}}, "bf16"));
+    EXPECT_TRUE(has_case("matmul", {{"m", 1792}, {"k", 1024}, {"n", 4096}, {"act", 2}}, "fp32"));
+    // gr00t's causal grouped-query attention and a masked one; ESM C 600M at 512 with padding.
+    EXPECT_TRUE(has_case("attention", {{"batch", 1}, {"heads", 16}, {"kv_heads", 8}, {"seq", 384},
+                                       {"head_dim", 128}, {"causal", 1}, {"valid", 384}}, "fp32"));
+    EXPECT_TRUE(has_case("attention", {{"batch", 1}, {"heads", 32}, {"kv_heads", 32}, {"seq", 512},
+                                       {"head_dim", 64}, {"causal", 0}, {"valid", 469}}, "fp32"));
+    EXPECT_TRUE(has_case("attention", {{"batch", 2}, {"heads", 18}, {"kv_heads", 18}, {"seq", 512},
+                                       {"head_dim", 64}, {"causal", 0}, {"valid", 384}}, "fp32"));
+    // A narrower plan, and the errors a user can make.
+    r = run("bench sweep --dry-run --what attention,softmax --shapes tiny --dtypes fp32", "", p("tiny.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(io::read_file(p("tiny.json")))["sweeps"].size(), 2u);
+    r = run("bench sweep --dry-run --what trimul");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("trimul is not available yet"), std::string::npos) << r.err;
+    r = run("bench sweep --dry-run --shapes esm3");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("unknown shape set 'esm3'"), std::string::npos) << r.err;
+}
+
+// A real sweep at tiny shapes: every file, row and stage carries what the results schema promises.
+TEST_F(Cli, SweepTinyRunWritesValidatedJson) {
+    const std::string dtypes = test::has_bf16_gemm() ? "fp32,bf16" : "fp32";
+    Result r = run("bench sweep --shapes tiny --reps 2 --iters 1 --dtypes " + dtypes + " --out " + p("sw"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* name : {"matmul", "attention", "layer_norm", "rotary", "softmax", "activation"}) {
+        const std::string f = p("sw") + "/" + name + "-tiny.json";
+        ASSERT_TRUE(fs::exists(f)) << f;
+        const auto j = nlohmann::json::parse(io::read_file(f));
+        EXPECT_EQ(j["bench"], "bioinfer bench sweep");
+        EXPECT_EQ(j["schema_version"], 1);
+        EXPECT_EQ(j["sweep"], name);
+        const auto& m = j["machine"];
+        for (const char* k : {"cpu", "isa", "cores", "threads", "kernels", "libraries", "peaks"})
+            EXPECT_TRUE(m.contains(k)) << k;
+        EXPECT_GT(m["peaks"]["gemm_gflops"]["fp32"].get<double>(), 0.0);
+        EXPECT_GT(m["peaks"]["memory_gbps"].get<double>(), 0.0);
+        EXPECT_TRUE(m["libraries"].contains("onednn"));
+        EXPECT_EQ(j["arguments"]["reps"], 2);
+        EXPECT_TRUE(j["method"].contains("timing"));
+        EXPECT_TRUE(j["errors"].empty()) << j["errors"].dump();
+        ASSERT_FALSE(j["rows"].empty());
+        for (const auto& row : j["rows"]) {
+            const std::string what = std::string(name) + " " + row["label"].get<std::string>() + " " +
+                                     row["variant"].get<std::string>();
+            EXPECT_EQ(row["status"], "ok") << what;
+            EXPECT_TRUE(row["admitted"].get<bool>()) << what;
+            EXPECT_GE(row["pcc"].get<double>(), 0.999) << what;
+            EXPECT_GE(row["max_abs"].get<double>(), 0.0) << what;
+            EXPECT_EQ(row["us"]["reps"].size(), 2u) << what;
+            EXPECT_GT(row["us"]["min"].get<double>(), 0.0) << what;
+            EXPECT_LE(row["us"]["min"].get<double>(), row["us"]["mean"].get<double>()) << what;
+            EXPECT_GT(row.value(j["sweep"] == "matmul" || j["sweep"] == "attention" ? "gflops" : "gbps", 0.0), 0.0) << what;
+            EXPECT_GT(row["peak_fraction"].get<double>(), 0.0) << what;
+        }
+        ASSERT_FALSE(j["stages"].empty());
+        for (const auto& st : j["stages"]) {
+            ASSERT_TRUE(st.contains("winner")) << st.dump();
+            EXPECT_TRUE(st["default"].contains("us")) << st.dump();  // the default was measured
+            EXPECT_LE(st["winner"]["us"].get<double>(), st["default"]["us"].get<double>() * 1.0000001);
+        }
+    }
+    // The rows name every variant the engine can select, e.g. attention's materialised form.
+    const auto att = nlohmann::json::parse(io::read_file(p("sw") + "/attention-tiny.json"));
+    int materialised = 0, tiled = 0;
+    for (const auto& row : att["rows"]) {
+        materialised += row["variant"] == "materialised";
+        tiled += row["variant"] == "tiled";
+    }
+    EXPECT_EQ(materialised, 2);
+    EXPECT_EQ(tiled, 18);
+
+    // --update-table writes the winners where the kernels read them, and --report reads them back.
+    r = run("bench sweep --update-table " + p("sw") + "/attention-tiny.json," + p("sw") +
+            "/matmul-tiny.json --table " + p("table.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto table = nlohmann::json::parse(io::read_file(p("table.json")));
+    size_t winners = 0;
+    for (const char* f : {"attention-tiny.json", "matmul-tiny.json"})
+        winners += nlohmann::json::parse(io::read_file(p("sw") + "/" + f))["stages"].size();
+    EXPECT_EQ(table["entries"].size(), winners);
+    r = run("bench sweep --report " + p("sw") + "/attention-tiny.json",
+            "BIOINFER_TUNED_TABLE=" + p("table.json"), p("report.txt"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const std::string rep = io::read_file(p("report.txt"));
+    EXPECT_NE(rep.find("tuned table: " + p("table.json")), std::string::npos) << rep;
+    EXPECT_NE(rep.find("(table)"), std::string::npos) << rep;
+    EXPECT_EQ(rep.find("(default)"), std::string::npos) << rep;
+    // A table the kernels cannot read is refused before anything runs.
+    write("bad.json", "{\"entries\": [{\"op\": 1}]}");
+    r = run("bench sweep --what softmax --shapes tiny --reps 1 --iters 1 --out " + p("sw2"),
+            "BIOINFER_TUNED_TABLE=" + p("bad.json"));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("bad.json: entry 0"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("sw2")));
+}
+
+// A variant that fails is recorded with its error and the sweep goes on; the exit status says so.
+TEST_F(Cli, SweepRecordsFailingVariants) {
+    // oneDNN capped at AVX2 has no bf16 GEMM: every bf16 variant fails, fp32 ones still run.
+    Result r = run("bench sweep --what matmul --shapes tiny --reps 1 --iters 1 --dtypes fp32,bf16 --out " +
+                       p("sw"),
+                   "ONEDNN_MAX_CPU_ISA=AVX2");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("variants failed"), std::string::npos) << r.err;
+    const auto j = nlohmann::json::parse(io::read_file(p("sw") + "/matmul-tiny.json"));
+    EXPECT_FALSE(j["errors"].empty());
+    int failed = 0, ok = 0;
+    for (const auto& row : j["rows"]) {
+        if (row["dtype"] == "bf16") {
+            EXPECT_EQ(row["status"], "error");
+            EXPECT_NE(row["error"].get<std::string>().find("no BF16 GEMM on this CPU"), std::string::npos)
+                << row["error"];
+            EXPECT_FALSE(row["admitted"].get<bool>());
+            ++failed;
+        } else {
+            EXPECT_EQ(row["status"], "ok");
+            ++ok;
+        }
+    }
+    EXPECT_GT(failed, 0);
+    EXPECT_GT(ok, 0);
+}
+
+// --report works from a results file alone: the committed sweep of this machine.
+TEST_F(Cli, SweepReportOnCommittedResults) {
+    const std::string f = std::string(BIOINFER_SOURCE) + "/bench/results/sweeps/attention-esm+gr00t.json";
+    Result r = run("bench sweep --report " + f, "", p("report.txt"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const std::string rep = io::read_file(p("report.txt"));
+    const auto j = nlohmann::json::parse(io::read_file(f));
+    size_t lines = 0;
+    for (size_t at = rep.find("\nattention "); at != std::string::npos; at = rep.find("\nattention ", at + 1))
+        ++lines;
+    EXPECT_EQ(lines, j["stages"].size()) << rep;
+    EXPECT_NE(rep.find("sweep winner"), std::string::npos);
+    r = run("bench sweep --report " + kFix + "/cases.json");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("not a sweep results file"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, HelpAndUnknownCommand) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bioinfer/tensor.h"
+#include "core/agreement.h"
 #include "ops/ops.h"
 
 namespace bioinfer::test {
@@ -19,33 +20,9 @@ inline Tensor random_tensor(const Shape& s, uint32_t seed, float mean = 0.0f, fl
     return t;
 }
 
-struct Stats {
-    double pcc = 0, max_abs = 0, rel_l2 = 0;
-};
+using Stats = Agreement;
 
-inline Stats stats(const float* a, const float* b, int64_t n) {
-    double sa = 0, sb = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        sa += a[i];
-        sb += b[i];
-    }
-    const double ma = sa / double(n), mb = sb / double(n);
-    double cov = 0, va = 0, vb = 0, diff2 = 0, ref2 = 0;
-    Stats s;
-    for (int64_t i = 0; i < n; ++i) {
-        const double x = a[i] - ma, y = b[i] - mb;
-        cov += x * y;
-        va += x * x;
-        vb += y * y;
-        const double d = double(a[i]) - b[i];
-        diff2 += d * d;
-        ref2 += double(b[i]) * b[i];
-        s.max_abs = std::max(s.max_abs, std::fabs(d));
-    }
-    s.pcc = (va > 0 && vb > 0) ? cov / std::sqrt(va * vb) : (diff2 == 0 ? 1.0 : 0.0);
-    s.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-    return s;
-}
+inline Stats stats(const float* a, const float* b, int64_t n) { return agreement(a, b, n); }
 
 // Elementwise |got - ref| <= atol + rtol * |ref|.
 inline void compare(const Tensor& got, const Tensor& ref, double atol, double rtol,

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "bioinfer/error.h"
 #include "ops/ops.h"
 #include "test_util.h"
 #include "tuning/tuned_table.h"
@@ -56,9 +57,10 @@ TEST(Variants, AttentionTilingsCausalAndGroupedHeads) {
             Tensor p = Tensor::empty({B, H, L, L}), o = Tensor::empty({B, L, H * Dh});
             ops::attention(q, k, v, H, 0.25f, valid, o, &p, opts);
             compare(o, ref, 2e-5, 2e-5, "attention with probs");
-            if (causal)
+            if (causal) {
                 for (int64_t i = 0; i < L; ++i)
                     for (int64_t j = i + 1; j < L; ++j) ASSERT_EQ(p.f32()[i * L + j], 0.0f);
+            }
         }
 }
 
@@ -201,4 +203,71 @@ TEST(Variants, LinearProvidersAndActivation) {
             }
         }
     }
+}
+
+TEST(TunedTable, NearestEntryExactFlagsAndFallback) {
+    const tuning::Table t = tuning::parse_table(R"({"entries": [
+        {"kernels": "cpu-avx512", "op": "attention", "dtype": "fp32",
+         "shape": {"seq": 128, "head_dim": 64, "causal": 0}, "variant": "tiled",
+         "params": {"q_block": 32, "k_block": 64}},
+        {"kernels": "cpu-avx512", "op": "attention", "dtype": "fp32",
+         "shape": {"seq": 1024, "head_dim": 64, "causal": 0}, "variant": "materialised"},
+        {"kernels": "cpu-avx512", "op": "attention", "dtype": "fp32",
+         "shape": {"seq": 1024, "head_dim": 64, "causal": 1}, "variant": "tiled",
+         "params": {"q_block": 128, "k_block": 256}},
+        {"kernels": "cpu-avx2", "op": "attention", "dtype": "fp32",
+         "shape": {"seq": 128, "head_dim": 64, "causal": 0}, "variant": "materialised"}]})",
+                                                "test table");
+    const auto at = [&](const char* kernels, int64_t seq, int64_t causal) {
+        return tuning::lookup_in(t, kernels, "attention", "fp32",
+                                 {{"seq", seq}, {"head_dim", 64}, {"causal", causal, true}});
+    };
+    EXPECT_EQ(at("cpu-avx512", 200, 0).variant, "tiled");  // nearer 128 than 1024 on a log scale
+    EXPECT_EQ(at("cpu-avx512", 200, 0).param("q_block", 0), 32);
+    EXPECT_EQ(at("cpu-avx512", 700, 0).variant, "materialised");
+    EXPECT_EQ(at("cpu-avx512", 100, 1).param("k_block", 0), 256);  // the only causal entry
+    EXPECT_EQ(at("cpu-avx2", 1000, 0).variant, "materialised");    // other ISA, other entries
+    EXPECT_TRUE(at("ref", 128, 0).variant.empty());                // none: the kernel's default
+    EXPECT_TRUE(tuning::lookup_in(t, "cpu-avx512", "softmax", "fp32", {{"rows", 4}}).variant.empty());
+    EXPECT_TRUE(tuning::lookup_in(t, "cpu-avx512", "attention", "bf16", {{"seq", 128}}).variant.empty());
+    EXPECT_EQ(at("cpu-avx512", 200, 0).param("missing", 7), 7);
+}
+
+TEST(TunedTable, BadTablesNameTheEntry) {
+    const auto err = [](const std::string& text) {
+        try {
+            tuning::parse_table(text, "t.json");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(err("{").find("[t.json] not valid JSON"), std::string::npos);
+    EXPECT_NE(err("{\"entries\": 3}").find("'entries' array"), std::string::npos);
+    EXPECT_NE(err(R"({"entries": [{"kernels": "k", "op": "o", "dtype": "fp32"}]})").find("entry 0"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"entries": [{"kernels": "k", "op": "o", "dtype": "fp32", "variant": "v",
+                       "params": {"q_block": "big"}}]})")
+                  .find("'q_block' must be an integer"),
+              std::string::npos);
+    // The built-in table parses (it is compiled in; a broken one would fail every lookup).
+    EXPECT_NO_THROW(tuning::load_active_table());
+}
+
+TEST(TunedTable, ForcedChoicesNestAndUnwind) {
+    const auto q_block = [] {
+        return tuning::lookup("cpu-avx512", "attention", "fp32", {{"seq", 64}}).param("q_block", -1);
+    };
+    const int64_t before = q_block();
+    {
+        tuning::Force a("attention", {"tiled", {{"q_block", 16}}});
+        EXPECT_EQ(q_block(), 16);
+        {
+            tuning::Force b("attention", {"tiled", {{"q_block", 8}}});
+            tuning::Force other("softmax", {"online", {}});
+            EXPECT_EQ(q_block(), 8);
+        }
+        EXPECT_EQ(q_block(), 16);
+    }
+    EXPECT_EQ(q_block(), before);
 }

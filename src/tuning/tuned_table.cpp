@@ -30,10 +30,10 @@ std::map<std::string, int64_t> int_map(const nlohmann::json& j, const std::strin
     return out;
 }
 
+// Choices forced by live Force guards, innermost last.
 struct Forced {
     std::atomic<bool> any{false};
-    std::string op;
-    Choice choice;
+    std::vector<std::pair<std::string, Choice>> stack;
 };
 
 Forced& forced() {
@@ -128,20 +128,22 @@ Choice lookup_in(const Table& t, const std::string& kernels, const std::string& 
 Choice lookup(const char* kernels, const char* op, const char* dtype,
               std::initializer_list<Dim> shape) {
     Forced& f = forced();
-    if (f.any.load(std::memory_order_acquire) && f.op == op) return f.choice;
+    if (f.any.load(std::memory_order_acquire))
+        for (auto it = f.stack.rbegin(); it != f.stack.rend(); ++it)
+            if (it->first == op) return it->second;
     return lookup_in(active_table(), kernels, op, dtype, std::vector<Dim>(shape));
 }
 
 Force::Force(std::string op, Choice c) {
     Forced& f = forced();
-    f.op = std::move(op);
-    f.choice = std::move(c);
+    f.stack.emplace_back(std::move(op), std::move(c));
     f.any.store(true, std::memory_order_release);
 }
 
 Force::~Force() {
     Forced& f = forced();
-    f.any.store(false, std::memory_order_release);
+    f.stack.pop_back();
+    f.any.store(!f.stack.empty(), std::memory_order_release);
 }
 
 }  // namespace bioinfer::tuning

@@ -55,7 +55,8 @@ Choice lookup_in(const Table& t, const std::string& kernels, const std::string& 
                  const std::string& dtype, const std::vector<Dim>& shape);
 
 // A sweep times one variant at a time by forcing it for an op; lookups for that op return it
-// until the guard goes out of scope. Not for concurrent use (the sweep is the only caller).
+// until the guard goes out of scope (guards nest, the innermost wins). Create and destroy guards
+// outside parallel regions only (the sweep and the tests are the callers).
 class Force {
 public:
     Force(std::string op, Choice c);

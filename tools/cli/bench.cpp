@@ -19,8 +19,12 @@
 
 namespace bioinfer::cli {
 
+int sweep_main(const Args& a, int argc, char** argv);
+const char* sweep_help();
+
 static const char* kBenchHelp = R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
        bioinfer bench matmul [--m M --k K --n N] [--precision P] [--threads N] [--repeat N]
+       bioinfer bench sweep [options]   (see 'bioinfer bench sweep --help')
 
 Loads the model once, runs one warm-up pass over INPUT (or over its first --warmup-records
 records), then --repeat timed passes (forward only, outputs not written) and prints JSON: tokens/s
@@ -86,6 +90,20 @@ int bench_matmul(const Args& a) {
 }  // namespace
 
 int bench_main(int argc, char** argv) {
+    if (argc > 0 && std::string(argv[0]) == "sweep") {
+        Args a = parse_args(argc - 1, argv + 1,
+                            {"what", "shapes", "dtypes", "iters", "reps", "threads", "out", "report",
+                             "update-table", "table"},
+                            {"help", "dry-run"});
+        if (a.has("help")) {
+            std::fputs(sweep_help(), stdout);
+            return 0;
+        }
+        BI_CHECK(a.positional.empty(), "arguments", "'bench sweep' takes no input, got '",
+                 a.positional.front(), "'");
+        set_num_threads(int(a.get_int("threads", 0)));
+        return sweep_main(a, argc - 1, argv + 1);
+    }
     Args a = parse_args(argc, argv,
                         {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
                          "precision", "m", "k", "n", "warmup-records"},

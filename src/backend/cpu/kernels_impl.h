@@ -145,8 +145,9 @@ void swiglu(const float* g, const float* u, float* y, int64_t n) {
     elementwise<V>("swiglu", n, [&](int64_t i, int64_t e) { swiglu_span<V>(g, u, y, i, e); });
 }
 
-// One row of layer norm. two_pass: the mean, then the variance of x - mean (the default, as
-// exact as the reference); one_pass: sum and sum of squares in a single read of x.
+// One row of layer norm. two_pass: the mean, then the variance of x - mean (the default);
+// one_pass: shifted sum and sum of squares in a single read of x, two independent accumulator
+// chains instead of one after the other.
 template <typename V, bool OnePass>
 inline void layer_norm_row(const float* xr, const float* g, const float* b, float* yr, int64_t d,
                            float eps) {
@@ -154,19 +155,24 @@ inline void layer_norm_row(const float* xr, const float* g, const float* b, floa
     float mean, var;
     int64_t i = 0;
     if constexpr (OnePass) {
+        // Sums of x - x[0], not of x: the variance E[y^2] - E[y]^2 then cancels no worse than
+        // the spread of the row, however far its mean sits from zero.
+        const float shift = xr[0];
+        const auto vshift = V::set1(shift);
         auto s1 = V::zero(), s2 = V::zero();
         for (; i + W <= d; i += W) {
-            const auto v = V::load(xr + i);
+            const auto v = V::sub(V::load(xr + i), vshift);
             s1 = V::add(s1, v);
             s2 = V::fmadd(v, v, s2);
         }
         float sum = V::hsum(s1), sq = V::hsum(s2);
         for (; i < d; ++i) {
-            sum += xr[i];
-            sq += xr[i] * xr[i];
+            sum += xr[i] - shift;
+            sq += (xr[i] - shift) * (xr[i] - shift);
         }
-        mean = sum / float(d);
-        var = std::max(0.0f, sq / float(d) - mean * mean);
+        const float dm = sum / float(d);
+        mean = shift + dm;
+        var = std::max(0.0f, sq / float(d) - dm * dm);
     } else {
         auto acc = V::zero();
         for (; i + W <= d; i += W) acc = V::add(acc, V::load(xr + i));
@@ -323,10 +329,12 @@ inline void rotary_span(float* x, int64_t p0, int64_t p1, int64_t pos_stride, in
                 V::store(v + i, V::fnmadd(x2, s, V::mul(x1, c)));
                 V::store(v + i + half, V::fmadd(x1, s, V::mul(x2, c)));
             }
-            for (; i < half; ++i) {
-                const float x1 = v[i], x2 = v[i + half];
-                v[i] = x1 * cp[i] - x2 * sp[i];
-                v[i + half] = x2 * cp[i] + x1 * sp[i];
+            if (i < half) {  // the tail as one partial vector (head dims 16 and 24 are all tail)
+                const int64_t n = half - i;
+                auto c = V::load_partial(cp + i, n), s = V::load_partial(sp + i, n);
+                auto x1 = V::load_partial(v + i, n), x2 = V::load_partial(v + i + half, n);
+                V::store_partial(v + i, V::fnmadd(x2, s, V::mul(x1, c)), n);
+                V::store_partial(v + i + half, V::fmadd(x1, s, V::mul(x2, c)), n);
             }
         }
     }
