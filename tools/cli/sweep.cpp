@@ -33,6 +33,7 @@ namespace {
 
 constexpr int kSchemaVersion = 1;
 constexpr double kAdmitPcc = 0.999;
+constexpr double kMaxErrorVsDefault = 4.0;
 // A variant replaces the default only when it is this much faster by its minimum time, and
 // faster by its mean too: smaller gaps are within the run-to-run noise of a shared machine and
 // would make the table flip between sweeps.
@@ -45,7 +46,8 @@ const char* kSweepHelp = R"(usage: bioinfer bench sweep [--what LIST|all] [--sha
        bioinfer bench sweep --update-table RESULTS.json[,MORE.json] [--table FILE]
 
 Runs every variant of each op at the real model shapes, checks each against a reference (admitted
-when PCC >= 0.999), times the admitted and the rejected alike (minimum over repetitions after a
+when PCC >= 0.999 and, in fp32, when its max-abs error is within 4x the default kernel's), times
+the admitted and the rejected alike (minimum over repetitions after a
 warm-up), and writes one JSON per sub-sweep. A variant that fails is recorded and the sweep goes
 on; the exit status is 1 when any variant failed.
 
@@ -260,6 +262,25 @@ json run_case(const Plan& p, const Timing& t, const json& peaks, json& errors) {
         }
         rows.push_back(row);
     }
+    // fp32 variants must also keep the fp32 path's accuracy: no more than kMaxErrorVsDefault
+    // times the default kernel's max-abs error at this shape (PCC alone admits a variant whose
+    // error, compounded over a model's layers, breaks the fp32 parity bar).
+    if (p.dtype == "fp32")
+        for (json& row : rows) {
+            if (row["status"] != "ok" || !row["admitted"].get<bool>()) continue;
+            const Variant dv = default_variant(row["op"]);
+            for (const json& d : rows)
+                if (d["op"] == row["op"] && d["variant"] == dv.name && d["params"] == json(dv.params) &&
+                    d["status"] == "ok" && !d["max_abs"].is_null()) {
+                    const double bound = kMaxErrorVsDefault * d["max_abs"].get<double>();
+                    if (!row["max_abs"].is_null() && row["max_abs"].get<double>() > bound) {
+                        row["admitted"] = false;
+                        row["not_admitted"] = cat("max-abs ", row["max_abs"].get<double>(), " > ",
+                                                  kMaxErrorVsDefault, " x the default's ",
+                                                  d["max_abs"].get<double>());
+                    }
+                }
+        }
     return rows;
 }
 
@@ -306,9 +327,11 @@ json stages_from_rows(const json& rows) {
         } else {
             g.rejected.push_back({{"variant", key},
                                   {"shape", label},
-                                  {"reason", r["status"] == "ok"
-                                                 ? cat("not admitted: pcc ", r["pcc"].dump())
-                                                 : cat("error: ", r.value("error", std::string()))}});
+                                  {"reason", r["status"] != "ok"
+                                                 ? cat("error: ", r.value("error", std::string()))
+                                                 : r.contains("not_admitted")
+                                                 ? cat("not admitted: ", r["not_admitted"].get<std::string>())
+                                                 : cat("not admitted: pcc ", r["pcc"].dump())}});
         }
     }
     json stages = json::array();
@@ -609,8 +632,10 @@ int sweep_main(const Args& a, int argc, char** argv) {
                      {{"timing", cat("per variant: one checked call (also the warm-up), then ", timing.reps,
                                      " timings of ", timing.iters,
                                      " back-to-back calls; us.min (the minimum over timings, per call) counts")},
-                      {"admission", cat("PCC >= ", kAdmitPcc, " against the reference: fp64 over sampled ",
-                                        "rows for matmul and attention, the fp32 reference kernels otherwise")},
+                      {"admission", cat("PCC >= ", kAdmitPcc, " against the reference (fp64 over sampled ",
+                                        "rows for matmul and attention, the fp32 reference kernels otherwise); ",
+                                        "fp32 variants also max-abs <= ", kMaxErrorVsDefault,
+                                        "x the default kernel's at the shape")},
                       {"stages", cat("per tuned-table decision (op, dtype, lookup shape): the fastest "
                                      "admitted selectable variant by summed us.min over the decision's "
                                      "shapes; the default stays unless the winner is ",

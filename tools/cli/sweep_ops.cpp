@@ -262,11 +262,15 @@ std::vector<Variant> simd_variants(const std::string& table_op, const std::strin
             v("ref", table_op, {}, false)};
 }
 
+// one_pass is timed but never selected: 5-20% faster here, and within a few times the default's
+// error at the kernel, but compounded over a model's layers that error broke the fp32 parity bar
+// (ESM C tiny fixture, max-abs 2.07e-5 > 2e-5), and layer norm runs in fp32 on every path.
 std::vector<Variant> layer_norm_variants(const Dims&, const std::string& dtype) {
     if (dtype != "fp32") return {};
     std::vector<Variant> out;
     for (const char* alg : {"two_pass", "one_pass"})
-        for (int64_t p : {0, 1}) out.push_back(v(alg, "layer_norm", {{"parallel", p}}));
+        for (int64_t p : {0, 1})
+            out.push_back(v(alg, "layer_norm", {{"parallel", p}}, std::string(alg) == "two_pass"));
     out.push_back(v("ref", "layer_norm", {}, false));
     return out;
 }
@@ -477,7 +481,18 @@ std::unique_ptr<Case> make_attention(const Dims& d, const std::string&) {
 
 std::unique_ptr<Case> make_layer_norm(const Dims& d, const std::string&) {
     const int64_t rows = dim(d, "rows"), D = dim(d, "dim");
-    auto x = std::make_shared<Tensor>(random({rows, D}, 21, 0.3f, 1.5f));
+    // Residual-stream-like rows: unit noise on a per-row offset of up to +-4, with every 64th
+    // channel an outlier at 20x, so a variant whose variance cancels when the mean is large shows.
+    auto x = std::make_shared<Tensor>(random({rows, D}, 21));
+    std::mt19937 rng(24);
+    std::uniform_real_distribution<float> offset(-4.0f, 4.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+        const float o = offset(rng);
+        for (int64_t c = 0; c < D; ++c) {
+            float& v = x->f32()[r * D + c];
+            v = (c % 64 == 5 ? 20.0f * v : v) + o;
+        }
+    }
     auto g = std::make_shared<Tensor>(random({D}, 22, 1.0f, 0.1f));
     auto b = std::make_shared<Tensor>(random({D}, 23, 0.0f, 0.1f));
     return std::make_unique<ElementwiseCase>(Tensor::zeros({rows, D}), [x, g, b](Tensor& out) {

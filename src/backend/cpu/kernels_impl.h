@@ -145,53 +145,73 @@ void swiglu(const float* g, const float* u, float* y, int64_t n) {
     elementwise<V>("swiglu", n, [&](int64_t i, int64_t e) { swiglu_span<V>(g, u, y, i, e); });
 }
 
-// One row of layer norm. two_pass: the mean, then the variance of x - mean (the default);
-// one_pass: shifted sum and sum of squares in a single read of x, two independent accumulator
-// chains instead of one after the other.
+// Sum over a row of f(x[i]) in four independent accumulator chains (one chain would wait on the
+// add latency at every vector), plus a scalar tail.
+template <typename V, typename F, typename G>
+inline float row_sum(const float* x, int64_t d, F fv, G fs) {
+    constexpr int W = V::W;
+    auto a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+    int64_t i = 0;
+    for (; i + 4 * W <= d; i += 4 * W) {
+        a0 = fv(a0, V::load(x + i));
+        a1 = fv(a1, V::load(x + i + W));
+        a2 = fv(a2, V::load(x + i + 2 * W));
+        a3 = fv(a3, V::load(x + i + 3 * W));
+    }
+    for (; i + W <= d; i += W) a0 = fv(a0, V::load(x + i));
+    float s = V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+    for (; i < d; ++i) s += fs(x[i]);
+    return s;
+}
+
+// One row of layer norm. two_pass (the default): the mean, then the variance of x - mean, as
+// exact as the reference allows; one_pass: sum and sum of squares in a single read of x, whose
+// variance E[x^2] - mean^2 loses digits when the mean is large against the spread.
 template <typename V, bool OnePass>
 inline void layer_norm_row(const float* xr, const float* g, const float* b, float* yr, int64_t d,
                            float eps) {
     constexpr int W = V::W;
+    using R = typename V::R;
     float mean, var;
-    int64_t i = 0;
     if constexpr (OnePass) {
-        // Sums of x - x[0], not of x: the variance E[y^2] - E[y]^2 then cancels no worse than
-        // the spread of the row, however far its mean sits from zero.
-        const float shift = xr[0];
-        const auto vshift = V::set1(shift);
-        auto s1 = V::zero(), s2 = V::zero();
+        R s1 = V::zero(), s2 = V::zero(), t1 = V::zero(), t2 = V::zero();
+        int64_t i = 0;
+        for (; i + 2 * W <= d; i += 2 * W) {
+            const R v = V::load(xr + i), u = V::load(xr + i + W);
+            s1 = V::add(s1, v);
+            s2 = V::fmadd(v, v, s2);
+            t1 = V::add(t1, u);
+            t2 = V::fmadd(u, u, t2);
+        }
         for (; i + W <= d; i += W) {
-            const auto v = V::sub(V::load(xr + i), vshift);
+            const R v = V::load(xr + i);
             s1 = V::add(s1, v);
             s2 = V::fmadd(v, v, s2);
         }
-        float sum = V::hsum(s1), sq = V::hsum(s2);
+        float sum = V::hsum(V::add(s1, t1)), sq = V::hsum(V::add(s2, t2));
         for (; i < d; ++i) {
-            sum += xr[i] - shift;
-            sq += (xr[i] - shift) * (xr[i] - shift);
+            sum += xr[i];
+            sq += xr[i] * xr[i];
         }
-        const float dm = sum / float(d);
-        mean = shift + dm;
-        var = std::max(0.0f, sq / float(d) - dm * dm);
-    } else {
-        auto acc = V::zero();
-        for (; i + W <= d; i += W) acc = V::add(acc, V::load(xr + i));
-        float sum = V::hsum(acc);
-        for (; i < d; ++i) sum += xr[i];
         mean = sum / float(d);
-        const auto vm = V::set1(mean);
-        acc = V::zero();
-        for (i = 0; i + W <= d; i += W) {
-            auto c = V::sub(V::load(xr + i), vm);
-            acc = V::fmadd(c, c, acc);
-        }
-        var = V::hsum(acc);
-        for (; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-        var /= float(d);
+        var = std::max(0.0f, sq / float(d) - mean * mean);
+    } else {
+        mean = row_sum<V>(xr, d, [](R a, R v) { return V::add(a, v); }, [](float v) { return v; }) /
+               float(d);
+        const R vm = V::set1(mean);
+        var = row_sum<V>(
+                  xr, d,
+                  [vm](R a, R v) {
+                      const R c = V::sub(v, vm);
+                      return V::fmadd(c, c, a);
+                  },
+                  [mean](float v) { return (v - mean) * (v - mean); }) /
+              float(d);
     }
     const float inv = 1.0f / std::sqrt(var + eps);
     const auto vi = V::set1(inv), vm = V::set1(mean);
-    for (i = 0; i + W <= d; i += W) {
+    int64_t i = 0;
+    for (; i + W <= d; i += W) {
         auto c = V::mul(V::sub(V::load(xr + i), vm), vi);
         V::store(yr + i, V::fmadd(c, V::load(g + i), V::load(b + i)));
     }
