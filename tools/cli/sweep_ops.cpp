@@ -540,10 +540,12 @@ Dims matmul_table_shape(const Dims& d, const std::string& op) {
     return {{"m", dim(d, "m")}, {"k", dim(d, "k")}, {"n", dim(d, "n")}, {"act", dim(d, "act")}};
 }
 
+// The kernel looks its tiles up by what shapes one (sequence, head) item: not by the batch (the
+// engine's packed batches hold 1 to dozens of sequences) nor by the mask.
 Dims attention_table_shape(const Dims& d, const std::string&) {
     Dims out;
     for (const auto& kv : d)
-        if (kv.first != "valid") out.push_back(kv);  // the kernel does not know the mask's shape
+        if (kv.first != "valid" && kv.first != "batch") out.push_back(kv);
     return out;
 }
 

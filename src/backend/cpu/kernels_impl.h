@@ -614,8 +614,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     int64_t max_len = 0;
     for (int64_t b = 0; b < B; ++b) max_len = std::max(max_len, cu[b + 1] - cu[b]);
     const tuning::Choice choice =
-        tuned<V>("attention", {{"batch", B},
-                               {"heads", H},
+        tuned<V>("attention", {{"heads", H},  // not the batch: items are per (sequence, head)
                                {"kv_heads", Hkv},
                                {"seq", max_len},
                                {"head_dim", Dh},
