@@ -13,9 +13,11 @@ padding). Every run is its own process (so peak RSS is its own): model load, a w
 first --warmup-records records, then --repeat timed passes over the whole set; the fastest counts.
 The sides alternate for --rounds rounds, so a slow spell of a shared machine hits all of them.
 
---sides picks who runs (default bioinfer and both transformers modes); bioinfer_untuned is
-bioinfer with its tuned kernel table switched off (BIOINFER_TUNED_TABLE=none), so a row's
-ratio_tuned (bioinfer over bioinfer_untuned) is what the op sweep's table changed.
+--sides picks who runs (default bioinfer and both transformers modes). tuned_ab is bioinfer
+with and without its tuned kernel table in one process (`bench embed --compare-table none`: two
+copies of the model, passes alternating ABBA), so a row's ratio_tuned (tokens/s with the table
+over without, the median of back-to-back pass pairs, then over rounds) is what the op sweep's
+table changed, with the machine's slow spells mostly cancelled.
 
 A GEMM microbenchmark in the same run (bioinfer bench matmul and torch.nn.functional.linear at each
 model's FFN shape, 2048 tokens) measures the machine's bf16 and fp32 GEMM throughput; the highest
@@ -59,7 +61,8 @@ def make_sets(seed=0):
     uniform = ["".join(rng.choice(AA) for _ in range(256)) for _ in range(8)]
     lengths = [min(1022, max(30, int(round(rng.lognormvariate(math.log(300), 0.5))))) for _ in range(64)]
     mixed = ["".join(rng.choice(AA) for _ in range(n)) for n in lengths]
-    return {"uniform_8x256": uniform, "mixed_64_lognormal300": mixed}
+    long = ["".join(rng.choice(AA) for _ in range(1000)) for _ in range(4)]
+    return {"uniform_8x256": uniform, "mixed_64_lognormal300": mixed, "uniform_4x1000": long}
 
 
 def hf_batches(seqs, mode):
@@ -226,7 +229,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--warmup-records", type=int, default=8)
     ap.add_argument("--sides", default="bioinfer,transformers_typical,transformers_sorted",
-                    help="any of bioinfer, bioinfer_untuned, transformers_typical, transformers_sorted")
+                    help="any of bioinfer, tuned_ab, transformers_typical, transformers_sorted")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "lm_cpu.json"))
     ap.add_argument("--hf-worker", nargs=8, help=argparse.SUPPRESS)
@@ -248,7 +251,7 @@ def main():
     flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
     models = args.models.split(",")
     sides = args.sides.split(",")
-    known = ("bioinfer", "bioinfer_untuned", "transformers_typical", "transformers_sorted")
+    known = ("bioinfer", "tuned_ab", "transformers_typical", "transformers_sorted")
     if any(s not in known for s in sides):
         ap.error(f"--sides: expected some of {', '.join(known)}")
     sets = make_sets()
@@ -270,14 +273,12 @@ def main():
                     runs = {side: [] for side in sides}
                     for _ in range(args.rounds):
                         for side in sides:
-                            if side.startswith("bioinfer"):
-                                env = dict(os.environ)
-                                if side == "bioinfer_untuned":
-                                    env["BIOINFER_TUNED_TABLE"] = "none"
+                            if side in ("bioinfer", "tuned_ab"):
                                 runs[side].append(run_json(
                                     [args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads",
                                      str(args.threads), "--repeat", str(args.repeat), "--precision",
-                                     precision, "--warmup-records", str(args.warmup_records)], env))
+                                     precision, "--warmup-records", str(args.warmup_records)]
+                                    + (["--compare-table", "none"] if side == "tuned_ab" else [])))
                             else:
                                 runs[side].append(run_json(
                                     [sys.executable, __file__, "--hf-worker", mdir, arch, fasta,
@@ -287,11 +288,18 @@ def main():
                     row = {"model": model, "precision": precision, "set": name,
                            "gflop_per_token": gflop_per_token(model, sets[name]), **best, "rounds": runs}
                     ours = best.get("bioinfer", {}).get("tokens_per_s")
-                    for mode in ("typical", "sorted", "untuned"):
-                        side = ("bioinfer_" if mode == "untuned" else "transformers_") + mode
-                        ref = best.get(side, {}).get("tokens_per_s")
+                    for mode in ("typical", "sorted"):
+                        ref = best.get("transformers_" + mode, {}).get("tokens_per_s")
                         if ours and ref:
-                            row["ratio_" + ("tuned" if mode == "untuned" else mode)] = ours / ref
+                            row["ratio_" + mode] = ours / ref
+                    ab = sorted(r["ratio_median_paired"] for r in runs.get("tuned_ab", [])
+                                if "ratio_median_paired" in r)
+                    if ab:
+                        row["ratio_tuned_by_round"] = ab
+                        row["ratio_tuned"] = ab[len(ab) // 2] if len(ab) % 2 else \
+                            (ab[len(ab) // 2 - 1] + ab[len(ab) // 2]) / 2
+                        row["tuned_tokens_per_s"] = max(r["tokens_per_s"] for r in runs["tuned_ab"] if "tokens_per_s" in r)
+                        row["untuned_tokens_per_s"] = max(r["compare_tokens_per_s"] for r in runs["tuned_ab"] if "compare_tokens_per_s" in r)
                     if precision == "bf16" and peak and ours:
                         row["peak_allowed_tokens_per_s"] = peak / row["gflop_per_token"]
                         row["fraction_of_peak"] = ours / row["peak_allowed_tokens_per_s"]
@@ -313,7 +321,8 @@ def main():
                       "transformers_typical": "batches of 8 in input order, padded to the longest",
                       "transformers_sorted": "length-sorted batches up to 4096 padded tokens",
                       "bioinfer": "length-sorted batches of up to 4096 tokens, packed (no padding)",
-                      "bioinfer_untuned": "bioinfer with BIOINFER_TUNED_TABLE=none (every kernel's default)",
+                      "tuned_ab": "bioinfer with its tuned table and with none (every kernel's default), "
+                                  "two copies of the model in one process, --repeat passes alternating ABBA",
                       "sides": sides},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "date": time.strftime("%Y-%m-%d"),

@@ -318,6 +318,21 @@ TEST_F(Cli, BenchMatmulAndEmbedPrintJson) {
     r = run("bench matmul --m 0");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("--m/--k/--n"), std::string::npos) << r.err;
+    // The tuned table against none, in one process: both copies timed, passes alternating.
+    r = run("bench embed " + cases_fasta() + " --weights " + kFix +
+                " --repeat 2 --warmup-records 1 --compare-table none",
+            "", p("ab.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    j = nlohmann::json::parse(io::read_file(p("ab.json")));
+    EXPECT_EQ(j["compare_table"], "none (every kernel's default)");
+    EXPECT_EQ(j["pass_seconds"].size(), 2u);
+    EXPECT_EQ(j["compare_pass_seconds"].size(), 2u);
+    EXPECT_GT(j["compare_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(j["ratio_best"].get<double>(), 0.0);
+    EXPECT_GT(j["ratio_median_paired"].get<double>(), 0.0);
+    r = run("bench embed " + cases_fasta() + " --weights " + kFix + " --compare-table " + p("nope.json"));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("cannot read '" + p("nope.json") + "'"), std::string::npos) << r.err;
 }
 
 // The sweep's plan: every sub-sweep, both shape sets of the issue, without running a kernel.

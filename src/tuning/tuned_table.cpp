@@ -80,15 +80,19 @@ namespace {
 Table load() {
     const char* env = std::getenv("BIOINFER_TUNED_TABLE");
     if (!env || !*env) return parse_table(kBuiltinTable, "built-in tuned table");
-    if (std::strcmp(env, "none") == 0) return Table{{}, "none (BIOINFER_TUNED_TABLE=none)"};
-    std::ifstream f(env);
-    BI_CHECK(f.good(), "BIOINFER_TUNED_TABLE", "cannot read '", env, "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_table(ss.str(), env);
+    return load_table(env);
 }
 
 }  // namespace
+
+Table load_table(const std::string& spec) {
+    if (spec == "none") return Table{{}, "none (every kernel's default)"};
+    std::ifstream f(spec);
+    BI_CHECK(f.good(), "tuned table", "cannot read '", spec, "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_table(ss.str(), spec);
+}
 
 const Table& active_table() {
     static const Table t = load();
@@ -125,13 +129,20 @@ Choice lookup_in(const Table& t, const std::string& kernels, const std::string& 
     return best ? best->choice : Choice{};
 }
 
+namespace {
+std::atomic<const Table*> g_override{nullptr};
+}
+
+void set_table_override(const Table* t) { g_override.store(t, std::memory_order_release); }
+
 Choice lookup(const char* kernels, const char* op, const char* dtype,
               std::initializer_list<Dim> shape) {
     Forced& f = forced();
     if (f.any.load(std::memory_order_acquire))
         for (auto it = f.stack.rbegin(); it != f.stack.rend(); ++it)
             if (it->first == op) return it->second;
-    return lookup_in(active_table(), kernels, op, dtype, std::vector<Dim>(shape));
+    const Table* o = g_override.load(std::memory_order_acquire);
+    return lookup_in(o ? *o : active_table(), kernels, op, dtype, std::vector<Dim>(shape));
 }
 
 Force::Force(std::string op, Choice c) {

@@ -42,10 +42,16 @@ struct Table {
 
 // Parses a table document; errors name `where` and the offending entry.
 Table parse_table(const std::string& text, const std::string& where);
+// A table file, or "none": the empty table (every kernel runs its default).
+Table load_table(const std::string& spec);
 // The table the kernels read: the built-in one, or BIOINFER_TUNED_TABLE. Loaded on first use;
 // load_active_table() does it eagerly so a bad file is a clear error before any kernel runs.
 const Table& active_table();
 void load_active_table();
+
+// Makes lookups read `t` instead of the active table until set back to null (a benchmark
+// comparing two tables in one process). `t` must outlive its use; not for concurrent use.
+void set_table_override(const Table* t);
 
 // The entry nearest to `shape` among those for this kernel table, op and dtype whose exact
 // dimensions match; an empty Choice when there is none. A forced choice (below) wins.

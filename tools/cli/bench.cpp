@@ -16,6 +16,7 @@
 #include "models/language_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
+#include "tuning/tuned_table.h"
 
 namespace bioinfer::cli {
 
@@ -36,6 +37,9 @@ of the fastest pass and peak RSS.
   --include LIST       as for embed (default mean)
   --threads N          worker threads (default: all cores)
   --precision P        fp32 (default) or bf16 (--fast)
+  --compare-table T    also load the model under tuned table T (a file, or none: every kernel's
+                       default) and alternate passes between the two; reports both and the
+                       ratio (tokens/s with the table in use over T)
 
 bench matmul times out (M, N) = x (M, K) . w (N, K)^T with w packed once, as the models run their
 linear layers (default shape 2048 x 1280 x 5120, ESM-2 650M's FFN at 8x256 tokens), and prints
@@ -106,7 +110,7 @@ int bench_main(int argc, char** argv) {
     }
     Args a = parse_args(argc, argv,
                         {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
-                         "precision", "m", "k", "n", "warmup-records"},
+                         "precision", "m", "k", "n", "warmup-records", "compare-table"},
                         {"help", "fast"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);
@@ -129,18 +133,51 @@ int bench_main(int argc, char** argv) {
     const io::ModelDir model_dir = io::ModelDir::open(weights_dir_from(a));
     auto records = runtime::collect_records(a.positional[1], 1022,
                                             lm::vocab_of(lm::detect_architecture(model_dir)));
+    tuning::load_active_table();
     auto model = lm::load(model_dir);
+    // --compare-table: a second copy of the model whose kernels read another table (its weights
+    // packed under that table's choices); passes alternate between the two, in ABBA order.
+    std::unique_ptr<lm::LanguageModel> other;
+    tuning::Table other_table;
+    if (a.has("compare-table")) {
+        other_table = tuning::load_table(a.get("compare-table"));
+        tuning::set_table_override(&other_table);
+        other = lm::load(model_dir);
+        tuning::set_table_override(nullptr);
+    }
+    const auto pass = [&](bool compared, const std::vector<runtime::EmbedRecord>& recs) {
+        tuning::set_table_override(compared ? &other_table : nullptr);
+        auto s = runtime::run_embed(compared ? *other : *model, recs, opts, false);
+        tuning::set_table_override(nullptr);
+        return s;
+    };
     const int64_t warm = a.get_int("warmup-records", 0);
     BI_CHECK(warm >= 0, "--warmup-records", "must not be negative");
-    if (warm > 0 && warm < int64_t(records.size()))
-        runtime::run_embed(*model, {records.begin(), records.begin() + warm}, opts, false);
-    else
-        runtime::run_embed(*model, records, opts, false);
-    double best = 1e300;
+    for (bool compared : {false, true}) {
+        if (compared && !other) continue;
+        if (warm > 0 && warm < int64_t(records.size()))
+            pass(compared, {records.begin(), records.begin() + warm});
+        else
+            pass(compared, records);
+    }
+    double best = 1e300, best_other = 1e300;
+    std::vector<double> secs, secs_other, paired;
     runtime::EmbedStats st;
     for (int r = 0; r < repeat; ++r) {
-        st = runtime::run_embed(*model, records, opts, false);
-        best = std::min(best, st.seconds);
+        double mine = 0, theirs = 0;
+        for (bool compared : {r % 2 == 1, r % 2 == 0}) {
+            if (compared && !other) continue;
+            const auto s = pass(compared, records);
+            (compared ? theirs : mine) = s.seconds;
+            if (!compared) st = s;
+        }
+        secs.push_back(mine);
+        best = std::min(best, mine);
+        if (other) {
+            secs_other.push_back(theirs);
+            best_other = std::min(best_other, theirs);
+            paired.push_back(theirs / mine);
+        }
     }
     const double peak_mb = peak_rss_mb();
     nlohmann::json j = {{"impl", "bioinfer"},
@@ -152,7 +189,21 @@ int bench_main(int argc, char** argv) {
                         {"seconds", best},
                         {"tokens_per_s", double(st.tokens) / best},
                         {"peak_rss_mb", peak_mb},
-                        {"repeat", repeat}};
+                        {"repeat", repeat},
+                        {"tuned_table", tuning::active_table().origin},
+                        {"pass_seconds", secs}};
+    if (other) {
+        std::sort(paired.begin(), paired.end());
+        const size_t n = paired.size();
+        j["compare_table"] = other_table.origin;
+        j["compare_tokens_per_s"] = double(st.tokens) / best_other;
+        j["compare_pass_seconds"] = secs_other;
+        // tokens/s of this table over the compared one: best pass against best pass, and the
+        // median of the ratios of passes run back to back.
+        j["ratio_best"] = best_other / best;
+        j["ratio_median_paired"] = n % 2 ? paired[n / 2] : 0.5 * (paired[n / 2 - 1] + paired[n / 2]);
+        j["peak_rss_mb_note"] = "both copies of the model are resident";
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
 }

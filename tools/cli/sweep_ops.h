@@ -31,7 +31,7 @@ class Case {
 public:
     virtual ~Case() = default;
     // Untimed preparation of a variant (weight packing, fresh inputs); returns one call of it.
-    // Runs with the variant forced in the tuned table when it is selectable.
+    // Runs with the variant forced in the tuned table (the references ignore it).
     virtual std::function<void()> prepare(const Variant& v) = 0;
     // Agreement of the output of the first call after prepare() with the reference.
     virtual Agreement check() = 0;
