@@ -459,7 +459,7 @@ int report(const std::string& path) {
             std::printf("    fastest admitted: %s %s%s\n",
                         variant_key(f["variant"], f["params"].get<std::map<std::string, int64_t>>()).c_str(),
                         fmt_us(f["us"]).c_str(),
-                        !f.value("selectable", true) ? " (a reference, not selectable)"
+                        !f.value("selectable", true) ? " (not selectable: a reference, or a variant the table never takes)"
                                                      : " (within the noise margin of the default)");
         }
         for (const json& r : st["rejected"])
