@@ -220,7 +220,7 @@ TEST(TunedTable, NearestEntryExactFlagsAndFallback) {
                                                 "test table");
     const auto at = [&](const char* kernels, int64_t seq, int64_t causal) {
         return tuning::lookup_in(t, kernels, "attention", "fp32",
-                                 {{"seq", seq}, {"head_dim", 64}, {"causal", causal, true}});
+                                 {{"seq", seq}, {"head_dim", 64}, {"causal", causal}});
     };
     EXPECT_EQ(at("cpu-avx512", 200, 0).variant, "tiled");  // nearer 128 than 1024 on a log scale
     EXPECT_EQ(at("cpu-avx512", 200, 0).param("q_block", 0), 32);

@@ -248,11 +248,9 @@ void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tens
              shape_str(cos.shape()));
     const int64_t B = int64_t(cu_seqlens.size()) - 1;
     const auto& t = table();
-    if (B == 1) {  // one sequence: the kernel spreads its positions over the threads
-        t.rotary(x.f32(), N, H * Dh, H, Dh, cos.f32(), sin.f32());
-        return;
-    }
-#pragma omp parallel for schedule(dynamic, 1)
+    // Sequences over the threads; one sequence alone runs outside a parallel region, so the
+    // kernel spreads its positions over the threads instead.
+#pragma omp parallel for schedule(dynamic, 1) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {
         const int64_t r0 = cu_seqlens[size_t(b)];
         t.rotary(x.f32() + r0 * H * Dh, cu_seqlens[size_t(b) + 1] - r0, H * Dh, H, Dh, cos.f32(),

@@ -101,8 +101,10 @@ const Table& active_table() {
 
 void load_active_table() { (void)active_table(); }
 
+bool is_flag_dim(std::string_view name) { return name == "causal" || name == "act"; }
+
 Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,
-                 const std::string& dtype, const std::vector<Dim>& shape) {
+                 const std::string& dtype, std::span<const Dim> shape) {
     const Entry* best = nullptr;
     double best_d = std::numeric_limits<double>::infinity();
     for (const Entry& e : t.entries) {
@@ -110,11 +112,12 @@ Choice lookup_in(const Table& t, const std::string& kernels, const std::string& 
         double d = 0;
         bool ok = true;
         for (const Dim& s : shape) {
+            const bool flag = is_flag_dim(s.name);
             auto it = e.shape.find(s.name);
             if (it == e.shape.end()) {
-                ok = !s.exact;
+                ok = !flag;
                 d += 1.0;  // an entry silent on a dimension is a weaker match
-            } else if (s.exact) {
+            } else if (flag) {
                 ok = it->second == s.value;
             } else {
                 d += std::fabs(log_size(it->second) - log_size(s.value));
@@ -142,7 +145,8 @@ Choice lookup(const char* kernels, const char* op, const char* dtype,
         for (auto it = f.stack.rbegin(); it != f.stack.rend(); ++it)
             if (it->first == op) return it->second;
     const Table* o = g_override.load(std::memory_order_acquire);
-    return lookup_in(o ? *o : active_table(), kernels, op, dtype, std::vector<Dim>(shape));
+    return lookup_in(o ? *o : active_table(), kernels, op, dtype,
+                     std::span<const Dim>(shape.begin(), shape.size()));
 }
 
 Force::Force(std::string op, Choice c) {

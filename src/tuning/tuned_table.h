@@ -6,18 +6,20 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bioinfer::tuning {
 
-// One shape dimension of a lookup. exact: an entry must have the same value to apply (flags such
-// as causal or the activation); other dimensions match the nearest entry on a log scale.
+// One shape dimension of a lookup. Flag dimensions (is_flag_dim: causal, act) must match an
+// entry exactly for it to apply; the others match the nearest entry on a log scale.
 struct Dim {
     const char* name;
     int64_t value;
-    bool exact = false;
 };
+bool is_flag_dim(std::string_view name);
 
 struct Choice {
     std::string variant;  // empty: no entry applies, the kernel runs its default
@@ -53,12 +55,16 @@ void load_active_table();
 // comparing two tables in one process). `t` must outlive its use; not for concurrent use.
 void set_table_override(const Table* t);
 
-// The entry nearest to `shape` among those for this kernel table, op and dtype whose exact
+// The entry nearest to `shape` among those for this kernel table, op and dtype whose flag
 // dimensions match; an empty Choice when there is none. A forced choice (below) wins.
 Choice lookup(const char* kernels, const char* op, const char* dtype,
               std::initializer_list<Dim> shape);
 Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,
-                 const std::string& dtype, const std::vector<Dim>& shape);
+                 const std::string& dtype, std::span<const Dim> shape);
+inline Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,
+                        const std::string& dtype, std::initializer_list<Dim> shape) {
+    return lookup_in(t, kernels, op, dtype, std::span<const Dim>(shape.begin(), shape.size()));
+}
 
 // A sweep times one variant at a time by forcing it for an op; lookups for that op return it
 // until the guard goes out of scope (guards nest, the innermost wins). Create and destroy guards

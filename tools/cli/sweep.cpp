@@ -80,15 +80,17 @@ json dims_json(const Dims& d) {
     return j;
 }
 
-std::vector<tuning::Dim> dims_lookup(const json& shape) {
-    static std::set<std::string> names;  // tuning::Dim holds a C string: keep the names alive
-    std::vector<tuning::Dim> out;
-    for (auto it = shape.begin(); it != shape.end(); ++it) {
-        const char* n = names.insert(it.key()).first->c_str();
-        out.push_back({n, it.value().get<int64_t>(), it.key() == "causal" || it.key() == "act"});
+// A results file's lookup shape as the kernels would pass it (the Dims point into `names`).
+struct LookupShape {
+    std::vector<std::string> names;
+    std::vector<tuning::Dim> dims;
+    explicit LookupShape(const json& shape) {
+        for (auto it = shape.begin(); it != shape.end(); ++it) names.push_back(it.key());
+        size_t i = 0;
+        for (auto it = shape.begin(); it != shape.end(); ++it, ++i)
+            dims.push_back({names[i].c_str(), it.value().get<int64_t>()});
     }
-    return out;
-}
+};
 
 // ---- machine facts ----------------------------------------------------------------------
 
@@ -423,7 +425,8 @@ int report(const std::string& path) {
                 "gain");
     for (const json& st : stages) {
         const std::string op = st["op"], dtype = st["dtype"];
-        tuning::Choice c = tuning::lookup_in(table, kernels, op, dtype, dims_lookup(st["table_shape"]));
+        const LookupShape shape_key(st["table_shape"]);
+        tuning::Choice c = tuning::lookup_in(table, kernels, op, dtype, shape_key.dims);
         std::string tname = c.variant, origin = "table";
         std::map<std::string, int64_t> tparams = c.params;
         if (tname.empty()) {

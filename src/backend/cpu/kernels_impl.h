@@ -618,7 +618,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                                {"kv_heads", Hkv},
                                {"seq", max_len},
                                {"head_dim", Dh},
-                               {"causal", causal ? 1 : 0, true}});
+                               {"causal", causal ? 1 : 0}});
     const bool full = probs || choice.is("materialised");
     // Tile sizes: key blocks a multiple of W (the score tile's columns are whole vectors).
     const int64_t kQB = std::max<int64_t>(1, choice.param("q_block", kAttnQB));
@@ -802,13 +802,14 @@ void linear(const float* x, const float* w, const void* packed, const float* b, 
     const void* pd = p ? p->dnnl : nullptr;
     if (act != Act::None && !accumulate &&
         tuned_dtype<V>("matmul_act", p ? p->compute : DType::F32,
-                       {{"m", M}, {"k", K}, {"n", N}, {"act", int64_t(act), true}})
+                       {{"m", M}, {"k", K}, {"n", N}, {"act", int64_t(act)}})
             .is("separate")) {
         linear_dnnl(x, w, pd, b, y, M, K, N, Act::None, 1.0f, false);
-        const int64_t n = M * N;
-        elementwise<V>(act == Act::Gelu ? "gelu" : "gelu_tanh", n,
-                       [&](int64_t i, int64_t e) { activate_span<V>(act, y, i, e); });
-        if (scale != 1.0f) scale_row(y, n, scale);
+        // One pass over y: the activation, then the scale, chunk by chunk.
+        elementwise<V>(act == Act::Gelu ? "gelu" : "gelu_tanh", M * N, [&](int64_t i, int64_t e) {
+            activate_span<V>(act, y, i, e);
+            if (scale != 1.0f) scale_row(y + i, e - i, scale);
+        });
         return;
     }
     linear_dnnl(x, w, pd, b, y, M, K, N, act, scale, accumulate);
