@@ -58,28 +58,40 @@ double peak_rss_mb() {
     return mb;
 }
 
+}  // namespace
+
+// Best seconds per call of out (M, N) = x (M, K) . w (N, K)^T with w packed once for `compute`,
+// over `repeat` timings of `calls` back-to-back calls after 3 warm-up calls; a negative value
+// when this CPU has no GEMM for `compute`. bench matmul and the sweep's peak probe share it.
+double time_packed_linear(int64_t M, int64_t K, int64_t N, DType compute, int repeat, int calls) {
+    Tensor x = Tensor::empty({M, K}), w = Tensor::empty({N, K}), y = Tensor::empty({M, N});
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = nd(rng) * 0.02f;
+    auto packed = ops::pack_linear_weight(w, compute);
+    if (!packed) return -1.0;
+    for (int i = 0; i < 3; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());  // warm-up
+    double best = 1e300;
+    for (int r = 0; r < repeat; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::min(best, s / calls);
+    }
+    return best;
+}
+
+namespace {
+
 int bench_matmul(const Args& a) {
     const int64_t M = a.get_int("m", 2048), K = a.get_int("k", 1280), N = a.get_int("n", 5120);
     BI_CHECK(M > 0 && K > 0 && N > 0, "--m/--k/--n", "must be positive");
     const int repeat = int(a.get_int("repeat", 5));
     BI_CHECK(repeat > 0, "--repeat", "must be positive");
     const std::string precision = apply_precision(a);
-    Tensor x = Tensor::empty({M, K}), w = Tensor::empty({N, K}), y = Tensor::empty({M, N});
-    std::mt19937 rng(1);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
-    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = nd(rng) * 0.02f;
-    auto packed = ops::pack_linear_weight(w, ops::matmul_precision());
-    BI_CHECK(packed != nullptr, "--precision", "no ", precision, " GEMM on this CPU");
-    constexpr int kCalls = 10;
-    for (int i = 0; i < 3; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());  // warm-up
-    double best = 1e300;
-    for (int r = 0; r < repeat; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < kCalls; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        best = std::min(best, s / kCalls);
-    }
+    const double best = time_packed_linear(M, K, N, ops::matmul_precision(), repeat, 10);
+    BI_CHECK(best > 0, "--precision", "no ", precision, " GEMM on this CPU");
     const double gflops = 2.0 * double(M) * double(K) * double(N) / best * 1e-9;
     nlohmann::json j = {{"impl", "bioinfer"},      {"op", "linear"},
                         {"kernels", ops::backend_name()}, {"threads", num_threads()},

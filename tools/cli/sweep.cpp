@@ -26,6 +26,8 @@
 
 namespace bioinfer::cli {
 
+double time_packed_linear(int64_t M, int64_t K, int64_t N, DType compute, int repeat, int calls);
+
 using nlohmann::json;
 using namespace sweep;
 
@@ -149,13 +151,9 @@ double best_seconds(int reps, F f) {
 json measure_peaks() {
     json g = json::object();
     const int64_t n = 2048;
-    Tensor x = Tensor::zeros({n, n}), w = Tensor::zeros({n, n}), y = Tensor::empty({n, n});
-    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = w.f32()[i] = float(i % 7) * 0.1f;
     for (auto [name, dt] : {std::pair<const char*, DType>{"fp32", DType::F32}, {"bf16", DType::BF16}}) {
-        auto p = ops::pack_linear_weight(w, dt);
-        if (!p) continue;
-        ops::linear(x, w, nullptr, y, {}, p.get());
-        g[name] = 2.0 * double(n * n * n) / best_seconds(5, [&] { ops::linear(x, w, nullptr, y, {}, p.get()); }) * 1e-9;
+        const double s = time_packed_linear(n, n, n, dt, 5, 1);
+        if (s > 0) g[name] = 2.0 * double(n * n * n) / s * 1e-9;
     }
     const int64_t m = int64_t(1) << 24;  // 64 MiB per array
     std::vector<float> a(static_cast<size_t>(m), 1.0f), b(static_cast<size_t>(m), 2.0f),
