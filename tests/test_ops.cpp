@@ -41,12 +41,14 @@ TEST_P(OpSizes, Linear) {
     for (int64_t M : {int64_t(1), n, 2 * n + 3}) {
         Tensor x = random_tensor({M, n + 5}, 1), w = random_tensor({n, n + 5}, 2),
                b = random_tensor({n}, 3), res = random_tensor({M, n}, 4);
-        for (int mode = 0; mode < 3; ++mode) {
+        // modes: GELU, no bias, accumulate, ReLU, sigmoid
+        const Act acts[] = {Act::Gelu, Act::None, Act::None, Act::Relu, Act::Sigmoid};
+        for (int mode = 0; mode < 5; ++mode) {
             Tensor ref, got;
             both([&](bool is_ref) {
                 Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
                 ops::linear(x, w, mode == 1 ? nullptr : &b, out,
-                            {.act = mode == 0 ? Act::Gelu : Act::None, .accumulate = mode == 2});
+                            {.act = acts[mode], .accumulate = mode == 2});
                 (is_ref ? ref : got) = out;
             });
             compare(got, ref, 1e-5, 1e-5, "linear");
@@ -55,7 +57,7 @@ TEST_P(OpSizes, Linear) {
             auto packed = ops::pack_linear_weight(w);
             Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
             ops::linear(x, w, mode == 1 ? nullptr : &b, out,
-                        {.act = mode == 0 ? Act::Gelu : Act::None, .accumulate = mode == 2}, packed.get());
+                        {.act = acts[mode], .accumulate = mode == 2}, packed.get());
             compare(out, ref, 1e-5, 1e-5, "linear (packed)");
         }
     }
@@ -206,6 +208,60 @@ TEST_P(OpSizes, AttentionWithKeyPadding) {
         }
 }
 
+// Pair-biased attention (ESMFold's sequence and triangle attention): an (H, L, L) bias shared by
+// the batch or one per sequence, with key padding, through the materialised and the tiled kernel,
+// against the reference and against scores written out here.
+TEST_P(OpSizes, AttentionWithPairBias) {
+    const int64_t L = GetParam(), H = 3, Dh = 8, B = 2;
+    Tensor q = random_tensor({B, L, H * Dh}, 51), k = random_tensor({B, L, H * Dh}, 52),
+           v = random_tensor({B, L, H * Dh}, 53);
+    std::vector<uint8_t> valid(size_t(B * L), 1);
+    for (int64_t t = L / 2 + 1; t < L; ++t) valid[size_t(L + t)] = 0;
+    for (bool shared : {true, false}) {
+        Tensor bias = shared ? random_tensor({H, L, L}, 54, 0.0f, 2.0f)
+                             : random_tensor({B, H, L, L}, 55, 0.0f, 2.0f);
+        const ops::AttentionOpts opts{.bias = &bias};
+        Tensor ref_o = Tensor::empty({B, L, H * Dh}), ref_p = Tensor::empty({B, H, L, L});
+        ops::set_backend(ops::Backend::Ref);
+        ops::attention(q, k, v, H, 0.35f, valid, ref_o, &ref_p, opts);
+        ops::set_backend(ops::Backend::Cpu);
+        for (bool with_probs : {true, false}) {
+            Tensor o = Tensor::empty({B, L, H * Dh}), p = Tensor::empty({B, H, L, L});
+            ops::attention(q, k, v, H, 0.35f, valid, o, with_probs ? &p : nullptr, opts);
+            const std::string what = std::string("biased attention (") +
+                                     (shared ? "shared" : "per sequence") +
+                                     (with_probs ? ", materialised)" : ", tiled)");
+            compare(o, ref_o, 1e-5, 1e-5, what);
+            if (with_probs) compare(p, ref_p, 1e-6, 1e-6, what + " probs");
+        }
+        // The reference's probabilities against softmax(scale q.k + bias) over valid keys.
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < H; ++h) {
+                const int64_t i = L - 1;
+                const float* bi = bias.f32() + (shared ? 0 : b * H * L * L) + (h * L + i) * L;
+                std::vector<double> s(size_t(L), 0.0);
+                double mx = -1e300, sum = 0;
+                for (int64_t j = 0; j < L; ++j) {
+                    if (!valid[size_t(b * L + j)]) continue;
+                    double d = 0;
+                    for (int64_t c = 0; c < Dh; ++c)
+                        d += double(q.f32()[(b * L + i) * H * Dh + h * Dh + c]) *
+                             k.f32()[(b * L + j) * H * Dh + h * Dh + c];
+                    s[size_t(j)] = 0.35 * d + bi[j];
+                    mx = std::max(mx, s[size_t(j)]);
+                }
+                for (int64_t j = 0; j < L; ++j)
+                    if (valid[size_t(b * L + j)]) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - mx));
+                for (int64_t j = 0; j < L; ++j)
+                    EXPECT_NEAR(ref_p.f32()[((b * H + h) * L + i) * L + j],
+                                valid[size_t(b * L + j)] ? s[size_t(j)] / sum : 0.0, 1e-6);
+            }
+    }
+    Tensor wrong = Tensor::zeros({H, L + 1, L + 1}), o = Tensor::empty({B, L, H * Dh});
+    const ops::AttentionOpts bad{.bias = &wrong};
+    EXPECT_THROW(ops::attention(q, k, v, H, 0.35f, valid, o, nullptr, bad), Error);
+}
+
 // Long sequences cross several query and key tiles of the tiled kernel; the masks here are not
 // only trailing padding (holes, a fully masked sequence), and head dims are odd-sized multiples.
 TEST(Ops, AttentionTiledLongAndHoles) {
@@ -307,6 +363,33 @@ TEST_P(OpSizes, AddScale) {
     compare(g1, r1, 0, 0, "add");
     ops::scale(a, -0.7f, g1);
     for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(g1.f32()[i], a.f32()[i] * -0.7f);
+}
+
+TEST_P(OpSizes, MulAndBatchedMatmul) {
+    const int64_t n = GetParam();
+    Tensor a = random_tensor({3 * n + 1}, 61), b = random_tensor({3 * n + 1}, 62);
+    Tensor r1 = Tensor::empty({3 * n + 1}), g1 = Tensor::empty({3 * n + 1});
+    ops::set_backend(ops::Backend::Ref);
+    ops::mul(a, b, r1);
+    ops::set_backend(ops::Backend::Cpu);
+    ops::mul(a, b, g1);
+    compare(g1, r1, 0, 0, "mul");
+    for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(g1.f32()[i], a.f32()[i] * b.f32()[i]);
+    const int64_t G = 5, M = n + 2, K = n, N = n + 3;
+    Tensor x = random_tensor({G, M, K}, 63), y = random_tensor({G, K, N}, 64);
+    Tensor ref, got;
+    both([&](bool is_ref) {
+        Tensor out = Tensor::empty({G, M, N});
+        ops::bmm(x, y, out);
+        (is_ref ? ref : got) = out;
+    });
+    compare(got, ref, 1e-5, 1e-5, "bmm");
+    // group 3, element (1, 2) written out
+    double d = 0;
+    for (int64_t kk = 0; kk < K; ++kk) d += double(x.f32()[(3 * M + 1) * K + kk]) * y.f32()[(3 * K + kk) * N + 2];
+    EXPECT_NEAR(got.f32()[(3 * M + 1) * N + 2], d, 1e-4);
+    Tensor wrong = Tensor::empty({G, M, N + 1});
+    EXPECT_THROW(ops::bmm(x, y, wrong), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(OddEven, OpSizes, ::testing::Values(1, 7, 8, 16, 33, 64, 100));

@@ -32,13 +32,16 @@ TEST(Variants, AttentionTilingsCausalAndGroupedHeads) {
         variant("tiled", {{"q_block", 7}, {"k_block", 40}}),  // odd sizes: k_block rounds to vectors
         variant("materialised")};
     for (auto [H, Hkv] : {std::pair<int64_t, int64_t>{4, 4}, {4, 2}, {6, 1}})
-        for (bool causal : {false, true}) {
+        for (int mode = 0; mode < 3; ++mode) {  // plain, causal, pair-biased (shared by the batch)
+            const bool causal = mode == 1;
+            Tensor bias = random_tensor({H, L, L}, 54, 0.0f, 2.0f);
             Tensor q = random_tensor({B, L, H * Dh}, 51, 0.0f, 2.0f),
                    k = random_tensor({B, L, Hkv * Dh}, 52), v = random_tensor({B, L, Hkv * Dh}, 53);
             std::vector<uint8_t> valid(size_t(B * L), 1);
             for (int64_t t = 150; t < L; ++t) valid[size_t(L + t)] = 0;  // sequence 1 padded
             valid[size_t(L + 0)] = 0;  // and its first key masked: causal row 0 sees nothing
-            const ops::AttentionOpts opts{.kv_heads = Hkv, .causal = causal};
+            const ops::AttentionOpts opts{
+                .kv_heads = Hkv, .causal = causal, .bias = mode == 2 ? &bias : nullptr};
             Tensor ref = Tensor::empty({B, L, H * Dh});
             ops::set_backend(ops::Backend::Ref);
             ops::attention(q, k, v, H, 0.25f, valid, ref, nullptr, opts);
@@ -51,7 +54,7 @@ TEST(Variants, AttentionTilingsCausalAndGroupedHeads) {
                         "attention " + c.variant + " q" + std::to_string(c.param("q_block", 0)) +
                             " k" + std::to_string(c.param("k_block", 0)) + " H" +
                             std::to_string(H) + "/" + std::to_string(Hkv) +
-                            (causal ? " causal" : ""));
+                            (causal ? " causal" : "") + (mode == 2 ? " biased" : ""));
             }
             // Probabilities under a causal mask: the upper triangle is exactly zero.
             Tensor p = Tensor::empty({B, H, L, L}), o = Tensor::empty({B, L, H * Dh});

@@ -7,8 +7,9 @@
 
 namespace bioinfer {
 
-// The activation a linear layer applies after its bias (GELU: erf form; GeluTanh: tanh form).
-enum class Act : uint8_t { None, Gelu, GeluTanh };
+// The activation a linear layer applies after its bias (GELU: erf form; GeluTanh: tanh form;
+// Sigmoid: the gates of AlphaFold-style blocks).
+enum class Act : uint8_t { None, Gelu, GeluTanh, Relu, Sigmoid };
 
 }  // namespace bioinfer
 
@@ -34,11 +35,13 @@ struct KernelTable {
     // query i sees keys j <= i only. key_valid (rows, 1 = attend) may be null (every key attends).
     // Scores are scaled by `scale`. probs, when not null, is (B, H, P, P) with P >= the longest
     // sequence and receives each sequence's probabilities in its top-left corner (the rest zero).
-    // A query row with no key to attend gets zeros.
+    // A query row with no key to attend gets zeros. bias, when not null, is added to the scaled
+    // scores: sequence b (length L) reads bias + b * bias_stride as (H, L, L) (query, key);
+    // bias_stride 0 shares one bias among all sequences (which then have one length).
     void (*attention)(const float* q, const float* k, const float* v, float* out,
                       const int64_t* cu, int64_t B, int64_t H, int64_t Hkv, int64_t Dh,
                       float scale, bool causal, const uint8_t* key_valid, float* probs,
-                      int64_t P);
+                      int64_t P, const float* bias, int64_t bias_stride);
     void (*layer_norm)(const float* x, const float* gamma, const float* beta, float* y,
                        int64_t rows, int64_t d, float eps);
     void (*gelu)(const float* x, float* y, int64_t n);       // erf GELU, may run in place
@@ -53,6 +56,7 @@ struct KernelTable {
     void (*rotary)(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
                    const float* cos, const float* sin);
     void (*add)(const float* a, const float* b, float* y, int64_t n);
+    void (*mul)(const float* a, const float* b, float* y, int64_t n);  // may run in place
     void (*scale)(const float* a, float s, float* y, int64_t n);
 };
 

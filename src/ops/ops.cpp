@@ -185,10 +185,21 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
         BI_CHECK(probs->shape() == (Shape{B, heads, L, L}), "attention", "probs: expected ",
                  shape_str({B, heads, L, L}), ", got ", shape_str(probs->shape()));
     }
+    int64_t bias_stride = 0;
+    if (opts.bias) {
+        check_f32_contig(*opts.bias, "attention", "bias");
+        const Shape& bs = opts.bias->shape();
+        const bool shared = bs == Shape{heads, L, L};
+        BI_CHECK(shared || bs == (Shape{B, heads, L, L}), "attention", "bias: expected ",
+                 shape_str({heads, L, L}), " or ", shape_str({B, heads, L, L}), ", got ",
+                 shape_str(bs));
+        bias_stride = shared ? 0 : heads * L * L;
+    }
     std::vector<int64_t> cu(size_t(B + 1));
     for (int64_t b = 0; b <= B; ++b) cu[size_t(b)] = b * L;
     table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu.data(), B, heads, Hkv, Dh, scale,
-                      opts.causal, key_valid.data(), probs ? probs->f32() : nullptr, L);
+                      opts.causal, key_valid.data(), probs ? probs->f32() : nullptr, L,
+                      opts.bias ? opts.bias->f32() : nullptr, bias_stride);
 }
 
 namespace {
@@ -232,7 +243,7 @@ void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t
                  longest, ", got ", shape_str(probs->shape()));
     }
     table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu_seqlens.data(), B, heads, heads,
-                      D / heads, scale, false, nullptr, probs ? probs->f32() : nullptr, P);
+                      D / heads, scale, false, nullptr, probs ? probs->f32() : nullptr, P, nullptr, 0);
 }
 
 void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tensor& cos,
@@ -279,6 +290,35 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
     BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add", "sizes differ: ",
              shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
     table().add(a.f32(), b.f32(), out.f32(), a.numel());
+}
+
+void mul(const Tensor& a, const Tensor& b, Tensor& out) {
+    check_f32_contig(a, "mul", "a");
+    check_f32_contig(b, "mul", "b");
+    check_f32_contig(out, "mul", "out");
+    BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "mul", "sizes differ: ",
+             shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
+    table().mul(a.f32(), b.f32(), out.f32(), a.numel());
+}
+
+void bmm(const Tensor& a, const Tensor& b, Tensor& out) {
+    check_f32_contig(a, "bmm", "a");
+    check_f32_contig(b, "bmm", "b");
+    check_f32_contig(out, "bmm", "out");
+    BI_CHECK(a.ndim() == 3 && b.ndim() == 3 && out.ndim() == 3, "bmm",
+             "expected (G, M, K), (G, K, N), (G, M, N), got ", shape_str(a.shape()), " ",
+             shape_str(b.shape()), " ", shape_str(out.shape()));
+    const int64_t G = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+    BI_CHECK(b.size(0) == G && b.size(1) == K && out.shape() == (Shape{G, M, N}), "bmm",
+             "expected b ", shape_str({G, K, N}), " and out ", shape_str({G, M, N}), ", got ",
+             shape_str(b.shape()), " ", shape_str(out.shape()));
+    const auto& t = table();
+    const float *pa = a.f32(), *pb = b.f32();
+    float* po = out.f32();
+    // one GEMM per thread at a time (gemm_nn is single-threaded)
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t g = 0; g < G; ++g)
+        t.gemm_nn(pa + g * M * K, K, pb + g * K * N, N, po + g * M * N, N, M, N, K);
 }
 
 void scale(const Tensor& a, float s, Tensor& out) {

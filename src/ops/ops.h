@@ -54,6 +54,9 @@ void rotary_tables(const Tensor& inv_freq, int64_t n_pos, Tensor& cos, Tensor& s
 struct AttentionOpts {
     int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: as many as query heads
     bool causal = false;   // query i sees keys j <= i only
+    // Added to the scaled scores: (H, L, L) shared by every sequence of the batch, or
+    // (B, H, L, L); (query, key) order. Pair-biased attention (ESMFold, AlphaFold-style trunks).
+    const Tensor* bias = nullptr;
 };
 // Scaled-dot-product attention. q: (B, L, H*Dh); k, v: (B, L, Hkv*Dh); key_valid: B*L bytes
 // (1 = real token); out: (B, L, H*Dh). probs (B, H, L, L), when given, receives the softmax
@@ -71,6 +74,10 @@ void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t
 // out (n, D) = table (V, D) rows at ids; an id outside [0, V) is an error.
 void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
+// out = a * b elementwise (may alias a or b).
+void mul(const Tensor& a, const Tensor& b, Tensor& out);
+// out[g] (M, N) = a[g] (M, K) . b[g] (K, N) for every g of G: a (G, M, K), b (G, K, N).
+void bmm(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& a, float s, Tensor& out);
 
 }  // namespace bioinfer::ops

@@ -130,6 +130,23 @@ void swiglu_span(const float* g, const float* u, float* y, int64_t i, int64_t en
     for (; i < end; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+// sigmoid(x) = 1 / (1 + exp(-x)); vexp clamps, so large |x| saturates to 0 or 1.
+template <typename V>
+void sigmoid_span(const float* x, float* y, int64_t i, int64_t end) {
+    constexpr int W = V::W;
+    const auto one = V::set1(1.0f);
+    for (; i + W <= end; i += W)
+        V::store(y + i, V::div(one, V::add(one, vexp<V>(V::sub(V::zero(), V::load(x + i))))));
+    for (; i < end; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
+template <typename V>
+void relu_span(const float* x, float* y, int64_t i, int64_t end) {
+    constexpr int W = V::W;
+    for (; i + W <= end; i += W) V::store(y + i, V::max(V::zero(), V::load(x + i)));
+    for (; i < end; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 template <typename V>
 void gelu(const float* x, float* y, int64_t n) {
     elementwise<V>("gelu", n, [&](int64_t i, int64_t e) { gelu_span<V>(x, y, i, e); });
@@ -380,6 +397,15 @@ void add(const float* a, const float* b, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+template <typename V>
+void mul(const float* a, const float* b, float* y, int64_t n) {
+    elementwise<V>("mul", n, [&](int64_t i, int64_t end) {
+        for (; i + V::W <= end; i += V::W)
+            V::store(y + i, V::mul(V::load(a + i), V::load(b + i)));
+        for (; i < end; ++i) y[i] = a[i] * b[i];
+    });
+}
+
 inline void scale_row(float* x, int64_t n, float s) {
     for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
@@ -607,7 +633,8 @@ inline void attention_key_masks(const uint8_t* valid, int64_t nk, int64_t ldk, f
 template <typename V>
 void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
                int64_t B, int64_t H, int64_t Hkv, int64_t Dh, float scale, bool causal,
-               const uint8_t* key_valid, float* probs, int64_t P) {
+               const uint8_t* key_valid, float* probs, int64_t P, const float* pair_bias,
+               int64_t bias_stride) {
     constexpr int W = V::W;
     const int64_t D = H * Dh, Dkv = Hkv * Dh, group = H / Hkv;
     const float ninf = -std::numeric_limits<float>::infinity();
@@ -645,6 +672,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                 if (valid)
                     while (nk > 0 && !valid[nk - 1]) --nk;
                 const float* qbh = q + r0 * D + h * Dh;
+                // (L, L) additive scores of this (sequence, head), or null
+                const float* pb = pair_bias ? pair_bias + b * bias_stride + h * L * L : nullptr;
                 const float* vbh = v + r0 * Dkv + hk * Dh;
                 float* obh = out + r0 * D + h * Dh;
                 pack_keys_transposed(k + r0 * Dkv + hk * Dh, Dkv, nk, Dh, kT.data(), ldk);
@@ -661,7 +690,10 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     for (int64_t i = 0; i < L; ++i) {
                         float* pr = p + i * ldp;
                         const int64_t seen = causal ? std::min(nk, i + 1) : nk;
-                        for (int64_t j = 0; j < seen; ++j) pr[j] *= scale;
+                        if (pb)
+                            for (int64_t j = 0; j < seen; ++j) pr[j] = pr[j] * scale + pb[i * L + j];
+                        else
+                            for (int64_t j = 0; j < seen; ++j) pr[j] *= scale;
                         softmax_fn(pr, 1, seen, nullptr, valid);
                         std::fill(pr + seen, pr + nk, 0.0f);
                     }
@@ -680,9 +712,18 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                         const int64_t diag = causal ? i0 - j0 : kbv;
                         // s (mq, kbv) = q rows . kT block
                         gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
+                        float tile_scale = scale;
+                        if (pb) {  // scale here, add the pair bias; the tile then scales by 1
+                            for (int64_t r = 0; r < mq; ++r) {
+                                float* sr = s.data() + r * kKB;
+                                const float* br = pb + (i0 + r) * L + j0;
+                                for (int64_t c = 0; c < kb; ++c) sr[c] = sr[c] * scale + br[c];
+                            }
+                            tile_scale = 1.0f;
+                        }
                         online_softmax_tile<V>(s.data(), kKB, mq, kbv, bias.data() + j0,
-                                               keep.data() + j0, scale, diag, m.data(), l.data(),
-                                               o.data(), Dh, Dh);
+                                               keep.data() + j0, tile_scale, diag, m.data(),
+                                               l.data(), o.data(), Dh, Dh);
                         // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
                         gemm<V>(s.data(), kKB, vbh + j0 * Dkv, Dkv, o.data(), Dh, mq, Dh, kb, true);
                     }
@@ -748,11 +789,24 @@ void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType comp
 
 inline void free_packed(void* packed) { delete static_cast<CpuPacked*>(packed); }
 
+inline const char* act_name(Act act) {
+    switch (act) {
+        case Act::Gelu: return "gelu";
+        case Act::GeluTanh: return "gelu_tanh";
+        case Act::Relu: return "relu";
+        case Act::Sigmoid: return "sigmoid";
+        case Act::None: break;
+    }
+    return "none";
+}
+
 // Activation over [i, end) of a row.
 template <typename V>
 inline void activate_span(Act act, float* y, int64_t i, int64_t end) {
     if (act == Act::Gelu) gelu_span<V>(y, y, i, end);
     if (act == Act::GeluTanh) gelu_tanh_span<V>(y, y, i, end);
+    if (act == Act::Relu) relu_span<V>(y, y, i, end);
+    if (act == Act::Sigmoid) sigmoid_span<V>(y, y, i, end);
 }
 
 // y (+)= scale * act(x . wt + b) with the own GEMM: (m_block x n_block) output tiles over the
@@ -806,7 +860,7 @@ void linear(const float* x, const float* w, const void* packed, const float* b, 
             .is("separate")) {
         linear_dnnl(x, w, pd, b, y, M, K, N, Act::None, 1.0f, false);
         // One pass over y: the activation, then the scale, chunk by chunk.
-        elementwise<V>(act == Act::Gelu ? "gelu" : "gelu_tanh", M * N, [&](int64_t i, int64_t e) {
+        elementwise<V>(act_name(act), M * N, [&](int64_t i, int64_t e) {
             activate_span<V>(act, y, i, e);
             if (scale != 1.0f) scale_row(y + i, e - i, scale);
         });
@@ -832,6 +886,7 @@ kernels::KernelTable make_kernel_table() {
             .softmax = softmax<V>,
             .rotary = rotary<V>,
             .add = add<V>,
+            .mul = mul<V>,
             .scale = scale<V>};
 }
 

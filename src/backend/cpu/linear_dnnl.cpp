@@ -86,6 +86,8 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, Act act, float sca
     if (act == Act::Gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
     if (act == Act::GeluTanh)
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+    if (act == Act::Relu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (act == Act::Sigmoid) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
     // After bias and GELU, before the residual sum: y (+)= scale * act(x.w^T + b).
     if (scale != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, scale, 0.0f);
     if (accumulate) po.append_sum(1.0f);

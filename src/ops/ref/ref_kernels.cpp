@@ -20,6 +20,8 @@ float activate(Act act, float x) {
     switch (act) {
         case Act::Gelu: return gelu_erf(x);
         case Act::GeluTanh: return gelu_tanh_1(x);
+        case Act::Relu: return x > 0.0f ? x : 0.0f;
+        case Act::Sigmoid: return float(1.0 / (1.0 + std::exp(-double(x))));
         case Act::None: break;
     }
     return x;
@@ -106,7 +108,8 @@ void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t 
 // Textbook attention, one query row at a time, in double.
 void attention(const float* q, const float* k, const float* v, float* out, const int64_t* cu,
                int64_t B, int64_t H, int64_t Hkv, int64_t Dh, float scale, bool causal,
-               const uint8_t* key_valid, float* probs, int64_t P) {
+               const uint8_t* key_valid, float* probs, int64_t P, const float* bias,
+               int64_t bias_stride) {
     const int64_t D = H * Dh, Dkv = Hkv * Dh, group = H / Hkv;
     if (probs) std::fill(probs, probs + B * H * P * P, 0.0f);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
@@ -119,13 +122,14 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     return (!key_valid || key_valid[r0 + j]) && (!causal || j <= i);
                 };
                 const float* qi = q + (r0 + i) * D + h * Dh;
+                const float* bi = bias ? bias + b * bias_stride + (h * L + i) * L : nullptr;
                 double mx = -std::numeric_limits<double>::infinity();
                 for (int64_t j = 0; j < L; ++j) {
                     if (!sees(j)) continue;
                     const float* kj = k + (r0 + j) * Dkv + hk * Dh;
                     double d = 0;
                     for (int64_t c = 0; c < Dh; ++c) d += double(qi[c]) * kj[c];
-                    p[size_t(j)] = d * scale;
+                    p[size_t(j)] = d * scale + (bi ? double(bi[j]) : 0.0);
                     mx = std::max(mx, p[size_t(j)]);
                 }
                 double sum = 0;
@@ -154,6 +158,10 @@ void add(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void mul(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
 void scale(const float* a, float s, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] * s;
 }
@@ -174,6 +182,7 @@ const KernelTable& ref_kernels() {
                                .softmax = softmax,
                                .rotary = rotary,
                                .add = add,
+                               .mul = mul,
                                .scale = scale};
     return t;
 }
