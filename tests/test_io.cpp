@@ -99,8 +99,15 @@ TEST(Safetensors, RejectsCorruptFiles) {
     expect_contains(error_of([&] { io::SafetensorsFile::open(d / "hlen"); }), "header length");
     write_bytes(d / "json", make_st("{not json", 0));
     expect_contains(error_of([&] { io::SafetensorsFile::open(d / "json"); }), "not valid JSON");
-    write_bytes(d / "dtype", make_st(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8));
+    write_bytes(d / "dtype", make_st(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", 8));
     expect_contains(error_of([&] { io::SafetensorsFile::open(d / "dtype"); }), "tensor 'w'");
+    // Integer buffers are size-checked and skipped; asking for one names its dtype.
+    write_bytes(d / "int", make_st(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8));
+    auto with_int = io::SafetensorsFile::open(d / "int");
+    EXPECT_FALSE(with_int->has("w"));
+    expect_contains(error_of([&] { with_int->get("w"); }), "tensor 'w' is I64");
+    write_bytes(d / "intsize", make_st(R"({"w":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", 8));
+    expect_contains(error_of([&] { io::SafetensorsFile::open(d / "intsize"); }), "needs 16");
     write_bytes(d / "trunc", make_st(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
     expect_contains(error_of([&] { io::SafetensorsFile::open(d / "trunc"); }), "truncated");
     write_bytes(d / "size", make_st(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16));

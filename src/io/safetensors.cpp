@@ -65,9 +65,16 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                  where, "entry needs dtype, shape and data_offsets");
         TensorInfo ti;
         const std::string dt = v["dtype"].is_string() ? v["dtype"].get<std::string>() : "?";
+        // Integer and fp64 buffers (e.g. ESMFold's af2_to_esm index table) are checked for size
+        // and skipped: the engine reads only float weights and derives such tables itself.
+        static const std::map<std::string, size_t> kOther{
+            {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"I16", 2}, {"U16", 2}, {"I32", 4},
+            {"U32", 4}, {"I64", 8}, {"U64", 8}, {"F64", 8}};
+        size_t elem = 0;
         if (dt == "F32") ti.dtype = DType::F32;
         else if (dt == "BF16") ti.dtype = DType::BF16;
         else if (dt == "F16") ti.dtype = DType::F16;
+        else if (kOther.count(dt)) elem = kOther.at(dt);
         else fail(where, cat("unsupported dtype ", dt, ": expected F32, BF16 or F16"));
         BI_CHECK(v["shape"].is_array(), where, "shape is not an array");
         for (auto& d : v["shape"]) {
@@ -83,11 +90,14 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
         BI_CHECK(ti.begin <= ti.end && ti.end <= data_size, where, "data_offsets [", ti.begin,
                  ", ", ti.end, ") outside the data section of ", data_size,
                  " bytes (truncated file?)");
-        const size_t want = size_t(shape_numel(ti.shape)) * dtype_size(ti.dtype);
+        const size_t want = size_t(shape_numel(ti.shape)) * (elem ? elem : dtype_size(ti.dtype));
         BI_CHECK(ti.end - ti.begin == want, where, "holds ", ti.end - ti.begin,
                  " bytes, but shape ", shape_str(ti.shape), " of ", dt, " needs ", want);
         ranges.emplace_back(ti.begin, ti.end);
-        f->tensors_.emplace(name, std::move(ti));
+        if (elem)
+            f->skipped_.emplace(name, dt);
+        else
+            f->tensors_.emplace(name, std::move(ti));
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 1; i < ranges.size(); ++i)
@@ -98,6 +108,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
 
 Tensor SafetensorsFile::get(const std::string& name) const {
     auto it = tensors_.find(name);
+    if (it == tensors_.end() && skipped_.count(name))
+        fail(path_, cat("tensor '", name, "' is ", skipped_.at(name),
+                        ": only F32, BF16 and F16 tensors are read"));
     BI_CHECK(it != tensors_.end(), path_, "no tensor named '", name, "'");
     return Tensor::view_of(data_ + it->second.begin, it->second.shape, it->second.dtype, map_);
 }

@@ -29,6 +29,7 @@ private:
     SafetensorsFile() = default;
     std::string path_;
     std::map<std::string, TensorInfo> tensors_;
+    std::map<std::string, std::string> skipped_;  // non-float tensors: name -> dtype
     std::shared_ptr<const void> map_;  // whole file
     const char* data_ = nullptr;       // start of the data section
 };

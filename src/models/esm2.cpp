@@ -14,11 +14,12 @@ namespace bioinfer::esm {
 using io::config_get;
 using io::config_get_or;
 
-Esm2Config Esm2Config::from_json(const nlohmann::json& j, const std::string& where) {
+Esm2Config Esm2Config::from_json(const nlohmann::json& j, const std::string& where,
+                                 bool folding_stem) {
     Esm2Config c;
     const std::string type = config_get_or<std::string>(j, "model_type", "esm", where);
     BI_CHECK(type == "esm", where, "model_type '", type, "' is not an ESM model");
-    BI_CHECK(!config_get_or<bool>(j, "is_folding_model", false, where), where,
+    BI_CHECK(folding_stem || !config_get_or<bool>(j, "is_folding_model", false, where), where,
              "this is an ESMFold checkpoint, not an ESM-2 language model");
     const std::string pos = config_get_or<std::string>(j, "position_embedding_type", "absolute", where);
     BI_CHECK(pos == "rotary", where, "position_embedding_type '", pos,
@@ -52,10 +53,10 @@ Esm2Config Esm2Config::from_json(const nlohmann::json& j, const std::string& whe
     return c;
 }
 
-std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m) {
+std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_stem) {
     auto model = std::make_unique<Esm2Model>();
     Esm2Config& c = model->cfg_;
-    c = Esm2Config::from_json(m.config(), m.dir() + "/config.json");
+    c = Esm2Config::from_json(m.config(), m.dir() + "/config.json", folding_stem);
     const int64_t D = c.hidden, F = c.intermediate, Dh = c.hidden / c.heads;
 
     // EsmForMaskedLM nests the encoder under "esm."; a bare EsmModel does not.

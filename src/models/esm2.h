@@ -22,12 +22,15 @@ struct Esm2Config {
     float rope_theta = 10000.0f;
     bool token_dropout = true;
     int32_t mask_id = 32, pad_id = 1;
-    static Esm2Config from_json(const nlohmann::json& cfg, const std::string& where);
+    // folding_stem: the config of an ESMFold checkpoint, whose ESM-2 stem this is.
+    static Esm2Config from_json(const nlohmann::json& cfg, const std::string& where,
+                                bool folding_stem = false);
 };
 
 class Esm2Model : public lm::LanguageModel {
 public:
-    static std::unique_ptr<Esm2Model> load(const io::ModelDir& dir);
+    // folding_stem: load the ESM-2 stem of an ESMFold checkpoint (EsmForProteinFolding).
+    static std::unique_ptr<Esm2Model> load(const io::ModelDir& dir, bool folding_stem = false);
 
     const Esm2Config& config() const { return cfg_; }
     std::string architecture() const override { return "esm2"; }

@@ -1,0 +1,396 @@
+// ESMFold forward, following transformers' EsmForProteinFolding: stem features, trunk passes with
+// recycling, structure module, heads.
+#include "models/esmfold/esmfold.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "bioinfer/error.h"
+#include "models/esm_alphabet.h"
+#include "models/esmfold/residue_constants.h"
+#include "ops/ops.h"
+
+namespace bioinfer::esmfold {
+
+using io::config_get_or;
+
+namespace {
+
+constexpr int64_t kDistogramBins = 64, kLddtBins = 50, kRecycleBins = 15;
+constexpr int kLinkerLength = 25;
+constexpr int64_t kChainOffset = 512;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const nlohmann::json& sub(const nlohmann::json& j, const char* key) {
+    static const nlohmann::json empty = nlohmann::json::object();
+    auto it = j.find(key);
+    return it != j.end() && it->is_object() ? *it : empty;
+}
+
+// Rows r of x (R, C) -> out (R, C) with out[r] = table[ids[r]].
+void add_rows(const Tensor& table, const std::vector<int32_t>& ids, Tensor& x) {
+    const int64_t C = table.size(1);
+    for (size_t r = 0; r < ids.size(); ++r) {
+        const float* t = table.f32() + ids[r] * C;
+        float* d = x.f32() + int64_t(r) * C;
+        for (int64_t c = 0; c < C; ++c) d[c] += t[c];
+    }
+}
+
+// Recycled distogram bins of the Cb positions implied by N, CA, C (atom14 slots 0..2).
+std::vector<int32_t> recycle_bins(const float* atom14, int64_t L) {
+    std::vector<float> cb(size_t(L * 3));
+    for (int64_t i = 0; i < L; ++i) {
+        const float* n = atom14 + i * 42;
+        const float *ca = n + 3, *c = n + 6;
+        float b[3], cc[3];
+        for (int k = 0; k < 3; ++k) {
+            b[k] = ca[k] - n[k];
+            cc[k] = c[k] - ca[k];
+        }
+        const float a[3] = {b[1] * cc[2] - b[2] * cc[1], b[2] * cc[0] - b[0] * cc[2],
+                            b[0] * cc[1] - b[1] * cc[0]};
+        for (int k = 0; k < 3; ++k)
+            cb[size_t(i * 3 + k)] = -0.58273431f * a[k] + 0.56802827f * b[k] - 0.54067466f * cc[k] + ca[k];
+    }
+    float bounds[kRecycleBins - 1];
+    for (int64_t k = 0; k < kRecycleBins - 1; ++k) {
+        const float v = 3.375f + (21.375f - 3.375f) * float(k) / float(kRecycleBins - 2);
+        bounds[k] = v * v;
+    }
+    std::vector<int32_t> bins(size_t(L * L));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+            float d = 0;
+            for (int k = 0; k < 3; ++k) {
+                const float e = cb[size_t(j * 3 + k)] - cb[size_t(i * 3 + k)];
+                d += e * e;
+            }
+            int32_t n = 0;
+            for (float bd : bounds) n += d > bd;
+            bins[size_t(i * L + j)] = n;
+        }
+    return bins;
+}
+
+}  // namespace
+
+EsmFoldConfig EsmFoldConfig::from_json(const nlohmann::json& j, const std::string& where) {
+    BI_CHECK(config_get_or<bool>(j, "is_folding_model", false, where), where,
+             "not an ESMFold checkpoint (is_folding_model is not true)");
+    const nlohmann::json& f = sub(j, "esmfold_config");
+    const nlohmann::json& t = sub(f, "trunk");
+    const nlohmann::json& s = sub(t, "structure_module");
+    EsmFoldConfig c;
+    BI_CHECK(!config_get_or<bool>(f, "bypass_lm", false, where) &&
+                 !config_get_or<bool>(f, "esm_ablate_sequence", false, where) &&
+                 !config_get_or<bool>(f, "use_esm_attn_map", false, where),
+             where, "bypass_lm, esm_ablate_sequence and use_esm_attn_map are not supported");
+    c.embed_aa = config_get_or<bool>(f, "embed_aa", true, where);
+    c.fp16_esm = config_get_or<bool>(f, "fp16_esm", true, where);
+    c.lddt_hidden = config_get_or<int64_t>(f, "lddt_head_hid_dim", 128, where);
+    TrunkConfig& tr = c.trunk;
+    tr.blocks = config_get_or<int64_t>(t, "num_blocks", 48, where);
+    tr.c_s = config_get_or<int64_t>(t, "sequence_state_dim", 1024, where);
+    tr.c_z = config_get_or<int64_t>(t, "pairwise_state_dim", 128, where);
+    tr.seq_head_width = config_get_or<int64_t>(t, "sequence_head_width", 32, where);
+    tr.pair_head_width = config_get_or<int64_t>(t, "pairwise_head_width", 32, where);
+    tr.position_bins = config_get_or<int64_t>(t, "position_bins", 32, where);
+    tr.max_recycles = config_get_or<int64_t>(t, "max_recycles", 4, where);
+    StructureModuleConfig& m = c.sm;
+    m.c_s = config_get_or<int64_t>(s, "sequence_dim", 384, where);
+    m.c_z = config_get_or<int64_t>(s, "pairwise_dim", 128, where);
+    m.ipa_dim = config_get_or<int64_t>(s, "ipa_dim", 16, where);
+    m.resnet_dim = config_get_or<int64_t>(s, "resnet_dim", 128, where);
+    m.heads = config_get_or<int64_t>(s, "num_heads_ipa", 12, where);
+    m.qk_points = config_get_or<int64_t>(s, "num_qk_points", 4, where);
+    m.v_points = config_get_or<int64_t>(s, "num_v_points", 8, where);
+    m.blocks = config_get_or<int64_t>(s, "num_blocks", 8, where);
+    m.transition_layers = config_get_or<int64_t>(s, "num_transition_layers", 1, where);
+    m.resnet_blocks = config_get_or<int64_t>(s, "num_resnet_blocks", 2, where);
+    m.angles = config_get_or<int64_t>(s, "num_angles", 7, where);
+    m.trans_scale = float(config_get_or<double>(s, "trans_scale_factor", 10.0, where));
+    m.eps = float(config_get_or<double>(s, "epsilon", 1e-8, where));
+    BI_CHECK(tr.blocks > 0 && tr.c_s > 0 && tr.c_z > 0 && tr.max_recycles >= 1 && m.blocks > 0,
+             where, "trunk sizes must be positive");
+    BI_CHECK(tr.c_s % tr.seq_head_width == 0 && tr.c_z % tr.pair_head_width == 0 && tr.c_z % 2 == 0,
+             where, "sequence_state_dim / pairwise_state_dim are not multiples of their head widths");
+    return c;
+}
+
+std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
+    auto model = std::make_unique<EsmFoldModel>();
+    EsmFoldConfig& c = model->cfg_;
+    c = EsmFoldConfig::from_json(m.config(), m.dir() + "/config.json");
+    model->esm_ = esm::Esm2Model::load(m, /*folding_stem=*/true);
+    const int64_t D = model->esm_->hidden_size(), NL = model->esm_->num_layers();
+    const int64_t cs = c.trunk.c_s, cz = c.trunk.c_z;
+
+    // AlphaFold residue order (+1, 0 = padding) to ESM tokens.
+    model->af2_to_esm_.push_back(esm::kPad);
+    for (int r = 0; r < rc::kNumRestypes; ++r)
+        model->af2_to_esm_.push_back(esm::tokenize(std::string(1, rc::kRestypes[r] ? rc::kRestypes[r] : 'X'), "af2_to_esm")[0]);
+    const Tensor combine = m.get_f32("esm_s_combine", {NL + 1});
+    float mx = -INFINITY, sum = 0;
+    for (int64_t l = 0; l <= NL; ++l) mx = std::max(mx, combine.f32()[l]);
+    for (int64_t l = 0; l <= NL; ++l) sum += model->esm_combine_.emplace_back(std::exp(combine.f32()[l] - mx));
+    for (float& w : model->esm_combine_) w /= sum;
+    model->esm_ln_ = nn::LayerNorm::load(m, "esm_s_mlp.0", D, 1e-5f);
+    model->esm_mlp1_ = nn::Linear::load(m, "esm_s_mlp.1", D, cs);
+    model->esm_mlp2_ = nn::Linear::load(m, "esm_s_mlp.3", cs, cs);
+    if (c.embed_aa) model->aa_embedding_ = m.get_f32("embedding.weight", {rc::kNumRestypes + 2, cs});
+
+    const TrunkConfig& t = c.trunk;
+    model->relpos_ = m.get_f32("trunk.pairwise_positional_embedding.embedding.weight",
+                               {2 * t.position_bins + 2, cz});
+    for (int64_t b = 0; b < t.blocks; ++b) {
+        const std::string p = "trunk.blocks." + std::to_string(b);
+        Block blk;
+        blk.ln_seq = nn::LayerNorm::load(m, p + ".layernorm_1", cs, 1e-5f);
+        blk.pair_to_seq = nn::PairToSequence::load(m, p + ".pair_to_sequence", cz, cs / t.seq_head_width);
+        blk.seq_attention = nn::GatedBiasedAttention::load(m, p + ".seq_attention", cs, t.seq_head_width);
+        blk.mlp_seq = nn::ResidueMlp::load(m, p + ".mlp_seq.mlp", cs, 4 * cs);
+        blk.mlp_pair = nn::ResidueMlp::load(m, p + ".mlp_pair.mlp", cz, 4 * cz);
+        blk.seq_to_pair = nn::SequenceToPair::load(m, p + ".sequence_to_pair", cs, cz / 2, cz);
+        blk.tri_mul_out = nn::TriangleMultiplication::load(m, p + ".tri_mul_out", cz, true);
+        blk.tri_mul_in = nn::TriangleMultiplication::load(m, p + ".tri_mul_in", cz, false);
+        blk.tri_att_start = nn::TriangleAttention::load(m, p + ".tri_att_start", cz, t.pair_head_width,
+                                                        cz / t.pair_head_width, true);
+        blk.tri_att_end = nn::TriangleAttention::load(m, p + ".tri_att_end", cz, t.pair_head_width,
+                                                      cz / t.pair_head_width, false);
+        model->blocks_.push_back(std::move(blk));
+    }
+    model->recycle_s_norm_ = nn::LayerNorm::load(m, "trunk.recycle_s_norm", cs, 1e-5f);
+    model->recycle_z_norm_ = nn::LayerNorm::load(m, "trunk.recycle_z_norm", cz, 1e-5f);
+    model->recycle_disto_ = m.get_f32("trunk.recycle_disto.weight", {kRecycleBins, cz});
+    model->trunk2sm_s_ = nn::Linear::load(m, "trunk.trunk2sm_s", cs, c.sm.c_s);
+    model->trunk2sm_z_ = nn::Linear::load(m, "trunk.trunk2sm_z", cz, c.sm.c_z);
+    model->sm_ = StructureModule::load(m, "trunk.structure_module", c.sm);
+    model->distogram_head_ = nn::Linear::load(m, "distogram_head", cz, kDistogramBins);
+    model->ptm_head_ = nn::Linear::load(m, "ptm_head", cz, kDistogramBins);
+    model->lm_head_ = nn::Linear::load(m, "lm_head", cs, rc::kNumRestypes + 2);
+    model->lddt_ln_ = nn::LayerNorm::load(m, "lddt_head.0", c.sm.c_s, 1e-5f);
+    model->lddt1_ = nn::Linear::load(m, "lddt_head.1", c.sm.c_s, c.lddt_hidden);
+    model->lddt2_ = nn::Linear::load(m, "lddt_head.2", c.lddt_hidden, c.lddt_hidden);
+    model->lddt3_ = nn::Linear::load(m, "lddt_head.3", c.lddt_hidden, 37 * kLddtBins);
+    return model;
+}
+
+void EsmFoldModel::trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chunk) const {
+    const int64_t L = s.size(0), cs = s.size(1), cz = z.size(2);
+    {
+        const Tensor bias = b.pair_to_seq(z, chunk);  // (H, L, L)
+        Tensor y = Tensor::empty({L, cs});
+        b.ln_seq(s, y);
+        b.seq_attention.add_to(y, bias, s);
+    }
+    b.mlp_seq.add_to(s);
+    b.seq_to_pair.add_to(s, z, chunk);
+    b.tri_mul_out.add_to(z, chunk);
+    b.tri_mul_in.add_to(z, chunk);
+    b.tri_att_start.add_to(z, chunk);
+    b.tri_att_end.add_to(z, chunk);
+    Tensor zf = z.reshape({L * L, cz});
+    b.mlp_pair.add_to(zf, chunk > 0 ? chunk * L : 0);
+}
+
+FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) const {
+    const EsmFoldConfig& c = cfg_;
+    const int64_t L = int64_t(target.aatype.size()), cs = c.trunk.c_s, cz = c.trunk.c_z;
+    BI_CHECK(L > 0 && int64_t(target.residue_index.size()) == L, "esmfold",
+             "expected residue numbers for each of the ", L, " residues");
+    for (int32_t a : target.aatype)
+        BI_CHECK(a >= 0 && a < rc::kNumRestypes, "esmfold", "residue type ", a, " outside [0, 20]");
+    const auto tap = [&](const std::string& n, const Tensor& t) {
+        if (opts.tap) opts.tap(n, t);
+    };
+    FoldOutput out;
+    auto t0 = std::chrono::steady_clock::now();
+
+    // === Stem: every hidden state of the ESM-2 run, softmax-weighted, through esm_s_mlp. ===
+    std::vector<int32_t> tokens{esm::kCls};
+    for (int32_t a : target.aatype) tokens.push_back(af2_to_esm_[size_t(a + 1)]);
+    tokens.push_back(esm::kEos);
+    lm::Request req;
+    for (int l = 0; l <= esm_->num_layers(); ++l) req.layers.push_back(l);
+    const lm::Output lm = esm_->forward({tokens}, req);
+    const int64_t D = esm_->hidden_size();
+    Tensor esm_s = Tensor::zeros({L, D});
+    for (int l = 0; l <= esm_->num_layers(); ++l) {
+        const float w = esm_combine_[size_t(l)];
+        const float* h = lm.hidden.at(l).f32() + D;  // skip <cls>
+        float* d = esm_s.f32();
+        for (int64_t i = 0; i < L * D; ++i) d[i] += w * h[i];
+    }
+    tap("esm_s_combined", esm_s);
+    Tensor s0 = Tensor::empty({L, cs}), t_cs = Tensor::empty({L, cs}), t_d = Tensor::empty({L, D});
+    esm_ln_(esm_s, t_d);
+    esm_mlp1_(t_d, t_cs, {.act = Act::Relu});
+    esm_mlp2_(t_cs, s0);
+    if (c.embed_aa) add_rows(aa_embedding_, target.aatype, s0);
+    out.seconds_stem = seconds_since(t0);
+
+    // === Trunk with recycling ===
+    const int passes = opts.num_recycles < 0 ? int(c.trunk.max_recycles) : opts.num_recycles + 1;
+    const int64_t bins = c.trunk.position_bins;
+    std::vector<int32_t> relpos(size_t(L * L));
+    for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+            const int64_t d = target.residue_index[size_t(j)] - target.residue_index[size_t(i)];
+            relpos[size_t(i * L + j)] = int32_t(std::clamp(d, -bins, bins) + bins + 1);
+        }
+    Tensor s = Tensor::zeros({L, cs}), z = Tensor::zeros({L, L, cz});
+    std::vector<int32_t> disto(size_t(L * L), 0);
+    for (int pass = 0; pass < passes; ++pass) {
+        if (opts.progress) opts.progress("trunk", pass, passes);
+        auto tp = std::chrono::steady_clock::now();
+        // recycled inputs: s = s0 + LN(s_prev); z = LN(z_prev) + disto[bins] + relpos
+        recycle_s_norm_(s, t_cs);
+        ops::add(s0, t_cs, s);
+        const int64_t rows = std::max<int64_t>(1, (int64_t(64) << 20) / (L * cz * 4));
+        for (int64_t r0 = 0; r0 < L; r0 += rows) {
+            const int64_t r1 = std::min(L, r0 + rows), n = (r1 - r0) * L;
+            Tensor zr = z.narrow0(r0, r1).reshape({n, cz}), tmp = Tensor::empty({n, cz});
+            recycle_z_norm_(zr, tmp);
+            std::copy_n(tmp.f32(), n * cz, zr.f32());
+            const std::vector<int32_t> ids_d(disto.begin() + r0 * L, disto.begin() + r1 * L);
+            const std::vector<int32_t> ids_p(relpos.begin() + r0 * L, relpos.begin() + r1 * L);
+            add_rows(recycle_disto_, ids_d, zr);
+            add_rows(relpos_, ids_p, zr);
+        }
+        for (size_t b = 0; b < blocks_.size(); ++b) {
+            trunk_block(blocks_[b], s, z, opts.chunk);
+            if (opts.tap) {
+                const std::string p = "trunk.pass" + std::to_string(pass) + ".block" + std::to_string(b);
+                tap(p + ".s", s);
+                tap(p + ".z", z);
+            }
+        }
+        out.seconds_trunk += seconds_since(tp);
+        // === Structure module ===
+        tp = std::chrono::steady_clock::now();
+        Tensor sm_s = Tensor::empty({L, c.sm.c_s}), sm_z = Tensor::empty({L, L, c.sm.c_z});
+        trunk2sm_s_(s, sm_s);
+        Tensor smz2 = sm_z.reshape({L * L, c.sm.c_z});
+        trunk2sm_z_(z.reshape({L * L, cz}), smz2);
+        out.structure = sm_(sm_s, sm_z, target.aatype);
+        disto = recycle_bins(out.structure.positions.f32() + (c.sm.blocks - 1) * L * 42, L);
+        if (opts.tap) {
+            Tensor tb = Tensor::empty({L, L});
+            for (int64_t i = 0; i < L * L; ++i) tb.f32()[i] = float(disto[size_t(i)]);
+            tap("recycle_bins." + std::to_string(pass), tb);
+        }
+        out.seconds_structure += seconds_since(tp);
+    }
+    if (opts.progress) opts.progress("trunk", passes, passes);
+    out.s_s = s;
+    out.s_z = z;
+
+    // === Heads ===
+    t0 = std::chrono::steady_clock::now();
+    const int64_t NB = c.sm.blocks;
+    atom14_to_atom37(Tensor(out.structure.positions).narrow0(NB - 1, NB).reshape({L, 14, 3}),
+                     target.aatype, out.atom37, out.atom37_exists);
+    out.lm_logits = Tensor::empty({L, rc::kNumRestypes + 2});
+    lm_head_(s, out.lm_logits);
+    {  // distogram, symmetrised
+        Tensor logits = Tensor::empty({L * L, kDistogramBins});
+        distogram_head_(z.reshape({L * L, cz}), logits);
+        out.distogram_logits = Tensor::empty({L, L, kDistogramBins});
+        const float* x = logits.f32();
+        float* d = out.distogram_logits.f32();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < L; ++i)
+            for (int64_t j = 0; j < L; ++j)
+                for (int64_t k = 0; k < kDistogramBins; ++k)
+                    d[(i * L + j) * kDistogramBins + k] =
+                        (x[(i * L + j) * kDistogramBins + k] + x[(j * L + i) * kDistogramBins + k]) / 2;
+    }
+    {  // pLDDT: expected bin centre of the last block's states
+        const Tensor st = out.structure.states.narrow0(NB - 1, NB).reshape({L, c.sm.c_s});
+        Tensor a = Tensor::empty({L, c.sm.c_s}), h1 = Tensor::empty({L, c.lddt_hidden}),
+               h2 = Tensor::empty({L, c.lddt_hidden}), logits = Tensor::empty({L * 37, kLddtBins});
+        lddt_ln_(st, a);
+        lddt1_(a, h1);
+        lddt2_(h1, h2);
+        Tensor l2 = logits.reshape({L, 37 * kLddtBins});
+        lddt3_(h2, l2);
+        ops::softmax(logits, nullptr, nullptr);
+        out.plddt = Tensor::empty({L, 37});
+        for (int64_t r = 0; r < L * 37; ++r) {
+            float e = 0;
+            for (int64_t k = 0; k < kLddtBins; ++k)
+                e += logits.f32()[r * kLddtBins + k] * ((float(k) + 0.5f) / float(kLddtBins));
+            out.plddt.f32()[r] = e;
+        }
+    }
+    {  // PAE and pTM from the pTM head's aligned-error bins (0.5 A wide, centres 0.25..31.75)
+        Tensor probs = Tensor::empty({L * L, kDistogramBins});
+        ptm_head_(z.reshape({L * L, cz}), probs);
+        ops::softmax(probs, nullptr, nullptr);
+        const double n = double(std::max<int64_t>(L, 19));
+        const double d0 = 1.24 * std::cbrt(n - 15.0) - 1.8;
+        float centre[kDistogramBins], tm[kDistogramBins];
+        for (int64_t k = 0; k < kDistogramBins; ++k) {
+            centre[k] = 0.25f + 0.5f * float(k);
+            tm[k] = float(1.0 / (1.0 + double(centre[k]) * centre[k] / (d0 * d0)));
+        }
+        out.pae = Tensor::empty({L, L});
+        const float w = 1.0f / (1e-8f + float(L));
+        float best = -INFINITY;
+        for (int64_t i = 0; i < L; ++i) {
+            float aligned = 0;
+            for (int64_t j = 0; j < L; ++j) {
+                const float* p = probs.f32() + (i * L + j) * kDistogramBins;
+                float e = 0, t = 0;
+                for (int64_t k = 0; k < kDistogramBins; ++k) {
+                    e += p[k] * centre[k];
+                    t += p[k] * tm[k];
+                }
+                out.pae.f32()[i * L + j] = e;
+                aligned += t * w;
+            }
+            best = std::max(best, aligned);
+        }
+        out.ptm = best;
+    }
+    out.seconds_heads = seconds_since(t0);
+    return out;
+}
+
+EncodedTarget encode_sequence(const std::string& seq, const std::string& record) {
+    EncodedTarget e;
+    int32_t chain = 0;
+    int64_t number = 0;  // residue number within the joined sequence, before chain offsets
+    bool chain_empty = true;
+    for (size_t i = 0; i <= seq.size(); ++i) {
+        const bool end = i == seq.size();
+        if (end || seq[i] == ':') {
+            BI_CHECK(!chain_empty, record, "chain ", chain + 1, " is empty (at position ", i + 1, ")");
+            if (end) break;
+            for (int k = 0; k < kLinkerLength; ++k) {  // the linker numbers with the chain before it
+                e.target.aatype.push_back(rc::restype_index('G'));
+                e.target.residue_index.push_back(number++ + chain * kChainOffset);
+                e.is_linker.push_back(1);
+                e.chain.push_back(chain);
+            }
+            ++chain;
+            chain_empty = true;
+            continue;
+        }
+        e.target.aatype.push_back(rc::restype_index(seq[i]));
+        e.target.residue_index.push_back(number++ + chain * kChainOffset);
+        e.is_linker.push_back(0);
+        e.chain.push_back(chain);
+        chain_empty = false;
+    }
+    e.chains = chain + 1;
+    return e;
+}
+
+}  // namespace bioinfer::esmfold

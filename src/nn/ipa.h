@@ -1,0 +1,31 @@
+// Invariant point attention (AlphaFold 2 algorithm 22), the attention of the structure module:
+// scalar query/key attention, a pair bias and a distance term between query and key points placed
+// in each residue's frame, attending over values, value points (returned to the local frame, with
+// their norms) and the pair representation.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/rigid.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::nn {
+
+struct InvariantPointAttention {
+    int64_t heads = 0, dim = 0, qk_points = 0, v_points = 0;
+    float eps = 1e-8f;
+    Linear q, kv, q_points, kv_points, b, out;
+    std::vector<float> head_weights;  // softplus(w) * sqrt(1 / (3 * qk_points * 9 / 2)), per head
+    // prefix: e.g. "trunk.structure_module.ipa"
+    static InvariantPointAttention load(const io::ModelDir& m, const std::string& prefix,
+                                        int64_t c_s, int64_t c_z, int64_t dim, int64_t heads,
+                                        int64_t qk_points, int64_t v_points, float eps);
+    // update (L, c_s) from s (L, c_s), z (L, L, c_z) and the residues' frames (L).
+    void operator()(const Tensor& s, const Tensor& z, const std::vector<Rigid>& frames,
+                    Tensor& update) const;
+};
+
+}  // namespace bioinfer::nn

@@ -1,0 +1,136 @@
+// Sequence <-> pair coupling blocks and the residual MLP of ESMFold-style trunks.
+#include "nn/pair_seq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "bioinfer/error.h"
+#include "nn/triangle.h"
+#include "ops/ops.h"
+
+namespace bioinfer::nn {
+
+PairToSequence PairToSequence::load(const io::ModelDir& m, const std::string& p, int64_t c,
+                                    int64_t heads) {
+    return {LayerNorm::load(m, p + ".layernorm", c, 1e-5f),
+            Linear::load(m, p + ".linear", c, heads, false)};
+}
+
+Tensor PairToSequence::operator()(const Tensor& z, int64_t chunk) const {
+    const int64_t L = z.size(0), C = z.size(2), H = linear.out_features();
+    if (chunk <= 0) chunk = default_pair_chunk(L, C);
+    Tensor bias = Tensor::empty({H, L, L});
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+        Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
+        ln(z.narrow0(r0, r1).reshape({n, C}), zn);
+        linear(zn, b);
+        const float* src = b.f32();
+        float* dst = bias.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t x = 0; x < L; ++x)
+                    dst[(h * L + r) * L + x] = src[((r - r0) * L + x) * H + h];
+    }
+    return bias;
+}
+
+GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std::string& p,
+                                                int64_t dim, int64_t head_dim) {
+    BI_CHECK(head_dim > 0 && dim % head_dim == 0, p, "width ", dim,
+             " is not a multiple of the head width ", head_dim);
+    GatedBiasedAttention a;
+    a.heads = dim / head_dim;
+    a.head_dim = head_dim;
+    // proj (3 * dim, dim): output column h * 3 * hw + part * hw + c is head h's q/k/v channel c.
+    Tensor w = m.get_f32(p + ".proj.weight", {3 * dim, dim});
+    Tensor parts[3];
+    for (int part = 0; part < 3; ++part) {
+        parts[part] = Tensor::empty({dim, dim});
+        for (int64_t h = 0; h < a.heads; ++h)
+            std::copy_n(w.f32() + (h * 3 * head_dim + part * head_dim) * dim, head_dim * dim,
+                        parts[part].f32() + h * head_dim * dim);
+    }
+    a.q = Linear::from(parts[0], Tensor());
+    a.k = Linear::from(parts[1], Tensor());
+    a.v = Linear::from(parts[2], Tensor());
+    a.g = Linear::load(m, p + ".g_proj", dim, dim);
+    a.o = Linear::load(m, p + ".o_proj", dim, dim);
+    return a;
+}
+
+void GatedBiasedAttention::add_to(const Tensor& y, const Tensor& bias, Tensor& s) const {
+    const int64_t L = y.size(0), D = heads * head_dim;
+    Tensor tq = Tensor::empty({1, L, D}), tk = Tensor::empty({1, L, D}),
+           tv = Tensor::empty({1, L, D}), to = Tensor::empty({1, L, D}),
+           tg = Tensor::empty({L, D});
+    Tensor q2 = tq.reshape({L, D}), k2 = tk.reshape({L, D}), v2 = tv.reshape({L, D});
+    q(y, q2);
+    k(y, k2);
+    v(y, v2);
+    const std::vector<uint8_t> valid(size_t(L), 1);
+    ops::attention(tq, tk, tv, heads, 1.0f / std::sqrt(float(head_dim)), valid, to, nullptr,
+                   {.bias = &bias});
+    g(y, tg, {.act = Act::Sigmoid});
+    Tensor o2 = to.reshape({L, D});
+    ops::mul(o2, tg, o2);
+    o(o2, s, {.accumulate = true});
+}
+
+SequenceToPair SequenceToPair::load(const io::ModelDir& m, const std::string& p, int64_t dim,
+                                    int64_t inner, int64_t c) {
+    return {LayerNorm::load(m, p + ".layernorm", dim, 1e-5f),
+            Linear::load(m, p + ".proj", dim, 2 * inner),
+            Linear::load(m, p + ".o_proj", 2 * inner, c)};
+}
+
+void SequenceToPair::add_to(const Tensor& s, Tensor& z, int64_t chunk) const {
+    const int64_t L = s.size(0), D = s.size(1), I2 = proj.out_features(), I = I2 / 2,
+                  C = z.size(2);
+    if (chunk <= 0) chunk = default_pair_chunk(L, C);
+    Tensor sn = Tensor::empty({L, D}), qk = Tensor::empty({L, I2});
+    ln(s, sn);
+    proj(sn, qk);
+    const float* t = qk.f32();
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+        Tensor x = Tensor::empty({n, I2});
+        float* xd = x.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t i = r0; i < r1; ++i)
+            for (int64_t j = 0; j < L; ++j) {
+                const float* qj = t + j * I2;      // q of residue j
+                const float* ki = t + i * I2 + I;  // k of residue i
+                float* row = xd + ((i - r0) * L + j) * I2;
+                for (int64_t c = 0; c < I; ++c) {
+                    row[c] = qj[c] * ki[c];
+                    row[I + c] = qj[c] - ki[c];
+                }
+            }
+        Tensor zr = z.narrow0(r0, r1).reshape({n, C});
+        o_proj(x, zr, {.accumulate = true});
+    }
+}
+
+ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim,
+                            int64_t inner) {
+    return {LayerNorm::load(m, p + ".0", dim, 1e-5f), Linear::load(m, p + ".1", dim, inner),
+            Linear::load(m, p + ".3", inner, dim)};
+}
+
+void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {
+    const int64_t rows = x.size(0), D = x.size(1), F = up.out_features();
+    // chunk counts rows of x; about 256 MiB of temporaries by default
+    if (chunk <= 0) chunk = std::max<int64_t>(1, (int64_t(256) << 20) / ((D + F) * 4));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t r1 = std::min(rows, r0 + chunk), n = r1 - r0;
+        Tensor xr = x.narrow0(r0, r1), xn = Tensor::empty({n, D}), h = Tensor::empty({n, F});
+        ln(xr, xn);
+        up(xn, h, {.act = Act::Relu});
+        down(h, xr, {.accumulate = true});
+    }
+}
+
+}  // namespace bioinfer::nn

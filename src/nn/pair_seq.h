@@ -1,0 +1,55 @@
+// The blocks that couple a sequence state s (L, D) and a pair state z (L, L, C) in ESMFold's
+// folding trunk (and its successors): the pair as an attention bias of the sequence
+// (pair-to-sequence), gated sequence attention with that bias, the sequence as a pair update
+// (sequence-to-pair, outer product and difference), and the residual ReLU MLP ("transition")
+// used on both states.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::nn {
+
+// bias (H, L, L) [h, q, k] = linear(LN(z[q, k]))[h], rows of z `chunk` at a time.
+struct PairToSequence {
+    LayerNorm ln;
+    Linear linear;  // C -> H, no bias
+    static PairToSequence load(const io::ModelDir& m, const std::string& prefix, int64_t c,
+                               int64_t heads);
+    Tensor operator()(const Tensor& z, int64_t chunk = 0) const;
+};
+
+// s += o_proj(sigmoid(g_proj(y)) * attention(y)), y = LN(s) given by the caller; q, k and v come
+// from one fused projection whose output columns are per head [q | k | v] (ESMFold's layout),
+// split into three at load. Scores are scaled by head_dim^-1/2 and biased by (H, L, L).
+struct GatedBiasedAttention {
+    int64_t heads = 0, head_dim = 0;
+    Linear q, k, v, g, o;
+    static GatedBiasedAttention load(const io::ModelDir& m, const std::string& prefix,
+                                     int64_t dim, int64_t head_dim);
+    void add_to(const Tensor& y, const Tensor& bias, Tensor& s) const;
+};
+
+// z[i, j] += o_proj(cat(q[j] * k[i], q[j] - k[i])), [q | k] = proj(LN(s)).
+struct SequenceToPair {
+    LayerNorm ln;
+    Linear proj, o_proj;
+    static SequenceToPair load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                               int64_t inner, int64_t c);
+    void add_to(const Tensor& s, Tensor& z, int64_t chunk = 0) const;
+};
+
+// x += down(relu(up(LN(x)))) over the rows of x (rows, D), `chunk` rows at a time.
+struct ResidueMlp {
+    LayerNorm ln;
+    Linear up, down;
+    // prefix: the nn.Sequential ("....mlp"): LayerNorm at .0, Linear at .1 and .3.
+    static ResidueMlp load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                           int64_t inner);
+    void add_to(Tensor& x, int64_t chunk = 0) const;
+};
+
+}  // namespace bioinfer::nn

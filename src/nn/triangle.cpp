@@ -1,0 +1,203 @@
+// Triangle multiplication and triangle attention over a pair representation, chunked over rows.
+#include "nn/triangle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "bioinfer/error.h"
+#include "ops/ops.h"
+
+namespace bioinfer::nn {
+namespace {
+
+// Rows [r0, r1) of z (L, L, C) as a ((r1 - r0) * L, C) view.
+Tensor pair_rows(const Tensor& z, int64_t r0, int64_t r1) {
+    return z.narrow0(r0, r1).reshape({(r1 - r0) * z.size(1), z.size(2)});
+}
+
+// out ((r1 - r0) * L, C) = columns [r0, r1) of z: out[r - r0, j] = z[j, r].
+void gather_columns(const Tensor& z, int64_t r0, int64_t r1, Tensor& out) {
+    const int64_t L = z.size(0), C = z.size(2);
+    const float* src = z.f32();
+    float* dst = out.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < L; ++j)
+            std::copy_n(src + (j * L + r) * C, C, dst + ((r - r0) * L + j) * C);
+}
+
+// z[j, r] += y[r - r0, j] for the columns [r0, r1).
+void scatter_add_columns(const Tensor& y, int64_t r0, int64_t r1, Tensor& z) {
+    const int64_t L = z.size(0), C = z.size(2);
+    const float* src = y.f32();
+    float* dst = z.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < L; ++j)
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* s = src + ((r - r0) * L + j) * C;
+            float* d = dst + (j * L + r) * C;
+            for (int64_t c = 0; c < C; ++c) d[c] += s[c];
+        }
+}
+
+void check_pair(const Tensor& z, int64_t C, const char* what) {
+    BI_CHECK(z.ndim() == 3 && z.size(0) == z.size(1) && z.size(2) == C && z.is_contiguous(), what,
+             "pair: expected contiguous (L, L, ", C, "), got ", shape_str(z.shape()));
+}
+
+int64_t chunk_or_default(int64_t chunk, int64_t L, int64_t C) {
+    return std::clamp<int64_t>(chunk > 0 ? chunk : default_pair_chunk(L, C), 1, L);
+}
+
+}  // namespace
+
+int64_t default_pair_chunk(int64_t L, int64_t C) {
+    // About 256 MiB of per-chunk temporaries: a chunk row holds up to ~8 (L, C) fp32 rows.
+    const int64_t per_row = std::max<int64_t>(1, L * C * 4 * 8);
+    return std::clamp<int64_t>((int64_t(256) << 20) / per_row, 1, std::max<int64_t>(L, 1));
+}
+
+TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m,
+                                                    const std::string& p, int64_t c,
+                                                    bool outgoing) {
+    TriangleMultiplication t;
+    t.outgoing = outgoing;
+    t.ln_in = LayerNorm::load(m, p + ".layer_norm_in", c, 1e-5f);
+    t.ln_out = LayerNorm::load(m, p + ".layer_norm_out", c, 1e-5f);
+    t.a_p = Linear::load(m, p + ".linear_a_p", c, c);
+    t.a_g = Linear::load(m, p + ".linear_a_g", c, c);
+    t.b_p = Linear::load(m, p + ".linear_b_p", c, c);
+    t.b_g = Linear::load(m, p + ".linear_b_g", c, c);
+    t.g = Linear::load(m, p + ".linear_g", c, c);
+    t.z = Linear::load(m, p + ".linear_z", c, c);
+    return t;
+}
+
+void TriangleMultiplication::add_to(Tensor& z, int64_t chunk) const {
+    const int64_t C = ln_in.g.size(0);
+    check_pair(z, C, "triangle_multiplication");
+    const int64_t L = z.size(0);
+    chunk = chunk_or_default(chunk, L, C);
+    // Channel-major operands of the per-channel products P_c = A_c . B_c (L x L each):
+    //   outgoing: A_c[i][k] = a[i,k,c], B_c[k][j] = b[j,k,c]
+    //   incoming: A_c[i][k] = a[k,i,c], B_c[k][j] = b[k,j,c]
+    // so per pair row r and column x: one operand is written direct ([c][r][x]), the other
+    // transposed ([c][x][r]).
+    Tensor A = Tensor::empty({C, L, L}), B = Tensor::empty({C, L, L});
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+        Tensor zn = Tensor::empty({n, C}), gate = Tensor::empty({n, C}), proj = Tensor::empty({n, C});
+        ln_in(pair_rows(z, r0, r1), zn);
+        for (int side = 0; side < 2; ++side) {  // a, then b
+            (side == 0 ? a_g : b_g)(zn, gate, {.act = Act::Sigmoid});
+            (side == 0 ? a_p : b_p)(zn, proj);
+            ops::mul(gate, proj, proj);
+            const bool direct = (side == 0) == outgoing;
+            float* dst = (side == 0 ? A : B).f32();
+            const float* src = proj.f32();
+#pragma omp parallel for schedule(static)
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t r = r0; r < r1; ++r)
+                    for (int64_t x = 0; x < L; ++x)
+                        dst[direct ? (c * L + r) * L + x : (c * L + x) * L + r] =
+                            src[((r - r0) * L + x) * C + c];
+        }
+    }
+    Tensor P = Tensor::empty({C, L, L});  // P_c[i][j]
+    ops::bmm(A, B, P);
+    A = Tensor();
+    B = Tensor();
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+        Tensor zr = pair_rows(z, r0, r1);
+        Tensor zn = Tensor::empty({n, C}), x = Tensor::empty({n, C}), y = Tensor::empty({n, C});
+        ln_in(zr, zn);
+        const float* p = P.f32();
+        float* xd = x.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t j = 0; j < L; ++j)
+                for (int64_t c = 0; c < C; ++c) xd[((r - r0) * L + j) * C + c] = p[(c * L + r) * L + j];
+        Tensor xn = Tensor::empty({n, C});
+        ln_out(x, xn);
+        this->z(xn, y);
+        g(zn, x, {.act = Act::Sigmoid});
+        ops::mul(y, x, y);
+        ops::add(zr, y, zr);
+    }
+}
+
+TriangleAttention TriangleAttention::load(const io::ModelDir& m, const std::string& p, int64_t c,
+                                          int64_t head_dim, int64_t heads, bool starting) {
+    TriangleAttention t;
+    t.starting = starting;
+    t.heads = heads;
+    t.head_dim = head_dim;
+    const int64_t hc = heads * head_dim;
+    t.ln = LayerNorm::load(m, p + ".layer_norm", c, 1e-5f);
+    t.bias = Linear::load(m, p + ".linear", c, heads, false);
+    t.q = Linear::load(m, p + ".mha.linear_q", c, hc, false);
+    t.k = Linear::load(m, p + ".mha.linear_k", c, hc, false);
+    t.v = Linear::load(m, p + ".mha.linear_v", c, hc, false);
+    t.g = Linear::load(m, p + ".mha.linear_g", c, hc);
+    t.o = Linear::load(m, p + ".mha.linear_o", hc, c);
+    return t;
+}
+
+void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
+    const int64_t C = ln.g.size(0), H = heads, HC = heads * head_dim;
+    check_pair(z, C, "triangle_attention");
+    const int64_t L = z.size(0);
+    chunk = chunk_or_default(chunk, L, C);
+    // The triangle bias (H, L, L) from the whole (normalised) pair first: every row reads it.
+    // Around the ending node the attended matrix is z transposed, so bias[h][q][k] = lin(z[k, q]).
+    Tensor tri_bias = Tensor::empty({H, L, L});
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+        Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
+        ln(pair_rows(z, r0, r1), zn);
+        bias(zn, b);
+        const float* src = b.f32();
+        float* dst = tri_bias.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t x = 0; x < L; ++x)
+                    dst[starting ? (h * L + r) * L + x : (h * L + x) * L + r] =
+                        src[((r - r0) * L + x) * H + h];
+    }
+    const float scale = 1.0f / std::sqrt(float(head_dim));
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), rows = r1 - r0, n = rows * L;
+        Tensor x;  // the attended rows: rows of z, or columns gathered
+        if (starting) {
+            x = pair_rows(z, r0, r1);
+        } else {
+            x = Tensor::empty({n, C});
+            gather_columns(z, r0, r1, x);
+        }
+        Tensor xn = Tensor::empty({n, C});
+        ln(x, xn);
+        Tensor tq = Tensor::empty({rows, L, HC}), tk = Tensor::empty({rows, L, HC}),
+               tv = Tensor::empty({rows, L, HC}), tg = Tensor::empty({n, HC}),
+               to = Tensor::empty({rows, L, HC});
+        Tensor q2 = tq.reshape({n, HC}), k2 = tk.reshape({n, HC}), v2 = tv.reshape({n, HC});
+        q(xn, q2);
+        k(xn, k2);
+        v(xn, v2);
+        g(xn, tg, {.act = Act::Sigmoid});
+        const std::vector<uint8_t> valid(size_t(n), 1);
+        ops::attention(tq, tk, tv, H, scale, valid, to, nullptr, {.bias = &tri_bias});
+        Tensor o2 = to.reshape({n, HC});
+        ops::mul(o2, tg, o2);
+        if (starting) {
+            o(o2, x, {.accumulate = true});  // x is a view of z's rows
+        } else {
+            o(o2, xn);
+            scatter_add_columns(xn, r0, r1, z);
+        }
+    }
+}
+
+}  // namespace bioinfer::nn

@@ -1,0 +1,47 @@
+// The triangle updates of a pair representation z (L, L, C), as AlphaFold 2 defines them and
+// ESMFold, ESMFold2 and Boltz-2 use them: triangle multiplication (outgoing / incoming edges)
+// and triangle attention (around the starting / ending node). Each adds its update to z in place,
+// processing `chunk` rows (or columns) of the pair at a time so no L x L x (several C) temporary
+// and no L^3 attention logits ever exist.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::nn {
+
+// Pair rows processed at a time when a caller passes chunk 0.
+int64_t default_pair_chunk(int64_t L, int64_t C);
+
+// z += g * linear_z(LN_out(p)), p[i,j] = sum_k a[i,k] * b[j,k] (outgoing) or a[k,i] * b[k,j]
+// (incoming) per channel, with a = sigmoid(a_g(LN_in(z))) * a_p(LN_in(z)) and b likewise,
+// g = sigmoid(linear_g(LN_in(z))). (AlphaFold 2 algorithms 11 and 12.)
+struct TriangleMultiplication {
+    bool outgoing = true;
+    LayerNorm ln_in, ln_out;
+    Linear a_p, a_g, b_p, b_g, g, z;
+    // prefix: e.g. "trunk.blocks.0.tri_mul_out" (transformers' names).
+    static TriangleMultiplication load(const io::ModelDir& m, const std::string& prefix, int64_t c,
+                                       bool outgoing);
+    void add_to(Tensor& z, int64_t chunk = 0) const;
+};
+
+// z += gated multi-head attention along each row of z (starting node) or each column (ending
+// node), keys masked by nothing (one sequence, no padding), with a per-head bias
+// b[h, q, k] = linear(LN(x))[q, k, h] shared by every row, x = z or z transposed.
+// (AlphaFold 2 algorithms 13 and 14.)
+struct TriangleAttention {
+    bool starting = true;
+    int64_t heads = 0, head_dim = 0;
+    LayerNorm ln;
+    Linear bias;  // C -> heads, no bias
+    Linear q, k, v, g, o;
+    static TriangleAttention load(const io::ModelDir& m, const std::string& prefix, int64_t c,
+                                  int64_t head_dim, int64_t heads, bool starting);
+    void add_to(Tensor& z, int64_t chunk = 0) const;
+};
+
+}  // namespace bioinfer::nn
