@@ -14,6 +14,7 @@
 #include "io/h5.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -21,39 +22,11 @@ using namespace bioinfer;
 
 namespace {
 
-const std::string kBin = BIOINFER_BIN;
 const std::string kFix = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
 
-struct Result {
-    int rc = -1;
-    std::string err;
-};
+using test::Result;
 
-struct Cli : ::testing::Test {
-    fs::path tmp;
-    void SetUp() override {
-        tmp = fs::temp_directory_path() /
-              ("bioinfer_cli_" + std::to_string(getpid()) + "_" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(tmp);
-        fs::create_directories(tmp);
-    }
-    void TearDown() override { fs::remove_all(tmp); }
-    std::string p(const std::string& n) const { return (tmp / n).string(); }
-
-    Result run(const std::string& args, const std::string& env = "",
-               const std::string& out = "/dev/null") const {
-        const std::string errf = p("stderr.txt");
-        const std::string cmd = env + " " + kBin + " " + args + " > " + out + " 2> " + errf + " < /dev/null";
-        int st = std::system(cmd.c_str());
-        Result r;
-        r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        r.err = io::read_file(errf);
-        return r;
-    }
-    void write(const std::string& name, const std::string& text) const {
-        std::ofstream(p(name)) << text;
-    }
+struct Cli : test::CliTest {
     // The fixture's cases as a FASTA file.
     std::string cases_fasta() const {
         auto j = nlohmann::json::parse(io::read_file(kFix + "/cases.json"));
@@ -62,14 +35,6 @@ struct Cli : ::testing::Test {
             fa += ">" + c["id"].get<std::string>() + " test\n" + c["sequence"].get<std::string>() + "\n";
         write("cases.fa", fa);
         return p("cases.fa");
-    }
-    // A bad input must fail with one line naming `needle` and leave no file in out/.
-    void expect_clean_failure(const std::string& args, const std::string& needle) const {
-        Result r = run(args + " --out-dir " + p("out"));
-        EXPECT_NE(r.rc, 0) << args;
-        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
-        EXPECT_TRUE(!fs::exists(p("out")) || fs::is_empty(p("out"))) << args;
     }
 };
 

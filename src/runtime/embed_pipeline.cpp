@@ -17,6 +17,7 @@
 #include "io/npy.h"
 #include "models/esm_alphabet.h"
 #include "runtime/batching.h"
+#include "runtime/inputs.h"
 #include "runtime/progress.h"
 
 namespace bioinfer::runtime {
@@ -24,63 +25,14 @@ namespace bioinfer::runtime {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-static bool looks_like_sequence(const std::string& s) {
-    if (s.empty()) return false;
-    for (char c : s)
-        if (!(std::isalpha((unsigned char)c) || c == '<' || c == '>' || c == '_' || c == '-' || c == '.' ||
-              c == '|'))
-            return false;
-    return true;
-}
-
 std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate,
                                          esm::Vocab vocab) {
-    std::vector<io::FastaRecord> fasta;
-    std::error_code ec;
-    if (fs::is_directory(input, ec)) {
-        std::vector<fs::path> files;
-        for (auto& e : fs::directory_iterator(input)) {
-            const std::string ext = e.path().extension().string();
-            if (e.is_regular_file() && (ext == ".fa" || ext == ".fasta" || ext == ".faa" || ext == ".fas"))
-                files.push_back(e.path());
-        }
-        std::sort(files.begin(), files.end());
-        BI_CHECK(!files.empty(), input, "folder holds no FASTA files (*.fa, *.fasta, *.faa, *.fas)");
-        for (auto& f : files) {
-            auto recs = io::read_fasta(f.string());
-            fasta.insert(fasta.end(), recs.begin(), recs.end());
-        }
-    } else if (fs::exists(input, ec)) {
-        fasta = io::read_fasta(input);
-    } else if (looks_like_sequence(input)) {
-        io::FastaRecord r;
-        r.id = "seq";
-        r.description = "seq";
-        r.sequence = input;
-        r.source = "<argument>";
-        fasta.push_back(r);
-    } else {
-        fail(input, "no such file or folder, and not a protein sequence");
-    }
-
     std::vector<EmbedRecord> out;
-    std::map<std::string, std::string> seen_id, seen_stem;
-    for (auto& f : fasta) {
-        const std::string where = cat(f.source, ":", f.line);
-        auto it = seen_id.find(f.id);
-        BI_CHECK(it == seen_id.end(), where, "duplicate record id '", f.id, "' (first at ",
-                 it == seen_id.end() ? "" : it->second, ")");
-        seen_id[f.id] = where;
-        const std::string stem = safe_file_stem(f.id);
-        auto st = seen_stem.find(stem);
-        BI_CHECK(st == seen_stem.end(), where, "record id '", f.id, "' maps to the same file name as '",
-                 st == seen_stem.end() ? "" : st->second, "'");
-        seen_stem[stem] = f.id;
+    for (auto& f : collect_fasta(input)) {
         EmbedRecord r;
         r.id = f.id;
         r.source = f.source;
         r.tokens = esm::tokenize(f.sequence, f.id, vocab);
-        BI_CHECK(!r.tokens.empty(), where, "record '", f.id, "' has an empty sequence");
         r.original_length = int64_t(r.tokens.size());
         if (truncate > 0 && r.original_length > truncate) {
             r.tokens.resize(size_t(truncate));
@@ -119,13 +71,6 @@ std::vector<int> resolve_layers(const std::vector<int>& layers, int64_t n) {
     return out;
 }
 
-std::string safe_file_stem(const std::string& id) {
-    std::string s = id;
-    for (char& c : s)
-        if (c == '/' || c == '\\' || c == '\0') c = '_';
-    if (!s.empty() && s[0] == '.') s[0] = '_';
-    return s;
-}
 
 namespace {
 

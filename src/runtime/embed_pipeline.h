@@ -7,6 +7,7 @@
 
 #include "models/esm_alphabet.h"
 #include "models/language_model.h"
+#include "runtime/inputs.h"
 
 namespace bioinfer::runtime {
 
@@ -37,8 +38,6 @@ struct EmbedOptions {
 void parse_include(const std::string& list, EmbedOptions& opts);
 // Resolves negative layer indices against num_layers (error when out of range).
 std::vector<int> resolve_layers(const std::vector<int>& layers, int64_t num_layers);
-// File name for a record id: '/', NUL and leading dots replaced so it stays inside out_dir.
-std::string safe_file_stem(const std::string& id);
 
 struct EmbedStats {
     int64_t sequences = 0, tokens = 0;  // tokens include <cls>/<eos>, exclude padding

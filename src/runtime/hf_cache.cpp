@@ -20,6 +20,8 @@ const std::vector<KnownModel>& known_models() {
         v.push_back({"esmc-300m", {"biohub/ESMC-300M", "EvolutionaryScale/esmc-300m-2024-12"}});
         v.push_back({"esmc-600m", {"biohub/ESMC-600M", "EvolutionaryScale/esmc-600m-2024-12"}});
         v.push_back({"esmc-6b", {"biohub/ESMC-6B"}});
+        v.push_back({"esmfold", {"facebook/esmfold_v1"}});
+        v.push_back({"esmfold_v1", {"facebook/esmfold_v1"}});
         return v;
     }();
     return m;

@@ -10,8 +10,9 @@ struct KnownModel {
     std::vector<std::string> repos;  // Hugging Face repositories holding it, preferred first
 };
 
-// The released checkpoints bioinfer runs: ESM-2 (facebook/<name>) and ESM C (the transformers
-// layout under biohub/, the esm package's .pth under EvolutionaryScale/).
+// The released checkpoints bioinfer runs: ESM-2 (facebook/<name>), ESM C (the transformers
+// layout under biohub/, the esm package's .pth under EvolutionaryScale/) and ESMFold
+// (facebook/esmfold_v1, as "esmfold").
 const std::vector<KnownModel>& known_models();
 
 // "esm2_t33_650M_UR50D", "esmc-300m" or an "org/name" repository id -> the snapshot directory in

@@ -1,0 +1,81 @@
+// Input collection shared by embed and predict.
+#include "runtime/inputs.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+
+#include "bioinfer/error.h"
+
+namespace bioinfer::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool looks_like_sequence(const std::string& s) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (!(std::isalpha((unsigned char)c) || c == '<' || c == '>' || c == '_' || c == '-' ||
+              c == '.' || c == '|' || c == ':'))
+            return false;
+    return true;
+}
+
+}  // namespace
+
+std::vector<io::FastaRecord> collect_fasta(const std::string& input) {
+    std::vector<io::FastaRecord> fasta;
+    std::error_code ec;
+    if (fs::is_directory(input, ec)) {
+        std::vector<fs::path> files;
+        for (auto& e : fs::directory_iterator(input)) {
+            const std::string ext = e.path().extension().string();
+            if (e.is_regular_file() && (ext == ".fa" || ext == ".fasta" || ext == ".faa" || ext == ".fas"))
+                files.push_back(e.path());
+        }
+        std::sort(files.begin(), files.end());
+        BI_CHECK(!files.empty(), input, "folder holds no FASTA files (*.fa, *.fasta, *.faa, *.fas)");
+        for (auto& f : files) {
+            auto recs = io::read_fasta(f.string());
+            fasta.insert(fasta.end(), recs.begin(), recs.end());
+        }
+    } else if (fs::exists(input, ec)) {
+        fasta = io::read_fasta(input);
+    } else if (looks_like_sequence(input)) {
+        io::FastaRecord r;
+        r.id = "seq";
+        r.description = "seq";
+        r.sequence = input;
+        r.source = "<argument>";
+        fasta.push_back(r);
+    } else {
+        fail(input, "no such file or folder, and not a protein sequence");
+    }
+    std::map<std::string, std::string> seen_id, seen_stem;
+    for (auto& f : fasta) {
+        const std::string where = cat(f.source, ":", f.line);
+        auto it = seen_id.find(f.id);
+        BI_CHECK(it == seen_id.end(), where, "duplicate record id '", f.id, "' (first at ",
+                 it == seen_id.end() ? "" : it->second, ")");
+        seen_id[f.id] = where;
+        const std::string stem = safe_file_stem(f.id);
+        auto st = seen_stem.find(stem);
+        BI_CHECK(st == seen_stem.end(), where, "record id '", f.id, "' maps to the same file name as '",
+                 st == seen_stem.end() ? "" : st->second, "'");
+        seen_stem[stem] = f.id;
+        BI_CHECK(!f.sequence.empty(), where, "record '", f.id, "' has an empty sequence");
+    }
+    return fasta;
+}
+
+std::string safe_file_stem(const std::string& id) {
+    std::string s = id;
+    for (char& c : s)
+        if (c == '/' || c == '\\' || c == '\0') c = '_';
+    if (!s.empty() && s[0] == '.') s[0] = '_';
+    return s;
+}
+
+}  // namespace bioinfer::runtime

@@ -1,0 +1,36 @@
+// Comparing a predicted structure with a reference (`bioinfer compare`): residues paired by chain
+// and number or by sequence alignment, then Calpha RMSD after optimal superposition, TM-score
+// and Calpha lDDT.
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+#include "io/structure.h"
+
+namespace bioinfer::runtime {
+
+enum class Match { Auto, Number, Sequence };
+
+struct Comparison {
+    std::string matched_by;     // "number" or "sequence"
+    int64_t pred_residues = 0, truth_residues = 0, aligned = 0, identical = 0;
+    double rmsd = 0;            // Calpha RMSD over the aligned pairs after optimal superposition
+    double tm_score = 0;        // normalised by the truth's length
+    double d0 = 0;              // TM-score distance scale (Angstrom)
+    double lddt = 0;            // Calpha lDDT against the truth (15 A radius; 0.5/1/2/4 A)
+};
+
+// Index pairs (pred, truth) of matched residues.
+std::vector<std::pair<size_t, size_t>> match_residues(const std::vector<io::CaResidue>& pred,
+                                                      const std::vector<io::CaResidue>& truth,
+                                                      Match how, std::string* used);
+
+Comparison compare_structures(const std::vector<io::CaResidue>& pred,
+                              const std::vector<io::CaResidue>& truth, Match how = Match::Auto);
+
+// Calpha RMSD of a and b (same length) after the optimal rigid superposition.
+double superposed_rmsd(const std::vector<std::array<double, 3>>& a,
+                       const std::vector<std::array<double, 3>>& b);
+
+}  // namespace bioinfer::runtime

@@ -1,0 +1,63 @@
+// The CLI test fixture: runs the real binary in a fresh temporary folder and checks that bad
+// inputs fail cleanly (one error line, non-zero exit, no output files).
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/atomic_file.h"
+
+namespace bioinfer::test {
+
+namespace fs = std::filesystem;
+
+inline const std::string kBin = BIOINFER_BIN;
+
+struct Result {
+    int rc = -1;
+    std::string err;
+};
+
+struct CliTest : ::testing::Test {
+    fs::path tmp;
+    void SetUp() override {
+        tmp = fs::temp_directory_path() /
+              ("bioinfer_cli_" + std::to_string(getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(tmp);
+        fs::create_directories(tmp);
+    }
+    void TearDown() override { fs::remove_all(tmp); }
+    std::string p(const std::string& n) const { return (tmp / n).string(); }
+
+    Result run(const std::string& args, const std::string& env = "",
+               const std::string& out = "/dev/null") const {
+        const std::string errf = p("stderr.txt");
+        const std::string cmd = env + " " + kBin + " " + args + " > " + out + " 2> " + errf + " < /dev/null";
+        int st = std::system(cmd.c_str());
+        Result r;
+        r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        r.err = io::read_file(errf);
+        return r;
+    }
+    void write(const std::string& name, const std::string& text) const {
+        std::ofstream(p(name)) << text;
+    }
+    // A bad input must fail with one line naming `needle` and leave no file in out/.
+    void expect_clean_failure(const std::string& args, const std::string& needle) const {
+        Result r = run(args + " --out-dir " + p("out"));
+        EXPECT_NE(r.rc, 0) << args;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+        EXPECT_TRUE(!fs::exists(p("out")) || fs::is_empty(p("out"))) << args;
+    }
+};
+
+
+}  // namespace bioinfer::test
