@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -255,4 +256,26 @@ TEST_F(Compare, SequenceMatchingWhenNumberingDiffers) {
     r = run("compare " + p("nothing.pdb") + " " + kData + "/ubiquitin.pdb");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("nothing.pdb"), std::string::npos) << r.err;
+}
+
+TEST_F(Predict, BenchFoldPrintsStageTimes) {
+    write("t.fa", ">t1\nMKTAYIAKQRQISFVKSHF\n>t2\nGSHMKLAGKD:WYCPAAG\n");
+    Result r = run("bench fold " + p("t.fa") + " --weights " + kFold + " --repeat 2", "", p("out.jsonl"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::istringstream lines(io::read_file(p("out.jsonl")));
+    std::string line;
+    int n = 0;
+    for (; std::getline(lines, line); ++n) {
+        const auto j = nlohmann::json::parse(line);
+        EXPECT_EQ(j["impl"], "bioinfer");
+        EXPECT_EQ(j["length"].get<int64_t>(), n == 0 ? 19 : 10 + 25 + 7);
+        double stages = 0;
+        for (auto& [k, v] : j["stages_s"].items()) stages += v.get<double>();
+        EXPECT_GT(j["seconds"].get<double>(), 0.0);
+        EXPECT_LE(stages, j["seconds"].get<double>() * 1.01);
+        for (const char* op : {"tri_mul_out", "tri_mul_in", "tri_att_start", "tri_att_end", "mlp_pair"})
+            EXPECT_GT(j["trunk_ops_s"][op].get<double>(), 0.0) << op;
+        EXPECT_GT(j["peak_rss_mb"].get<double>(), 1.0);
+    }
+    EXPECT_EQ(n, 2);
 }

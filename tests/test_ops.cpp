@@ -376,20 +376,27 @@ TEST_P(OpSizes, MulAndBatchedMatmul) {
     compare(g1, r1, 0, 0, "mul");
     for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(g1.f32()[i], a.f32()[i] * b.f32()[i]);
     const int64_t G = 5, M = n + 2, K = n, N = n + 3;
-    Tensor x = random_tensor({G, M, K}, 63), y = random_tensor({G, K, N}, 64);
-    Tensor ref, got;
-    both([&](bool is_ref) {
-        Tensor out = Tensor::empty({G, M, N});
-        ops::bmm(x, y, out);
-        (is_ref ? ref : got) = out;
-    });
-    compare(got, ref, 1e-5, 1e-5, "bmm");
-    // group 3, element (1, 2) written out
-    double d = 0;
-    for (int64_t kk = 0; kk < K; ++kk) d += double(x.f32()[(3 * M + 1) * K + kk]) * y.f32()[(3 * K + kk) * N + 2];
-    EXPECT_NEAR(got.f32()[(3 * M + 1) * N + 2], d, 1e-4);
-    Tensor wrong = Tensor::empty({G, M, N + 1});
-    EXPECT_THROW(ops::bmm(x, y, wrong), Error);
+    for (int t = 0; t < 4; ++t) {
+        const bool ta = t & 1, tb = t & 2;
+        Tensor x = random_tensor(ta ? Shape{G, K, M} : Shape{G, M, K}, 63),
+               y = random_tensor(tb ? Shape{G, N, K} : Shape{G, K, N}, 64);
+        Tensor ref, got;
+        both([&](bool is_ref) {
+            Tensor out = Tensor::empty({G, M, N});
+            ops::bmm(x, y, out, ta, tb);
+            (is_ref ? ref : got) = out;
+        });
+        const std::string what = "bmm trans " + std::to_string(t);
+        compare(got, ref, 1e-4, 1e-4, what);
+        // group 3, element (1, 2) written out
+        double d = 0;
+        for (int64_t kk = 0; kk < K; ++kk)
+            d += double(ta ? x.f32()[(3 * K + kk) * M + 1] : x.f32()[(3 * M + 1) * K + kk]) *
+                 (tb ? y.f32()[(3 * N + 2) * K + kk] : y.f32()[(3 * K + kk) * N + 2]);
+        EXPECT_NEAR(got.f32()[(3 * M + 1) * N + 2], d, 1e-4) << what;
+        Tensor wrong = Tensor::empty({G, M, N + 1});
+        EXPECT_THROW(ops::bmm(x, y, wrong, ta, tb), Error);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(OddEven, OpSizes, ::testing::Values(1, 7, 8, 16, 33, 64, 100));

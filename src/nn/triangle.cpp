@@ -52,6 +52,18 @@ int64_t chunk_or_default(int64_t chunk, int64_t L, int64_t C) {
 
 }  // namespace
 
+void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows,
+                     int64_t cols) {
+    constexpr int64_t T = 32;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i0 = 0; i0 < rows; i0 += T)
+        for (int64_t j0 = 0; j0 < cols; j0 += T) {
+            const int64_t i1 = std::min(rows, i0 + T), j1 = std::min(cols, j0 + T);
+            for (int64_t j = j0; j < j1; ++j)
+                for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
+        }
+}
+
 int64_t default_pair_chunk(int64_t L, int64_t C) {
     // About 256 MiB of per-chunk temporaries: a chunk row holds up to ~8 (L, C) fp32 rows.
     const int64_t per_row = std::max<int64_t>(1, L * C * 4 * 8);
@@ -65,66 +77,70 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m,
     t.outgoing = outgoing;
     t.ln_in = LayerNorm::load(m, p + ".layer_norm_in", c, 1e-5f);
     t.ln_out = LayerNorm::load(m, p + ".layer_norm_out", c, 1e-5f);
-    t.a_p = Linear::load(m, p + ".linear_a_p", c, c);
-    t.a_g = Linear::load(m, p + ".linear_a_g", c, c);
-    t.b_p = Linear::load(m, p + ".linear_b_p", c, c);
-    t.b_g = Linear::load(m, p + ".linear_b_g", c, c);
-    t.g = Linear::load(m, p + ".linear_g", c, c);
+    const auto stacked = [&](std::initializer_list<const char*> names) {
+        const int64_t k = int64_t(names.size());
+        Tensor w = Tensor::empty({k * c, c}), b = Tensor::empty({k * c});
+        int64_t row = 0;
+        for (const char* n : names) {
+            const Tensor wi = m.get_f32(p + "." + n + ".weight", {c, c});
+            const Tensor bi = m.get_f32(p + "." + n + ".bias", {c});
+            std::copy_n(wi.f32(), c * c, w.f32() + row * c);
+            std::copy_n(bi.f32(), c, b.f32() + row);
+            row += c;
+        }
+        return Linear::from(w, b);
+    };
+    t.proj = stacked({"linear_a_p", "linear_b_p"});
+    t.gate = stacked({"linear_a_g", "linear_b_g", "linear_g"});
     t.z = Linear::load(m, p + ".linear_z", c, c);
     return t;
 }
 
-void TriangleMultiplication::add_to(Tensor& z, int64_t chunk) const {
+void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
     const int64_t C = ln_in.g.size(0);
-    check_pair(z, C, "triangle_multiplication");
-    const int64_t L = z.size(0);
-    chunk = chunk_or_default(chunk, L, C);
-    // Channel-major operands of the per-channel products P_c = A_c . B_c (L x L each):
-    //   outgoing: A_c[i][k] = a[i,k,c], B_c[k][j] = b[j,k,c]
-    //   incoming: A_c[i][k] = a[k,i,c], B_c[k][j] = b[k,j,c]
-    // so per pair row r and column x: one operand is written direct ([c][r][x]), the other
-    // transposed ([c][x][r]).
-    Tensor A = Tensor::empty({C, L, L}), B = Tensor::empty({C, L, L});
+    check_pair(z_pair, C, "triangle_multiplication");
+    const int64_t L = z_pair.size(0), LL = L * L;
+    chunk = chunk_or_default(chunk, L, 2 * C);
+    // a and b channel-major, A_c[i][k] = a[i,k,c] and B_c[j][k] = b[j,k,c], so that
+    //   outgoing: P_c = A_c . B_c^T  (p[i,j] = sum_k a[i,k] b[j,k])
+    //   incoming: P_c = A_c^T . B_c  (p[i,j] = sum_k a[k,i] b[k,j])
+    // and the output gate sigmoid(linear_g(LN_in(z))) kept row-major.
+    Tensor A = Tensor::empty({C, L, L}), B = Tensor::empty({C, L, L}), G = Tensor::empty({LL, C});
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
-        Tensor zn = Tensor::empty({n, C}), gate = Tensor::empty({n, C}), proj = Tensor::empty({n, C});
-        ln_in(pair_rows(z, r0, r1), zn);
-        for (int side = 0; side < 2; ++side) {  // a, then b
-            (side == 0 ? a_g : b_g)(zn, gate, {.act = Act::Sigmoid});
-            (side == 0 ? a_p : b_p)(zn, proj);
-            ops::mul(gate, proj, proj);
-            const bool direct = (side == 0) == outgoing;
-            float* dst = (side == 0 ? A : B).f32();
-            const float* src = proj.f32();
+        Tensor zn = Tensor::empty({n, C}), t = Tensor::empty({n, 2 * C}),
+               s = Tensor::empty({n, 3 * C});
+        ln_in(pair_rows(z_pair, r0, r1), zn);
+        proj(zn, t);                        // [a_p | b_p]
+        gate(zn, s, {.act = Act::Sigmoid});  // sigmoid of [a_g | b_g | g]
+        float* td = t.f32();
+        const float* sd = s.f32();
+        float* gd = G.f32() + r0 * L * C;
 #pragma omp parallel for schedule(static)
-            for (int64_t c = 0; c < C; ++c)
-                for (int64_t r = r0; r < r1; ++r)
-                    for (int64_t x = 0; x < L; ++x)
-                        dst[direct ? (c * L + r) * L + x : (c * L + x) * L + r] =
-                            src[((r - r0) * L + x) * C + c];
+        for (int64_t m = 0; m < n; ++m) {
+            float* row = td + m * 2 * C;
+            const float* g = sd + m * 3 * C;
+            for (int64_t c = 0; c < 2 * C; ++c) row[c] *= g[c];  // a, b
+            std::copy_n(g + 2 * C, C, gd + m * C);
         }
+        transpose_block(td, 2 * C, A.f32() + r0 * L, LL, n, C);
+        transpose_block(td + C, 2 * C, B.f32() + r0 * L, LL, n, C);
     }
     Tensor P = Tensor::empty({C, L, L});  // P_c[i][j]
-    ops::bmm(A, B, P);
+    ops::bmm(A, B, P, /*trans_a=*/!outgoing, /*trans_b=*/outgoing);
     A = Tensor();
     B = Tensor();
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
-        Tensor zr = pair_rows(z, r0, r1);
-        Tensor zn = Tensor::empty({n, C}), x = Tensor::empty({n, C}), y = Tensor::empty({n, C});
-        ln_in(zr, zn);
-        const float* p = P.f32();
-        float* xd = x.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t r = r0; r < r1; ++r)
-            for (int64_t j = 0; j < L; ++j)
-                for (int64_t c = 0; c < C; ++c) xd[((r - r0) * L + j) * C + c] = p[(c * L + r) * L + j];
-        Tensor xn = Tensor::empty({n, C});
+        Tensor x = Tensor::empty({n, C}), xn = Tensor::empty({n, C}), y = Tensor::empty({n, C});
+        transpose_block(P.f32() + r0 * L, LL, x.f32(), C, C, n);
         ln_out(x, xn);
-        this->z(xn, y);
-        g(zn, x, {.act = Act::Sigmoid});
-        ops::mul(y, x, y);
-        ops::add(zr, y, zr);
+        z(xn, y);
+        float* zd = z_pair.f32() + r0 * L * C;
+        const float* yd = y.f32();
+        const float* gd = G.f32() + r0 * L * C;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n * C; ++i) zd[i] += yd[i] * gd[i];
     }
 }
 

@@ -16,13 +16,20 @@ namespace bioinfer::nn {
 // Pair rows processed at a time when a caller passes chunk 0.
 int64_t default_pair_chunk(int64_t L, int64_t C);
 
+// dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols: a strided transpose in cache-sized
+// tiles over all threads (the pair's (rows, channels) <-> (channels, rows) relayouts).
+void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows,
+                     int64_t cols);
+
 // z += g * linear_z(LN_out(p)), p[i,j] = sum_k a[i,k] * b[j,k] (outgoing) or a[k,i] * b[k,j]
 // (incoming) per channel, with a = sigmoid(a_g(LN_in(z))) * a_p(LN_in(z)) and b likewise,
 // g = sigmoid(linear_g(LN_in(z))). (AlphaFold 2 algorithms 11 and 12.)
 struct TriangleMultiplication {
     bool outgoing = true;
     LayerNorm ln_in, ln_out;
-    Linear a_p, a_g, b_p, b_g, g, z;
+    Linear proj;  // a_p and b_p stacked: C -> 2C
+    Linear gate;  // a_g, b_g and g stacked: C -> 3C, sigmoid fused into the GEMM
+    Linear z;
     // prefix: e.g. "trunk.blocks.0.tri_mul_out" (transformers' names).
     static TriangleMultiplication load(const io::ModelDir& m, const std::string& prefix, int64_t c,
                                        bool outgoing);

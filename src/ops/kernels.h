@@ -55,6 +55,10 @@ struct KernelTable {
     // cos/sin are (n_pos, dh/2).
     void (*rotary)(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
                    const float* cos, const float* sin);
+    // c[g] (M, N) = op(a[g]) . op(b[g]) for g < G (contiguous batches): a[g] is (M, K), or
+    // stored (K, M) when trans_a; b[g] is (K, N), or stored (N, K) when trans_b.
+    void (*bmm)(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N,
+                int64_t K, bool trans_a, bool trans_b);
     void (*add)(const float* a, const float* b, float* y, int64_t n);
     void (*mul)(const float* a, const float* b, float* y, int64_t n);  // may run in place
     void (*scale)(const float* a, float s, float* y, int64_t n);

@@ -301,24 +301,20 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out) {
     table().mul(a.f32(), b.f32(), out.f32(), a.numel());
 }
 
-void bmm(const Tensor& a, const Tensor& b, Tensor& out) {
+void bmm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool trans_b) {
     check_f32_contig(a, "bmm", "a");
     check_f32_contig(b, "bmm", "b");
     check_f32_contig(out, "bmm", "out");
     BI_CHECK(a.ndim() == 3 && b.ndim() == 3 && out.ndim() == 3, "bmm",
-             "expected (G, M, K), (G, K, N), (G, M, N), got ", shape_str(a.shape()), " ",
+             "expected three (G, rows, cols) tensors, got ", shape_str(a.shape()), " ",
              shape_str(b.shape()), " ", shape_str(out.shape()));
-    const int64_t G = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-    BI_CHECK(b.size(0) == G && b.size(1) == K && out.shape() == (Shape{G, M, N}), "bmm",
-             "expected b ", shape_str({G, K, N}), " and out ", shape_str({G, M, N}), ", got ",
-             shape_str(b.shape()), " ", shape_str(out.shape()));
-    const auto& t = table();
-    const float *pa = a.f32(), *pb = b.f32();
-    float* po = out.f32();
-    // one GEMM per thread at a time (gemm_nn is single-threaded)
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t g = 0; g < G; ++g)
-        t.gemm_nn(pa + g * M * K, K, pb + g * K * N, N, po + g * M * N, N, M, N, K);
+    const int64_t G = a.size(0), M = trans_a ? a.size(2) : a.size(1),
+                  K = trans_a ? a.size(1) : a.size(2), N = trans_b ? b.size(1) : b.size(2);
+    const Shape want_b = trans_b ? Shape{G, N, K} : Shape{G, K, N};
+    BI_CHECK(b.shape() == want_b && out.shape() == (Shape{G, M, N}), "bmm", "expected b ",
+             shape_str(want_b), " and out ", shape_str({G, M, N}), ", got ", shape_str(b.shape()),
+             " ", shape_str(out.shape()));
+    table().bmm(a.f32(), b.f32(), out.f32(), G, M, N, K, trans_a, trans_b);
 }
 
 void scale(const Tensor& a, float s, Tensor& out) {

@@ -76,8 +76,9 @@ void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 // out = a * b elementwise (may alias a or b).
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
-// out[g] (M, N) = a[g] (M, K) . b[g] (K, N) for every g of G: a (G, M, K), b (G, K, N).
-void bmm(const Tensor& a, const Tensor& b, Tensor& out);
+// out[g] (M, N) = op(a[g]) . op(b[g]) for every g of G: a (G, M, K), or (G, K, M) read
+// transposed when trans_a; b (G, K, N), or (G, N, K) read transposed when trans_b.
+void bmm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a = false, bool trans_b = false);
 void scale(const Tensor& a, float s, Tensor& out);
 
 }  // namespace bioinfer::ops

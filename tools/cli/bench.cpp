@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 #include <fstream>
+#include <map>
 #include <string>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 #include "models/language_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
+#include "runtime/fold_pipeline.h"
 #include "tuning/tuned_table.h"
 
 namespace bioinfer::cli {
@@ -24,6 +26,8 @@ int sweep_main(const Args& a, int argc, char** argv);
 const char* sweep_help();
 
 static const char* kBenchHelp = R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
+       bioinfer bench fold INPUT (--weights DIR | --model esmfold) [--repeat N] [--num-recycles N]
+                 [--chunk-size N] [--threads N]
        bioinfer bench matmul [--m M --k K --n N] [--precision P] [--threads N] [--repeat N]
        bioinfer bench sweep [options]   (see 'bioinfer bench sweep --help')
 
@@ -103,6 +107,63 @@ int bench_matmul(const Args& a) {
     return 0;
 }
 
+// Folds each record of INPUT --repeat times after one warm-up fold of a short sequence; prints
+// one JSON line per record: the fastest fold, its stage times, the process's peak RSS so far.
+int bench_fold(const Args& a) {
+    const int repeat = int(a.get_int("repeat", 1));
+    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    const std::string precision = apply_precision(a);
+    const std::string dir = weights_dir_from(a);
+    const auto records = runtime::collect_fold_records(a.positional[1]);
+    const auto t_load = std::chrono::steady_clock::now();
+    auto model = esmfold::EsmFoldModel::load(io::ModelDir::open(dir));
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+    esmfold::FoldOptions fo;
+    fo.num_recycles = int(a.get_int("num-recycles", -1));
+    fo.chunk = a.get_int("chunk-size", 0);
+    model->fold(esmfold::encode_sequence("MKTAYIAKQRQISFVK", "warm-up").target, fo);
+    for (const auto& rec : records) {
+        double best = 1e300;
+        esmfold::FoldOutput keep;
+        std::map<std::string, double> profile, best_profile;
+        for (int r = 0; r < repeat; ++r) {
+            profile.clear();
+            fo.trunk_profile = &profile;
+            const auto t0 = std::chrono::steady_clock::now();
+            esmfold::FoldOutput out = model->fold(rec.encoded.target, fo);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (s < best) {
+                best = s;
+                keep = std::move(out);
+                best_profile = profile;
+            }
+        }
+        const nlohmann::json j = {
+            {"impl", "bioinfer"},
+            {"kernels", ops::backend_name()},
+            {"threads", num_threads()},
+            {"precision", precision},
+            {"id", rec.id},
+            {"length", int64_t(rec.encoded.target.aatype.size())},
+            {"seconds", best},
+            {"stages_s",
+             {{"language_model", keep.seconds_stem},
+              {"trunk", keep.seconds_trunk},
+              {"structure_module", keep.seconds_structure},
+              {"heads", keep.seconds_heads}}},
+            {"trunk_ops_s", best_profile},
+            {"load_s", load_s},
+            {"chunk", fo.chunk},
+            {"num_recycles", fo.num_recycles},
+            {"repeat", repeat},
+            {"peak_rss_mb", peak_rss_mb()}};
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv) {
@@ -122,11 +183,17 @@ int bench_main(int argc, char** argv) {
     }
     Args a = parse_args(argc, argv,
                         {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
-                         "precision", "m", "k", "n", "warmup-records", "compare-table"},
+                         "precision", "m", "k", "n", "warmup-records", "compare-table",
+                         "num-recycles", "chunk-size"},
                         {"help", "fast"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);
         return a.has("help") ? 0 : 2;
+    }
+    if (a.positional[0] == "fold") {
+        BI_CHECK(a.positional.size() == 2, "arguments", "expected 'bench fold INPUT'");
+        set_num_threads(int(a.get_int("threads", 0)));
+        return bench_fold(a);
     }
     if (a.positional[0] == "matmul") {
         BI_CHECK(a.positional.size() == 1, "arguments", "'bench matmul' takes no input");

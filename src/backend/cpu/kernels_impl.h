@@ -885,6 +885,7 @@ kernels::KernelTable make_kernel_table() {
             .swiglu = swiglu<V>,
             .softmax = softmax<V>,
             .rotary = rotary<V>,
+            .bmm = bmm_dnnl,
             .add = add<V>,
             .mul = mul<V>,
             .scale = scale<V>};

@@ -131,6 +131,33 @@ void free_packed_dnnl(void* packed) {
     delete static_cast<Packed*>(packed);
 }
 
+void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
+              bool trans_a, bool trans_b) {
+    using BKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>;
+    static std::mutex mu;
+    static std::map<BKey, dnnl::matmul> prims;
+    const auto f32 = memory::data_type::f32;
+    const memory::desc ad({G, M, K}, f32, trans_a ? memory::dims{M * K, 1, M} : memory::dims{M * K, K, 1});
+    const memory::desc bd({G, K, N}, f32, trans_b ? memory::dims{K * N, 1, K} : memory::dims{K * N, N, 1});
+    const memory::desc cd({G, M, N}, f32, memory::dims{M * N, N, 1});
+    dnnl::matmul prim;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        const BKey key{G, M, N, K, trans_a, trans_b};
+        auto it = prims.find(key);
+        if (it == prims.end())
+            it = prims.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(
+                                        dnnl::matmul::desc(ad, bd, cd), engine()))).first;
+        prim = it->second;
+    }
+    auto& eng = engine();
+    dnnl::stream s(eng);
+    prim.execute(s, {{DNNL_ARG_SRC, memory(ad, eng, const_cast<float*>(a))},
+                     {DNNL_ARG_WEIGHTS, memory(bd, eng, const_cast<float*>(b))},
+                     {DNNL_ARG_DST, memory(cd, eng, c)}});
+    s.wait();
+}
+
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
                  int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate) {
     const auto* p = static_cast<const Packed*>(packed);

@@ -15,5 +15,9 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
 // from its stored dtype (no fp32 copy of a bf16 checkpoint); owned by the returned handle.
 void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute);
 void free_packed_dnnl(void* packed);
+// c[g] (M, N) = op(a[g]) . op(b[g]) for g < G, fp32; a[g] is (M, K), or stored (K, M) when
+// trans_a; b[g] is (K, N), or stored (N, K) when trans_b. One batched oneDNN matmul.
+void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
+              bool trans_a, bool trans_b);
 
 }  // namespace bioinfer::cpu

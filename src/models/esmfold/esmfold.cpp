@@ -181,8 +181,15 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
     return model;
 }
 
-void EsmFoldModel::trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chunk) const {
+void EsmFoldModel::trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chunk,
+                               std::map<std::string, double>* profile) const {
     const int64_t L = s.size(0), cs = s.size(1), cz = z.size(2);
+    auto t = std::chrono::steady_clock::now();
+    const auto lap = [&](const char* name) {
+        if (!profile) return;
+        (*profile)[name] += seconds_since(t);
+        t = std::chrono::steady_clock::now();
+    };
     {
         const Tensor bias = b.pair_to_seq(z, chunk);  // (H, L, L)
         Tensor y = Tensor::empty({L, cs});
@@ -190,13 +197,20 @@ void EsmFoldModel::trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chu
         b.seq_attention.add_to(y, bias, s);
     }
     b.mlp_seq.add_to(s);
+    lap("sequence");
     b.seq_to_pair.add_to(s, z, chunk);
+    lap("seq_to_pair");
     b.tri_mul_out.add_to(z, chunk);
+    lap("tri_mul_out");
     b.tri_mul_in.add_to(z, chunk);
+    lap("tri_mul_in");
     b.tri_att_start.add_to(z, chunk);
+    lap("tri_att_start");
     b.tri_att_end.add_to(z, chunk);
+    lap("tri_att_end");
     Tensor zf = z.reshape({L * L, cz});
     b.mlp_pair.add_to(zf, chunk > 0 ? chunk * L : 0);
+    lap("mlp_pair");
 }
 
 FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) const {
@@ -264,7 +278,7 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
             add_rows(relpos_, ids_p, zr);
         }
         for (size_t b = 0; b < blocks_.size(); ++b) {
-            trunk_block(blocks_[b], s, z, opts.chunk);
+            trunk_block(blocks_[b], s, z, opts.chunk, opts.trunk_profile);
             if (opts.tap) {
                 const std::string p = "trunk.pass" + std::to_string(pass) + ".block" + std::to_string(b);
                 tap(p + ".s", s);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct FoldOptions {
     // Observer of named intermediates (tests): "esm_s_combined", "trunk.pass<p>.block<b>.s"/".z",
     // "recycle_bins.<p>".
     std::function<void(const std::string&, const Tensor&)> tap;
+    // When set, receives the seconds spent in each kind of trunk sub-block, summed over blocks
+    // and passes ("tri_mul_out", "tri_att_start", "mlp_pair", ...): the benchmark's breakdown.
+    std::map<std::string, double>* trunk_profile = nullptr;
 };
 
 struct FoldOutput {
@@ -77,7 +81,8 @@ private:
         nn::TriangleMultiplication tri_mul_out, tri_mul_in;
         nn::TriangleAttention tri_att_start, tri_att_end;
     };
-    void trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chunk) const;
+    void trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chunk,
+                     std::map<std::string, double>* profile) const;
 
     EsmFoldConfig cfg_;
     std::unique_ptr<esm::Esm2Model> esm_;

@@ -158,6 +158,23 @@ void add(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void bmm(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
+         bool trans_a, bool trans_b) {
+#pragma omp parallel for collapse(2)
+    for (int64_t g = 0; g < G; ++g)
+        for (int64_t m = 0; m < M; ++m) {
+            const float* ag = a + g * M * K;
+            const float* bg = b + g * K * N;
+            for (int64_t n = 0; n < N; ++n) {
+                double s = 0;
+                for (int64_t k = 0; k < K; ++k)
+                    s += double(trans_a ? ag[k * M + m] : ag[m * K + k]) *
+                         (trans_b ? bg[n * K + k] : bg[k * N + n]);
+                c[(g * M + m) * N + n] = float(s);
+            }
+        }
+}
+
 void mul(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }
@@ -181,6 +198,7 @@ const KernelTable& ref_kernels() {
                                .swiglu = swiglu,
                                .softmax = softmax,
                                .rotary = rotary,
+                               .bmm = bmm,
                                .add = add,
                                .mul = mul,
                                .scale = scale};
