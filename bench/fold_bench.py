@@ -21,7 +21,6 @@ module (all passes), heads. Upstream's stages are timed by wrapping its modules.
 import argparse
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -164,6 +163,28 @@ def bioinfer_run(bin_path, model_dir, length, threads, repeat, recycles, workdir
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+def write_doc(args, rows):
+    """The results so far (rewritten after every row, so a long run keeps what it measured)."""
+    import torch
+    import transformers
+    doc = {"bench": "esmfold_memory" if args.memory_probe else "esmfold_cpu",
+           "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+           "machine": {"threads": args.threads,
+                       "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                                          if l.startswith("model name")), ""),
+                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+           "model": {"stem": args.stem, "trunk_blocks": args.blocks,
+                     "storage": "stem fp16, trunk fp32 (as facebook/esmfold_v1)",
+                     "compute": "fp32 on both sides"},
+           "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+           "num_recycles": args.num_recycles, "rows": rows}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".tmp", "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(args.out + ".tmp", args.out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lengths", default="64,128,256")
@@ -193,6 +214,7 @@ def main():
                          args.workdir)
         rows.append(r)
         print(json.dumps(r), file=sys.stderr)
+        write_doc(args, rows)
     else:
         lengths = [int(x) for x in args.lengths.split(",") if x]
         solo = [int(x) for x in args.bioinfer_only.split(",") if x]
@@ -201,6 +223,7 @@ def main():
                              args.workdir)
             print(json.dumps(r), file=sys.stderr)
             rows.append(r)
+            write_doc(args, rows)
             if n in solo:
                 continue
             out = subprocess.run([sys.executable, __file__, "--hf-worker", model_dir, str(n),
@@ -211,23 +234,7 @@ def main():
             print(json.dumps(h), file=sys.stderr)
             rows.append(h)
             r["speedup_vs_transformers"] = h["seconds"] / r["seconds"]
-    import torch
-    import transformers
-    doc = {"bench": "esmfold_cpu", "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-           "machine": {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
-                       "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                                          if l.startswith("model name")), "")},
-           "model": {"stem": args.stem, "trunk_blocks": args.blocks,
-                     "storage": "stem fp16, trunk fp32 (as facebook/esmfold_v1)",
-                     "compute": "fp32 on both sides"},
-           "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-           "num_recycles": args.num_recycles, "rows": rows}
-    if args.memory_probe:
-        doc["bench"] = "esmfold_memory"
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+            write_doc(args, rows)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

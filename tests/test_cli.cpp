@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "io/atomic_file.h"
@@ -314,9 +315,7 @@ TEST_F(Cli, SweepDryRunListsEveryShapeAndVariant) {
         for (const auto& c : sweeps[name])
             for (const auto& v : c["variants"]) EXPECT_TRUE(v.contains("table_op")) << name;
     }
-    std::vector<std::string> pending;
-    for (const auto& pd : j["pending"]) pending.push_back(pd["sweep"]);
-    EXPECT_EQ(pending, (std::vector<std::string>{"trimul", "triatt"}));
+    EXPECT_TRUE(j["pending"].empty());
     const auto has_case = [&](const std::string& sweep, const nlohmann::json& shape, const std::string& dt) {
         for (const auto& c : sweeps[sweep])
             if (c["shape"] == shape && c["dtype"] == dt) return true;
@@ -336,9 +335,24 @@ TEST_F(Cli, SweepDryRunListsEveryShapeAndVariant) {
     r = run("bench sweep --dry-run --what attention,softmax --shapes tiny --dtypes fp32", "", p("tiny.json"));
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(io::read_file(p("tiny.json")))["sweeps"].size(), 2u);
-    r = run("bench sweep --dry-run --what trimul");
+    // ESMFold's pair ops at the trunk's shapes, chunk sizes as variants.
+    r = run("bench sweep --dry-run --what trimul,triatt,pair_mlp --shapes esmfold", "", p("fold.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto fold = nlohmann::json::parse(io::read_file(p("fold.json")));
+    ASSERT_EQ(fold["sweeps"].size(), 3u);
+    for (const auto& s : fold["sweeps"]) {
+        const size_t per_length = s["sweep"] == "pair_mlp" ? 1 : 2;  // both directions
+        EXPECT_EQ(s["cases"].size(), 3 * per_length) << s["sweep"];
+        for (const auto& c : s["cases"]) {
+            EXPECT_EQ(c["shape"]["channels"], 128);
+            std::set<int64_t> chunks;
+            for (const auto& v : c["variants"]) chunks.insert(v["params"]["chunk"].get<int64_t>());
+            EXPECT_TRUE(chunks.count(0) && chunks.count(c["shape"]["seq"].get<int64_t>())) << c.dump();
+        }
+    }
+    r = run("bench sweep --dry-run --what trimul2");
     EXPECT_NE(r.rc, 0);
-    EXPECT_NE(r.err.find("trimul is not available yet"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("unknown sweep 'trimul2'"), std::string::npos) << r.err;
     r = run("bench sweep --dry-run --shapes esm3");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("unknown shape set 'esm3'"), std::string::npos) << r.err;
@@ -349,7 +363,8 @@ TEST_F(Cli, SweepTinyRunWritesValidatedJson) {
     const std::string dtypes = test::has_bf16_gemm() ? "fp32,bf16" : "fp32";
     Result r = run("bench sweep --shapes tiny --reps 2 --iters 1 --dtypes " + dtypes + " --out " + p("sw"));
     ASSERT_EQ(r.rc, 0) << r.err;
-    for (const char* name : {"matmul", "attention", "layer_norm", "rotary", "softmax", "activation"}) {
+    for (const char* name : {"matmul", "attention", "layer_norm", "rotary", "softmax", "activation",
+                             "trimul", "triatt", "pair_mlp"}) {
         const std::string f = p("sw") + "/" + name + "-tiny.json";
         ASSERT_TRUE(fs::exists(f)) << f;
         const auto j = nlohmann::json::parse(io::read_file(f));
@@ -376,7 +391,8 @@ TEST_F(Cli, SweepTinyRunWritesValidatedJson) {
             EXPECT_EQ(row["us"]["reps"].size(), 2u) << what;
             EXPECT_GT(row["us"]["min"].get<double>(), 0.0) << what;
             EXPECT_LE(row["us"]["min"].get<double>(), row["us"]["mean"].get<double>()) << what;
-            EXPECT_GT(row.value(j["sweep"] == "matmul" || j["sweep"] == "attention" ? "gflops" : "gbps", 0.0), 0.0) << what;
+            const std::set<std::string> compute{"matmul", "attention", "trimul", "triatt", "pair_mlp"};
+            EXPECT_GT(row.value(compute.count(j["sweep"].get<std::string>()) ? "gflops" : "gbps", 0.0), 0.0) << what;
             EXPECT_GT(row["peak_fraction"].get<double>(), 0.0) << what;
         }
         ASSERT_FALSE(j["stages"].empty());

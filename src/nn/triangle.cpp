@@ -7,6 +7,7 @@
 
 #include "bioinfer/error.h"
 #include "ops/ops.h"
+#include "tuning/tuned_table.h"
 
 namespace bioinfer::nn {
 namespace {
@@ -46,9 +47,6 @@ void check_pair(const Tensor& z, int64_t C, const char* what) {
              "pair: expected contiguous (L, L, ", C, "), got ", shape_str(z.shape()));
 }
 
-int64_t chunk_or_default(int64_t chunk, int64_t L, int64_t C) {
-    return std::clamp<int64_t>(chunk > 0 ? chunk : default_pair_chunk(L, C), 1, L);
-}
 
 }  // namespace
 
@@ -68,6 +66,14 @@ int64_t default_pair_chunk(int64_t L, int64_t C) {
     // About 256 MiB of per-chunk temporaries: a chunk row holds up to ~8 (L, C) fp32 rows.
     const int64_t per_row = std::max<int64_t>(1, L * C * 4 * 8);
     return std::clamp<int64_t>((int64_t(256) << 20) / per_row, 1, std::max<int64_t>(L, 1));
+}
+
+int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested) {
+    if (requested > 0) return std::min(requested, L);
+    const int64_t cap = default_pair_chunk(L, C);
+    const int64_t tuned = tuning::lookup(ops::backend_name(), op, "fp32", {{"seq", L}, {"channels", C}})
+                              .param("chunk", 0);
+    return std::clamp<int64_t>(tuned > 0 ? std::min(tuned, cap) : cap, 1, L);
 }
 
 TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m,
@@ -100,7 +106,7 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
     const int64_t C = ln_in.g.size(0);
     check_pair(z_pair, C, "triangle_multiplication");
     const int64_t L = z_pair.size(0), LL = L * L;
-    chunk = chunk_or_default(chunk, L, 2 * C);
+    chunk = pair_chunk("trimul", L, C, chunk);
     // a and b channel-major, A_c[i][k] = a[i,k,c] and B_c[j][k] = b[j,k,c], so that
     //   outgoing: P_c = A_c . B_c^T  (p[i,j] = sum_k a[i,k] b[j,k])
     //   incoming: P_c = A_c^T . B_c  (p[i,j] = sum_k a[k,i] b[k,j])
@@ -165,7 +171,7 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
     const int64_t C = ln.g.size(0), H = heads, HC = heads * head_dim;
     check_pair(z, C, "triangle_attention");
     const int64_t L = z.size(0);
-    chunk = chunk_or_default(chunk, L, C);
+    chunk = pair_chunk("triatt", L, C, chunk);
     // The triangle bias (H, L, L) from the whole (normalised) pair first: every row reads it.
     // Around the ending node the attended matrix is z transposed, so bias[h][q][k] = lin(z[k, q]).
     Tensor tri_bias = Tensor::empty({H, L, L});

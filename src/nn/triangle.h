@@ -13,8 +13,11 @@
 
 namespace bioinfer::nn {
 
-// Pair rows processed at a time when a caller passes chunk 0.
+// Pair rows processed at a time when a caller passes chunk 0: about 256 MiB of temporaries.
 int64_t default_pair_chunk(int64_t L, int64_t C);
+// The chunk a pair op ("trimul", "triatt", "pair_mlp") runs with: `requested` when positive,
+// else the tuned table's choice for (L, C), capped by default_pair_chunk's memory bound.
+int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested);
 
 // dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols: a strided transpose in cache-sized
 // tiles over all threads (the pair's (rows, channels) <-> (channels, rows) relayouts).

@@ -48,8 +48,9 @@ std::vector<FoldRecord> collect_fold_records(const std::string& input) {
 int64_t fold_memory_bytes(const esmfold::EsmFoldConfig& c, int64_t L) {
     const int64_t pair = L * L * 4;  // bytes per pair channel
     const int64_t chunk = int64_t(256) << 20;
-    // trunk: z, the triangle multiplication's two operands and product, chunk temporaries
-    const int64_t trunk = pair * c.trunk.c_z * 4 + chunk;
+    // trunk: z, the triangle multiplication's two operands, product and output gate, chunk
+    // temporaries
+    const int64_t trunk = pair * c.trunk.c_z * 5 + chunk;
     // structure module: z, the projected pair, its normalised copy and the IPA bias
     const int64_t sm = pair * (c.trunk.c_z + 2 * c.sm.c_z + c.sm.heads);
     // heads: z, distogram logits (and their symmetric copy), pTM probabilities, PAE

@@ -53,9 +53,11 @@ the admitted and the rejected alike (minimum over repetitions after a
 warm-up), and writes one JSON per sub-sweep. A variant that fails is recorded and the sweep goes
 on; the exit status is 1 when any variant failed.
 
-  --what LIST      matmul, attention, layer_norm, rotary, softmax, activation, or all (default)
+  --what LIST      matmul, attention, layer_norm, rotary, softmax, activation, trimul, triatt,
+                   pair_mlp (ESMFold's pair ops, chunk sizes as variants), or all (default)
   --shapes LIST    shape sets: esm (ESM-2 8M..3B, ESM C 300M/600M), gr00t (a vision-language-
-                   action backbone), tiny (seconds; for tests). Default esm,gr00t
+                   action backbone), esmfold (the folding trunk's pair ops at L 128, 256, 512,
+                   c_z 128), tiny (seconds; for tests). Default esm,gr00t
   --dtypes LIST    fp32, bf16 (default fp32, and bf16 where the CPU has a bf16 GEMM; ops
                    without a bf16 variant run fp32 only)
   --iters N        back-to-back calls per timing (default 3)
@@ -511,7 +513,13 @@ int update_table(const std::vector<std::string>& files, const std::string& table
                         b["dtype"].get_ref<const std::string&>());
     });
     table["entries"] = sorted;
-    table["made_from"] = files;
+    // Every results file an entry still comes from: the earlier ones, then these (once each).
+    std::vector<std::string> made_from;
+    if (table.contains("made_from"))
+        for (const json& f : table["made_from"]) made_from.push_back(f.get<std::string>());
+    for (const std::string& f : files)
+        if (std::find(made_from.begin(), made_from.end(), f) == made_from.end()) made_from.push_back(f);
+    table["made_from"] = made_from;
     const std::string text = table.dump(1) + "\n";
     (void)tuning::parse_table(text, table_path);  // what the kernels will read
     io::write_file_atomic(table_path, text);
@@ -537,7 +545,8 @@ std::vector<const OpSweep*> chosen_ops(const std::string& what) {
         }
         for (const auto& [name, why] : pending_sweeps())
             BI_CHECK(name != w, "--what", w, " is not available yet: ", why);
-        fail("--what", cat("unknown sweep '", w, "' (matmul, attention, layer_norm, rotary, softmax, activation, all)"));
+        fail("--what", cat("unknown sweep '", w, "' (matmul, attention, layer_norm, rotary, softmax, "
+                               "activation, trimul, triatt, pair_mlp, all)"));
     }
     BI_CHECK(!out.empty(), "--what", "names no sweep");
     return out;
@@ -552,7 +561,7 @@ int sweep_main(const Args& a, int argc, char** argv) {
     const auto sets = split(a.get("shapes", "esm,gr00t"));
     for (const std::string& s : sets)
         BI_CHECK(std::find(shape_sets().begin(), shape_sets().end(), s) != shape_sets().end(),
-                 "--shapes", "unknown shape set '", s, "' (esm, gr00t, tiny)");
+                 "--shapes", "unknown shape set '", s, "' (esm, gr00t, esmfold, tiny)");
     // Default: fp32, and bf16 where this CPU has a bf16 GEMM (asked for explicitly on a CPU
     // without one, bf16 variants fail and are recorded as such). A dry run probes nothing.
     const bool bf16_here = a.has("dry-run") ||

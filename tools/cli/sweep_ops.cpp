@@ -8,6 +8,9 @@
 
 #include "bioinfer/error.h"
 #include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/pair_seq.h"
+#include "nn/triangle.h"
 #include "ops/ops.h"
 #include "tuning/tuned_table.h"
 
@@ -204,6 +207,29 @@ std::vector<Shape> activation_shapes(const std::string& set) {
     return out;
 }
 
+// ESMFold's pair ops at its trunk's real width (c_z 128, 4 heads of 32) and lengths.
+std::vector<Shape> pair_shapes(const std::string& set, const char* flag) {
+    std::vector<Shape> out;
+    const auto mk = [&](int64_t l, int64_t c, int64_t f) {
+        Dims d{{"seq", l}, {"channels", c}};
+        if (flag) d.push_back({flag, f});
+        add_unique(out, {set, std::string(set == "tiny" ? "tiny" : "esmfold") + " L" + std::to_string(l) +
+                                  " c" + std::to_string(c) + (flag ? std::string(" ") + flag + "=" + std::to_string(f) : ""),
+                         d});
+    };
+    for (int64_t f : {1, 0}) {
+        if (set == "esmfold")
+            for (int64_t l : {128, 256, 512}) mk(l, 128, f);
+        if (set == "tiny") mk(24, 16, f);
+        if (!flag) break;
+    }
+    return out;
+}
+
+std::vector<Shape> trimul_shapes(const std::string& set) { return pair_shapes(set, "outgoing"); }
+std::vector<Shape> triatt_shapes(const std::string& set) { return pair_shapes(set, "starting"); }
+std::vector<Shape> pair_mlp_shapes(const std::string& set) { return pair_shapes(set, nullptr); }
+
 // ---- variants ---------------------------------------------------------------------------
 
 Variant v(const std::string& name, const std::string& table_op,
@@ -290,6 +316,32 @@ std::vector<Variant> rotary_variants(const Dims&, const std::string& dtype) {
 
 std::vector<Variant> activation_variants(const Dims& d, const std::string& dtype) {
     return simd_variants(activation_op(dim(d, "fn")), dtype);
+}
+
+// Chunk sizes (pair rows per chunk): 0 is the memory-bounded automatic choice, the default.
+std::vector<Variant> pair_variants(const std::string& op, const Dims& d, const std::string& dtype) {
+    if (dtype != "fp32") return {};
+    const int64_t L = dim(d, "seq");
+    std::vector<Variant> out{v("chunked", op, {{"chunk", 0}})};
+    for (int64_t c : {8, 32, 128})
+        if (c < L) out.push_back(v("chunked", op, {{"chunk", c}}));
+    out.push_back(v("chunked", op, {{"chunk", L}}));
+    return out;
+}
+
+double trimul_flops(const Dims& d) {
+    const double L = double(dim(d, "seq")), C = double(dim(d, "channels"));
+    return 2.0 * L * L * C * 6.0 * C + 2.0 * L * L * L * C;
+}
+
+double triatt_flops(const Dims& d) {  // q, k, v, gate, out and the bias projection; QK and PV
+    const double L = double(dim(d, "seq")), C = double(dim(d, "channels"));
+    return 2.0 * L * L * C * 5.0 * C + 4.0 * L * L * L * C;
+}
+
+double pair_mlp_flops(const Dims& d) {
+    const double L = double(dim(d, "seq")), C = double(dim(d, "channels"));
+    return 2.0 * L * L * 8.0 * C * C;
 }
 
 // ---- cases ------------------------------------------------------------------------------
@@ -447,6 +499,74 @@ private:
     std::vector<double> ref_;
 };
 
+// A pair op of the folding trunk with random weights adding its update to a pair state (L, L, C).
+// The reference is the same block run unchunked; the op tests hold the block itself to plain
+// double references.
+class PairCase : public Case {
+public:
+    PairCase(const std::string& op, const Dims& d) : op_(op), L_(dim(d, "seq")), C_(dim(d, "channels")) {
+        std::map<std::string, Tensor> w;
+        uint32_t seed = 30;
+        const auto lin = [&](const std::string& n, int64_t in, int64_t out, bool bias = true) {
+            w[n + ".weight"] = random({out, in}, seed++, 0.0f, 1.0f / std::sqrt(float(in)));
+            if (bias) w[n + ".bias"] = random({out}, seed++, 0.0f, 0.1f);
+        };
+        const auto norm = [&](const std::string& n, int64_t c) {
+            w[n + ".weight"] = random({c}, seed++, 1.0f, 0.1f);
+            w[n + ".bias"] = random({c}, seed++, 0.0f, 0.1f);
+        };
+        const int64_t C = C_, heads = std::max<int64_t>(1, C / 32), hd = C / heads;
+        if (op == "trimul") {
+            norm("b.layer_norm_in", C);
+            norm("b.layer_norm_out", C);
+            for (const char* n : {"linear_a_p", "linear_a_g", "linear_b_p", "linear_b_g", "linear_g", "linear_z"})
+                lin(std::string("b.") + n, C, C);
+        } else if (op == "triatt") {
+            norm("b.layer_norm", C);
+            lin("b.linear", C, heads, false);
+            for (const char* n : {"linear_q", "linear_k", "linear_v"}) lin(std::string("b.mha.") + n, C, C, false);
+            lin("b.mha.linear_g", C, C);
+            lin("b.mha.linear_o", C, C);
+        } else {
+            norm("b.0", C);
+            lin("b.1", C, 4 * C);
+            lin("b.3", 4 * C, C);
+        }
+        const io::ModelDir m = io::ModelDir::from_tensors("sweep", {{"sweep", op}}, w);
+        if (op == "trimul") trimul_ = nn::TriangleMultiplication::load(m, "b", C, dim(d, "outgoing") != 0);
+        if (op == "triatt") triatt_ = nn::TriangleAttention::load(m, "b", C, hd, heads, dim(d, "starting") != 0);
+        if (op == "pair_mlp") mlp_ = nn::ResidueMlp::load(m, "b", C, 4 * C);
+        z0_ = random({L_, L_, C_}, 40);
+        ref_ = z0_.clone();
+        apply(ref_, L_);
+    }
+
+    std::function<void()> prepare(const Variant& v) override {
+        z_ = z0_.clone();
+        const int64_t chunk = v.params.count("chunk") ? v.params.at("chunk") : 0;
+        return [this, chunk] { apply(z_, chunk); };
+    }
+
+    Agreement check() override { return agreement(z_.f32(), ref_.f32(), z_.numel()); }
+
+private:
+    void apply(Tensor& z, int64_t chunk) {
+        if (op_ == "trimul") trimul_.add_to(z, chunk);
+        if (op_ == "triatt") triatt_.add_to(z, chunk);
+        if (op_ == "pair_mlp") {
+            Tensor zf = z.reshape({L_ * L_, C_});
+            mlp_.add_to(zf, nn::pair_chunk("pair_mlp", L_, C_, chunk) * L_);
+        }
+    }
+
+    std::string op_;
+    int64_t L_, C_;
+    nn::TriangleMultiplication trimul_;
+    nn::TriangleAttention triatt_;
+    nn::ResidueMlp mlp_;
+    Tensor z0_, z_, ref_;
+};
+
 // Memory-bound ops: the reference kernel's output over the whole tensor.
 class ElementwiseCase : public Case {
 public:
@@ -531,6 +651,18 @@ std::unique_ptr<Case> make_activation(const Dims& d, const std::string&) {
     });
 }
 
+std::unique_ptr<Case> make_trimul(const Dims& d, const std::string&) { return std::make_unique<PairCase>("trimul", d); }
+std::unique_ptr<Case> make_triatt(const Dims& d, const std::string&) { return std::make_unique<PairCase>("triatt", d); }
+std::unique_ptr<Case> make_pair_mlp(const Dims& d, const std::string&) { return std::make_unique<PairCase>("pair_mlp", d); }
+std::vector<Variant> trimul_variants(const Dims& d, const std::string& dt) { return pair_variants("trimul", d, dt); }
+std::vector<Variant> triatt_variants(const Dims& d, const std::string& dt) { return pair_variants("triatt", d, dt); }
+std::vector<Variant> pair_mlp_variants(const Dims& d, const std::string& dt) { return pair_variants("pair_mlp", d, dt); }
+
+// The chunk is looked up by length and width only (not by direction).
+Dims pair_table_shape(const Dims& d, const std::string&) {
+    return {{"seq", dim(d, "seq")}, {"channels", dim(d, "channels")}};
+}
+
 double bytes_rw(const Dims& d, const char* a, const char* b, double arrays) {
     return arrays * 4.0 * double(dim(d, a)) * double(b ? dim(d, b) : 1);
 }
@@ -556,7 +688,7 @@ Dims activation_table_shape(const Dims& d, const std::string&) { return {{"n", d
 }  // namespace
 
 const std::vector<std::string>& shape_sets() {
-    static const std::vector<std::string> s{"esm", "gr00t", "tiny"};
+    static const std::vector<std::string> s{"esm", "gr00t", "esmfold", "tiny"};
     return s;
 }
 
@@ -578,14 +710,16 @@ const std::vector<OpSweep>& op_sweeps() {
         {"activation", false, activation_shapes, activation_variants, make_activation,
          [](const Dims& d) { return bytes_rw(d, "n", nullptr, dim(d, "fn") == kActSwiglu ? 3 : 2); },
          activation_table_shape},
+        {"trimul", true, trimul_shapes, trimul_variants, make_trimul, trimul_flops, pair_table_shape},
+        {"triatt", true, triatt_shapes, triatt_variants, make_triatt, triatt_flops, pair_table_shape},
+        {"pair_mlp", true, pair_mlp_shapes, pair_mlp_variants, make_pair_mlp, pair_mlp_flops,
+         pair_table_shape},
     };
     return s;
 }
 
 const std::vector<std::pair<std::string, std::string>>& pending_sweeps() {
-    static const std::vector<std::pair<std::string, std::string>> p{
-        {"trimul", "the triangle-multiplication op lands with ESMFold's folding trunk"},
-        {"triatt", "the triangle-attention op lands with ESMFold's folding trunk"}};
+    static const std::vector<std::pair<std::string, std::string>> p;
     return p;
 }
 
@@ -595,6 +729,8 @@ Variant default_variant(const std::string& table_op) {
     if (table_op == "attention") return v("tiled", table_op, {{"q_block", 64}, {"k_block", 128}});
     if (table_op == "softmax") return v("three_pass", table_op);
     if (table_op == "layer_norm") return v("two_pass", table_op, {{"parallel", 1}});
+    if (table_op == "trimul" || table_op == "triatt" || table_op == "pair_mlp")
+        return v("chunked", table_op, {{"chunk", 0}});
     return v("simd", table_op, {{"parallel", 1}});  // rotary, gelu, gelu_tanh, swiglu
 }
 

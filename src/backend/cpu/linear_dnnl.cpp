@@ -120,7 +120,21 @@ void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType
     }
     auto* p = new Packed{pd.weights_desc(), memory(pd.weights_desc(), eng), compute};
     // One reorder converts the stored dtype and blocks the layout (bf16 stays bf16 throughout).
-    memory src(plain_weights(K, N, dnnl_dt(w_dtype)), eng, const_cast<void*>(w));
+    // oneDNN 2.6 has no fast reorder out of f16, or out of bf16 into f32: such a matrix is first
+    // widened into an fp32 staging buffer of its own (one matrix at a time, freed at once).
+    std::vector<float> staged;
+    const void* src_ptr = w;
+    DType src_dtype = w_dtype;
+    if (w_dtype == DType::F16 || (w_dtype == DType::BF16 && compute == DType::F32)) {
+        staged.resize(size_t(K * N));
+        const auto* h = static_cast<const uint16_t*>(w);
+        const bool half = w_dtype == DType::F16;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < K * N; ++i) staged[size_t(i)] = half ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+        src_ptr = staged.data();
+        src_dtype = DType::F32;
+    }
+    memory src(plain_weights(K, N, dnnl_dt(src_dtype)), eng, const_cast<void*>(src_ptr));
     dnnl::stream s(eng);
     dnnl::reorder(src, p->mem).execute(s, src, p->mem);
     s.wait();

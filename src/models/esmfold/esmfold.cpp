@@ -209,7 +209,7 @@ void EsmFoldModel::trunk_block(const Block& b, Tensor& s, Tensor& z, int64_t chu
     b.tri_att_end.add_to(z, chunk);
     lap("tri_att_end");
     Tensor zf = z.reshape({L * L, cz});
-    b.mlp_pair.add_to(zf, chunk > 0 ? chunk * L : 0);
+    b.mlp_pair.add_to(zf, nn::pair_chunk("pair_mlp", L, cz, chunk) * L);
     lap("mlp_pair");
 }
 
