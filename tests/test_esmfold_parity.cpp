@@ -47,14 +47,14 @@ struct Worst {
     std::string pcc_at, rel_at, coord_at;
 } g_worst;
 
-// The trunk and head bar (docs/parity.md): PCC >= 0.99999 and relative L2 <= 1e-4.
+// The trunk and head bar (docs/parity.md): PCC >= 0.99999 and relative L2 <= 1e-5.
 void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
     ASSERT_EQ(got.numel(), ref.numel()) << what;
     auto s = test::stats(got.f32(), ref.f32(), got.numel());
     if (s.pcc < g_worst.pcc) g_worst.pcc = s.pcc, g_worst.pcc_at = what;
     if (s.rel_l2 > g_worst.rel_l2) g_worst.rel_l2 = s.rel_l2, g_worst.rel_at = what;
     EXPECT_GE(s.pcc, 0.99999) << what << " (max-abs " << s.max_abs << ")";
-    EXPECT_LE(s.rel_l2, 1e-4) << what;
+    EXPECT_LE(s.rel_l2, 1e-5) << what;
 }
 
 // Coordinates: every value within 1e-3 of the reference's spread (standard deviation).

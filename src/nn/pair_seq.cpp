@@ -18,23 +18,7 @@ PairToSequence PairToSequence::load(const io::ModelDir& m, const std::string& p,
 }
 
 Tensor PairToSequence::operator()(const Tensor& z, int64_t chunk) const {
-    const int64_t L = z.size(0), C = z.size(2), H = linear.out_features();
-    if (chunk <= 0) chunk = default_pair_chunk(L, C);
-    Tensor bias = Tensor::empty({H, L, L});
-    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
-        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
-        Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
-        ln(z.narrow0(r0, r1).reshape({n, C}), zn);
-        linear(zn, b);
-        const float* src = b.f32();
-        float* dst = bias.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t h = 0; h < H; ++h)
-            for (int64_t r = r0; r < r1; ++r)
-                for (int64_t x = 0; x < L; ++x)
-                    dst[(h * L + r) * L + x] = src[((r - r0) * L + x) * H + h];
-    }
-    return bias;
+    return pair_bias(z, ln, linear, chunk, false);
 }
 
 GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std::string& p,

@@ -68,6 +68,28 @@ int64_t default_pair_chunk(int64_t L, int64_t C) {
     return std::clamp<int64_t>((int64_t(256) << 20) / per_row, 1, std::max<int64_t>(L, 1));
 }
 
+Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int64_t chunk,
+                 bool transposed) {
+    const int64_t L = z.size(0), C = z.size(2), H = linear.out_features();
+    if (chunk <= 0) chunk = default_pair_chunk(L, C);
+    Tensor bias = Tensor::empty({H, L, L});
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+        Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
+        ln(pair_rows(z, r0, r1), zn);
+        linear(zn, b);
+        const float* src = b.f32();
+        float* dst = bias.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t x = 0; x < L; ++x)
+                    dst[transposed ? (h * L + x) * L + r : (h * L + r) * L + x] =
+                        src[((r - r0) * L + x) * H + h];
+    }
+    return bias;
+}
+
 int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested) {
     if (requested > 0) return std::min(requested, L);
     const int64_t cap = default_pair_chunk(L, C);
@@ -174,21 +196,7 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
     chunk = pair_chunk("triatt", L, C, chunk);
     // The triangle bias (H, L, L) from the whole (normalised) pair first: every row reads it.
     // Around the ending node the attended matrix is z transposed, so bias[h][q][k] = lin(z[k, q]).
-    Tensor tri_bias = Tensor::empty({H, L, L});
-    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
-        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
-        Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
-        ln(pair_rows(z, r0, r1), zn);
-        bias(zn, b);
-        const float* src = b.f32();
-        float* dst = tri_bias.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t h = 0; h < H; ++h)
-            for (int64_t r = r0; r < r1; ++r)
-                for (int64_t x = 0; x < L; ++x)
-                    dst[starting ? (h * L + r) * L + x : (h * L + x) * L + r] =
-                        src[((r - r0) * L + x) * H + h];
-    }
+    const Tensor tri_bias = pair_bias(z, ln, bias, chunk, !starting);
     const float scale = 1.0f / std::sqrt(float(head_dim));
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk), rows = r1 - r0, n = rows * L;

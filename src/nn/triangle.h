@@ -19,6 +19,11 @@ int64_t default_pair_chunk(int64_t L, int64_t C);
 // else the tuned table's choice for (L, C), capped by default_pair_chunk's memory bound.
 int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested);
 
+// Per-head attention bias (H, L, L) from the pair: b[h][q][k] = linear(LN(z[q, k]))[h], or
+// linear(LN(z[k, q]))[h] when transposed; `chunk` rows of z at a time.
+Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int64_t chunk,
+                 bool transposed);
+
 // dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols: a strided transpose in cache-sized
 // tiles over all threads (the pair's (rows, channels) <-> (channels, rows) relayouts).
 void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows,
