@@ -279,3 +279,20 @@ TEST_F(Predict, BenchFoldPrintsStageTimes) {
     }
     EXPECT_EQ(n, 2);
 }
+
+// --model esmfold finds facebook/esmfold_v1 in the local Hugging Face cache.
+TEST_F(Predict, ModelNameResolvesFromHuggingFaceCache) {
+    const fs::path snap = tmp / "hub/models--facebook--esmfold_v1/snapshots/0123abc";
+    fs::create_directories(snap);
+    for (auto& e : fs::directory_iterator(kFold)) fs::create_symlink(e.path(), snap / e.path().filename());
+    fs::create_directories(tmp / "hub/models--facebook--esmfold_v1/refs");
+    write("hub/models--facebook--esmfold_v1/refs/main", "0123abc");
+    Result r = run("predict MKTAYIAKQR --model esmfold --out-dir " + p("out") + " --output-format cif",
+                   "HF_HUB_CACHE=" + p("hub"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::exists(p("out/seq.cif")));
+    EXPECT_EQ(nlohmann::json::parse(io::read_file(p("out/seq.json")))["model"], "esmfold");
+    r = run("predict MKV --model esmfold --out-dir " + p("o2"), "HF_HUB_CACHE=" + p("nohub"));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("not in the Hugging Face cache"), std::string::npos) << r.err;
+}
