@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import time
@@ -168,7 +169,7 @@ def write_doc(args, rows):
     import torch
     import transformers
     doc = {"bench": "esmfold_memory" if args.memory_probe else "esmfold_cpu",
-           "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+           "command": shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
            "machine": {"threads": args.threads,
                        "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                                           if l.startswith("model name")), ""),
