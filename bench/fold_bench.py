@@ -29,20 +29,14 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lm_bench import peak_rss_mb  # noqa: E402
 AA = "ACDEFGHIKLMNPQRSTVWY"
 
 STEMS = {  # hidden, layers, heads, intermediate
     "3B": (2560, 36, 40, 10240),  # facebook/esmfold_v1's ESM-2 3B
     "8M": (320, 6, 20, 1280),     # for quick probes of the trunk only
 }
-
-
-def peak_rss_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def config(stem="3B", blocks=48):

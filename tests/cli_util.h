@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "io/atomic_file.h"
@@ -48,6 +49,15 @@ struct CliTest : ::testing::Test {
     }
     void write(const std::string& name, const std::string& text) const {
         std::ofstream(p(name)) << text;
+    }
+    // A parity fixture's cases (cases.json) as a FASTA file; `description` follows each id.
+    std::string fixture_fasta(const std::string& fixture_dir, const std::string& description = "") const {
+        auto j = nlohmann::json::parse(io::read_file(fixture_dir + "/cases.json"));
+        std::string fa;
+        for (auto& c : j["cases"])
+            fa += ">" + c["id"].get<std::string>() + description + "\n" + c["sequence"].get<std::string>() + "\n";
+        write("cases.fa", fa);
+        return p("cases.fa");
     }
     // A bad input must fail with one line naming `needle` and leave no file in out/.
     void expect_clean_failure(const std::string& args, const std::string& needle) const {

@@ -29,14 +29,7 @@ using test::Result;
 
 struct Cli : test::CliTest {
     // The fixture's cases as a FASTA file.
-    std::string cases_fasta() const {
-        auto j = nlohmann::json::parse(io::read_file(kFix + "/cases.json"));
-        std::string fa;
-        for (auto& c : j["cases"])
-            fa += ">" + c["id"].get<std::string>() + " test\n" + c["sequence"].get<std::string>() + "\n";
-        write("cases.fa", fa);
-        return p("cases.fa");
-    }
+    std::string cases_fasta() const { return fixture_fasta(kFix, " test"); }
 };
 
 Tensor ref_tensor(const std::string& key) {

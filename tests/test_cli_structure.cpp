@@ -25,19 +25,12 @@ const std::string kFold = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
 const std::string kData = std::string(BIOINFER_SHARED_DATA) + "/structures";
 
 struct Predict : test::CliTest {
-    // The fixture's cases as FASTA.
-    std::string cases_fasta() const {
-        auto j = nlohmann::json::parse(io::read_file(kFold + "/cases.json"));
-        std::string fa;
-        for (auto& c : j["cases"])
-            fa += ">" + c["id"].get<std::string>() + "\n" + c["sequence"].get<std::string>() + "\n";
-        write("cases.fa", fa);
-        return p("cases.fa");
-    }
+    std::string cases_fasta() const { return fixture_fasta(kFold); }
 };
 
 Tensor fold_ref(const std::string& key) {
-    return io::SafetensorsFile::open(kFold + "/reference.safetensors")->get(key).to_f32();
+    static const auto ref = io::SafetensorsFile::open(kFold + "/reference.safetensors");
+    return ref->get(key).to_f32();
 }
 
 // Reference row of each written residue: linker residues are not written.

@@ -20,26 +20,10 @@ using namespace bioinfer;
 
 namespace {
 
-struct Case {
-    std::string id, sequence;
-};
+using Case = test::ParityCase;
+using Fixture = test::ParityFixture;
 
-struct Fixture {
-    std::string dir;
-    std::vector<Case> cases;
-    std::shared_ptr<io::SafetensorsFile> ref;
-    bool has(const std::string& k) const { return ref->has(k); }
-    Tensor get(const std::string& k) const { return ref->get(k).to_f32(); }
-};
-
-Fixture load_fixture() {
-    Fixture f;
-    f.dir = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
-    auto j = nlohmann::json::parse(io::read_file(f.dir + "/cases.json"));
-    for (auto& c : j["cases"]) f.cases.push_back({c["id"], c["sequence"]});
-    f.ref = io::SafetensorsFile::open(f.dir + "/reference.safetensors");
-    return f;
-}
+Fixture load_fixture() { return test::load_parity_fixture("esmfold_tiny"); }
 
 // The worst agreement seen over the run, printed at the end (docs/parity.md quotes it).
 struct Worst {

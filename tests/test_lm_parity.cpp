@@ -17,25 +17,13 @@ using namespace bioinfer;
 
 namespace {
 
-struct Case {
-    std::string id, sequence;
-};
-
-struct Fixture {
-    std::string dir;
-    std::vector<Case> cases;
+struct Fixture : test::ParityFixture {
     int layers = 0;
-    std::shared_ptr<io::SafetensorsFile> ref;
-    Tensor get(const std::string& k) const { return ref->get(k).to_f32(); }
 };
 
 Fixture load_fixture(const std::string& name) {
-    Fixture f;
-    f.dir = std::string(BIOINFER_FIXTURES) + "/" + name;
-    auto j = nlohmann::json::parse(io::read_file(f.dir + "/cases.json"));
-    for (auto& c : j["cases"]) f.cases.push_back({c["id"], c["sequence"]});
-    f.layers = j["num_layers"];
-    f.ref = io::SafetensorsFile::open(f.dir + "/reference.safetensors");
+    Fixture f{test::load_parity_fixture(name)};
+    f.layers = f.meta["num_layers"];
     return f;
 }
 

@@ -6,11 +6,42 @@
 #include <random>
 #include <string>
 
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
 #include "bioinfer/tensor.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "core/agreement.h"
 #include "ops/ops.h"
 
 namespace bioinfer::test {
+
+// A parity fixture folder (tools/reference/make_*_fixtures.py): cases.json (its "cases" as id and
+// sequence, the rest kept as `meta`) and reference.safetensors.
+struct ParityCase {
+    std::string id, sequence;
+};
+struct ParityFixture {
+    std::string dir;
+    std::vector<ParityCase> cases;
+    nlohmann::json meta;
+    std::shared_ptr<io::SafetensorsFile> ref;
+    bool has(const std::string& k) const { return ref->has(k); }
+    Tensor get(const std::string& k) const { return ref->get(k).to_f32(); }
+};
+
+#ifdef BIOINFER_FIXTURES
+inline ParityFixture load_parity_fixture(const std::string& name) {
+    ParityFixture f;
+    f.dir = std::string(BIOINFER_FIXTURES) + "/" + name;
+    f.meta = nlohmann::json::parse(io::read_file(f.dir + "/cases.json"));
+    for (auto& c : f.meta["cases"]) f.cases.push_back({c["id"], c["sequence"]});
+    f.ref = io::SafetensorsFile::open(f.dir + "/reference.safetensors");
+    return f;
+}
+#endif
 
 inline Tensor random_tensor(const Shape& s, uint32_t seed, float mean = 0.0f, float sd = 1.0f) {
     Tensor t = Tensor::empty(s);

@@ -283,21 +283,22 @@ void embedding(const std::vector<int32_t>& ids, const Tensor& table_t, Tensor& o
     }
 }
 
-void add(const Tensor& a, const Tensor& b, Tensor& out) {
-    check_f32_contig(a, "add", "a");
-    check_f32_contig(b, "add", "b");
-    check_f32_contig(out, "add", "out");
-    BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add", "sizes differ: ",
+// The checks of an elementwise a (op) b -> out.
+static void check_binary(const Tensor& a, const Tensor& b, const Tensor& out, const char* op) {
+    check_f32_contig(a, op, "a");
+    check_f32_contig(b, op, "b");
+    check_f32_contig(out, op, "out");
+    BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), op, "sizes differ: ",
              shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+    check_binary(a, b, out, "add");
     table().add(a.f32(), b.f32(), out.f32(), a.numel());
 }
 
 void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-    check_f32_contig(a, "mul", "a");
-    check_f32_contig(b, "mul", "b");
-    check_f32_contig(out, "mul", "out");
-    BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "mul", "sizes differ: ",
-             shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
+    check_binary(a, b, out, "mul");
     table().mul(a.f32(), b.f32(), out.f32(), a.numel());
 }
 

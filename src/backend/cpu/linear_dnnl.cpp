@@ -73,6 +73,8 @@ struct Cache {
     std::mutex mu;
     std::map<Key, dnnl::matmul> prims;
     std::map<std::pair<int64_t, int64_t>, dnnl::reorder> to_bf16;  // (M, K) -> f32 -> bf16
+    // batched matmuls: (G, M, N, K, trans_a, trans_b)
+    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, dnnl::matmul> bmm;
 };
 
 Cache& cache() {
@@ -147,20 +149,18 @@ void free_packed_dnnl(void* packed) {
 
 void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
               bool trans_a, bool trans_b) {
-    using BKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>;
-    static std::mutex mu;
-    static std::map<BKey, dnnl::matmul> prims;
     const auto f32 = memory::data_type::f32;
     const memory::desc ad({G, M, K}, f32, trans_a ? memory::dims{M * K, 1, M} : memory::dims{M * K, K, 1});
     const memory::desc bd({G, K, N}, f32, trans_b ? memory::dims{K * N, 1, K} : memory::dims{K * N, N, 1});
     const memory::desc cd({G, M, N}, f32, memory::dims{M * N, N, 1});
     dnnl::matmul prim;
     {
-        std::lock_guard<std::mutex> lock(mu);
-        const BKey key{G, M, N, K, trans_a, trans_b};
-        auto it = prims.find(key);
-        if (it == prims.end())
-            it = prims.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(
+        Cache& c = cache();
+        std::lock_guard<std::mutex> lock(c.mu);
+        const auto key = std::make_tuple(G, M, N, K, trans_a, trans_b);
+        auto it = c.bmm.find(key);
+        if (it == c.bmm.end())
+            it = c.bmm.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(
                                         dnnl::matmul::desc(ad, bd, cd), engine()))).first;
         prim = it->second;
     }

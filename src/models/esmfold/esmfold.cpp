@@ -31,14 +31,11 @@ const nlohmann::json& sub(const nlohmann::json& j, const char* key) {
     return it != j.end() && it->is_object() ? *it : empty;
 }
 
-// Rows r of x (R, C) -> out (R, C) with out[r] = table[ids[r]].
+// x (R, C) += table rows at ids (R): the embedding gather, then the add.
 void add_rows(const Tensor& table, const std::vector<int32_t>& ids, Tensor& x) {
-    const int64_t C = table.size(1);
-    for (size_t r = 0; r < ids.size(); ++r) {
-        const float* t = table.f32() + ids[r] * C;
-        float* d = x.f32() + int64_t(r) * C;
-        for (int64_t c = 0; c < C; ++c) d[c] += t[c];
-    }
+    Tensor rows = Tensor::empty({int64_t(ids.size()), table.size(1)});
+    ops::embedding(ids, table, rows);
+    ops::add(x, rows, x);
 }
 
 // Recycled distogram bins of the Cb positions implied by N, CA, C (atom14 slots 0..2).
