@@ -2,7 +2,8 @@
 # Installs the Debian packages bioinfer builds and tests with. Idempotent; quiet when all are present.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev libhdf5-dev nlohmann-json3-dev
-      zlib1g-dev libgtest-dev ocl-icd-opencl-dev python3 gemmi-dev tao-pegtl-dev libstb-dev)
+      zlib1g-dev libgtest-dev ocl-icd-opencl-dev python3 gemmi-dev tao-pegtl-dev libstb-dev
+      libcurl4-openssl-dev libssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

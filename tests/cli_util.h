@@ -40,7 +40,10 @@ struct CliTest : ::testing::Test {
     Result run(const std::string& args, const std::string& env = "",
                const std::string& out = "/dev/null") const {
         const std::string errf = p("stderr.txt");
-        const std::string cmd = env + " " + kBin + " " + args + " > " + out + " 2> " + errf + " < /dev/null";
+        // never the real hub (a closed local port unless a test serves one), never the user's cache
+        const std::string cmd = "env -u HF_HOME -u HF_HUB_CACHE -u HF_HUB_OFFLINE -u HF_TOKEN -u XDG_CACHE_HOME HOME=" +
+                                p("home") + " HF_ENDPOINT=http://127.0.0.1:1 " + env + " " + kBin + " " + args +
+                                " > " + out + " 2> " + errf + " < /dev/null";
         int st = std::system(cmd.c_str());
         Result r;
         r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -144,9 +144,12 @@ TEST_F(Cli, ModelNameResolvesFromHuggingFaceCache) {
     EXPECT_TRUE(fs::exists(p("out/seq.npz")));
     auto man = nlohmann::json::parse(io::read_file(p("out/manifest.json")));
     EXPECT_EQ(man["model"], "esm2_t6_8M_UR50D");
-    Result miss = run("embed MKV --model esm2_t12_35M_UR50D --out-dir " + p("o2"), "HF_HUB_CACHE=" + p("hub"));
+    Result miss = run("embed MKV --model esm2_t12_35M_UR50D --out-dir " + p("o2"),
+                      "HF_HUB_OFFLINE=1 HF_HUB_CACHE=" + p("hub"));
     EXPECT_NE(miss.rc, 0);
-    EXPECT_NE(miss.err.find("not in the Hugging Face cache"), std::string::npos) << miss.err;
+    EXPECT_NE(miss.err.find("offline and 'facebook/esm2_t12_35M_UR50D' is not in the cache"), std::string::npos)
+        << miss.err;
+    EXPECT_FALSE(fs::exists(p("o2")));
 }
 
 // ESM C from both checkpoint layouts through the real binary: the transformers directory and the
@@ -212,12 +215,12 @@ TEST_F(Cli, TruncationWarnsPerRecord) {
 
 TEST_F(Cli, BadInputsFailCleanly) {
     const std::string w = " --weights " + kFix;
-    write("bad_residue.fa", ">ok\nMKV\n>bad1\nMKJV\n");
-    expect_clean_failure("embed " + p("bad_residue.fa") + w, "record 'bad1'] residue 'J' at position 3");
+    // every record bad: nothing can run (a mix runs the good ones: Jobs.MixedInputs...)
+    write("bad_residue.fa", ">bad1\nMKJV\n>bad2\nMJ\n");
+    expect_clean_failure("embed " + p("bad_residue.fa") + w,
+                         "record 'bad1'] residue 'J' at position 3 is not in the ESM alphabet (and 1 more");
     write("empty.fa", ">ok\nMKV\n>empty\n>next\nMK\n");
     expect_clean_failure("embed " + p("empty.fa") + w, "record 'empty' has an empty sequence");
-    write("dup.fa", ">x\nMKV\n>x\nMK\n");
-    expect_clean_failure("embed " + p("dup.fa") + w, "duplicate record id 'x'");
     write("nofasta.fa", "just text\n");
     expect_clean_failure("embed " + p("nofasta.fa") + w, "before the first '>'");
     write("unreadable.fa", ">x\nMK\n");

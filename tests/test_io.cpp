@@ -40,25 +40,13 @@ struct TempDir {
     std::string operator/(const std::string& n) const { return (path / n).string(); }
 };
 
-// Runs f and returns the error message it throws (fails the test when it does not throw).
-template <typename F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected an error";
-    return "";
-}
+using test::error_of;
 
 void expect_contains(const std::string& s, const std::string& part) {
     EXPECT_NE(s.find(part), std::string::npos) << "'" << s << "' lacks '" << part << "'";
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary) << bytes;
-}
+using test::write_bytes;
 
 std::string make_st(const std::string& header, size_t data_bytes) {
     std::string s(8, '\0');
@@ -233,8 +221,13 @@ TEST(EmbedPipeline, LayersIncludeAndInputs) {
     EXPECT_EQ(runtime::safe_file_stem(".."), "_.");
     TempDir d;
     write_bytes(d / "dup.fa", ">a\nMK\n>a\nMV\n");
-    expect_contains(error_of([&] { runtime::collect_records(d / "dup.fa", 1022); }),
-                    "duplicate record id 'a'");
+    // a duplicate does not stop the others: it carries its error
+    auto dup = runtime::collect_records(d / "dup.fa", 1022);
+    ASSERT_EQ(dup.size(), 2u);
+    EXPECT_EQ(dup[0].error, "");
+    expect_contains(dup[1].error, "duplicate record id 'a'");
+    write_bytes(d / "bad.fa", ">a\nMK\n>b\nMKJ\n");
+    expect_contains(runtime::collect_records(d / "bad.fa", 1022)[1].error, "residue 'J' at position 3");
     write_bytes(d / "long.fa", ">x\nMKVLA\n");
     auto r = runtime::collect_records(d / "long.fa", 3);
     EXPECT_EQ(r[0].tokens.size(), 3u);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bioinfer/error.h"
 #include "bioinfer/tensor.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -17,6 +19,22 @@
 #include "ops/ops.h"
 
 namespace bioinfer::test {
+
+// Runs f and returns the error message it throws (fails the test when it does not throw).
+template <typename F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected an error";
+    return "";
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+}
 
 // A parity fixture folder (tools/reference/make_*_fixtures.py): cases.json (its "cases" as id and
 // sequence, the rest kept as `meta`) and reference.safetensors.

@@ -156,8 +156,8 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
     const int64_t N = ctx.rows(), P = ctx.longest;
     lm::Output out;
     out.offsets = ctx.cu_seqlens;
-    rotary_.ensure(P);
-    ctx.rotary = &rotary_;
+    nn::Rotary rotary = rotary_.at_least(P);
+    ctx.rotary = &rotary;
 
     // Embeddings, token dropout as upstream at inference: <mask> rows zeroed and every row scaled
     // by (1 - 0.15 * 0.8) / (1 - observed mask ratio).

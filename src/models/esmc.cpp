@@ -186,8 +186,8 @@ lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
     const int64_t N = ctx.rows();
     lm::Output out;
     out.offsets = ctx.cu_seqlens;
-    rotary_.ensure(ctx.longest);
-    ctx.rotary = &rotary_;
+    nn::Rotary rotary = rotary_.at_least(ctx.longest);
+    ctx.rotary = &rotary;
 
     Tensor x = Tensor::empty({N, D});
     ops::embedding(ids, embed_, x);

@@ -2,6 +2,7 @@
 #include "nn/transformer.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "bioinfer/error.h"
 #include "io/safetensors.h"
@@ -52,6 +53,13 @@ LayerNorm LayerNorm::from(Tensor g, Tensor b, float eps) {
 void Rotary::ensure(int64_t n_pos) {
     if (cos.defined() && cos.size(0) >= n_pos) return;
     ops::rotary_tables(inv_freq, n_pos, cos, sin);
+}
+
+Rotary Rotary::at_least(int64_t n_pos) {
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    ensure(n_pos);
+    return *this;
 }
 
 MaskedLmHead MaskedLmHead::load(const io::ModelDir& m, const std::string& dense,

@@ -46,6 +46,10 @@ struct Rotary {
     Tensor inv_freq;  // (Dh/2)
     Tensor cos, sin;  // (n_pos, Dh/2), grown on demand
     void ensure(int64_t n_pos);
+    // A copy holding tables for at least n_pos positions, growing these under a lock first:
+    // forward passes on several workers share one model. The copy stays valid when another
+    // pass grows the tables again (they are replaced, never written in place).
+    Rotary at_least(int64_t n_pos);
 };
 
 struct SelfAttention {

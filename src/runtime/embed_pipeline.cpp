@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "bioinfer/error.h"
+#include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/fasta.h"
 #include "io/h5.h"
@@ -32,7 +34,14 @@ std::vector<EmbedRecord> collect_records(const std::string& input, int64_t trunc
         EmbedRecord r;
         r.id = f.id;
         r.source = f.source;
-        r.tokens = esm::tokenize(f.sequence, f.id, vocab);
+        r.error = f.error;
+        if (r.error.empty()) {
+            try {
+                r.tokens = esm::tokenize(f.sequence, f.id, vocab);
+            } catch (const Error& e) {
+                r.error = cat("[", f.source, ":", f.line, "] ", e.what());
+            }
+        }
         r.original_length = int64_t(r.tokens.size());
         if (truncate > 0 && r.original_length > truncate) {
             r.tokens.resize(size_t(truncate));
@@ -78,6 +87,23 @@ struct RecordArrays {
     std::vector<std::pair<std::string, Tensor>> arrays;  // npz key -> array
 };
 
+// The arrays each record gets, by npz key, in the order they are written.
+std::vector<std::string> array_names(const std::vector<int>& layers, const EmbedOptions& opts) {
+    std::vector<std::string> n;
+    for (int l : layers) {
+        if (opts.per_tok) n.push_back(cat("representations_", l));
+        if (opts.mean) n.push_back(cat("mean_representations_", l));
+        if (opts.bos) n.push_back(cat("bos_representations_", l));
+    }
+    if (opts.contacts) n.push_back("contacts");
+    if (opts.logits) n.push_back("logits");
+    return n;
+}
+
+// UniProt's layout when there is one array per record: /<accession>; else /<array>/<accession>.
+std::string h5_dataset(const std::string& key, const std::string& stem, size_t n_arrays) {
+    return n_arrays == 1 ? "/" + stem : "/" + key + "/" + stem;
+}
 // Extracts one record's outputs from a batch result (special tokens stripped).
 RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vector<int>& layers,
                      const EmbedOptions& opts, int64_t D, int64_t V) {
@@ -133,71 +159,184 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     if (any_hidden) req.layers = layers;
     req.logits = opts.logits;
     req.contacts = opts.contacts;
+    const std::vector<std::string> names = array_names(layers, opts);
+    const fs::path out_dir(opts.out_dir);
+    const std::string h5_path = (out_dir / "embeddings.h5").string();
 
+    EmbedStats stats;
+    std::vector<TargetResult>& results = stats.results;
+    std::vector<json> rec_json(records.size());
+    for (const auto& r : records) results.push_back({r.id, r.source, r.error.empty() ? "pending" : "failed", r.error});
+
+    // Outputs already there: an npz holding every requested array, or those datasets in the
+    // existing embeddings.h5 (carried over into the new file).
+    std::map<size_t, std::vector<std::pair<std::string, io::LoadedArray>>> carried;  // h5 only
+    auto manifest_entry = [&](size_t i, const std::vector<std::pair<std::string, Shape>>& shapes) {
+        const EmbedRecord& rec = records[i];
+        const std::string stem = safe_file_stem(rec.id);
+        json arrays = json::object();
+        for (auto& [k, sh] : shapes) arrays[k] = sh;
+        json rj = {{"id", rec.id}, {"source", rec.source}, {"length", int64_t(rec.tokens.size())},
+                   {"original_length", rec.original_length},
+                   {"truncated", rec.original_length != int64_t(rec.tokens.size())}, {"arrays", arrays}};
+        if (opts.format == "npz") {
+            rj["file"] = stem + ".npz";
+        } else {
+            rj["file"] = "embeddings.h5";
+            rj["datasets"] = json::array();
+            for (auto& [k, sh] : shapes) rj["datasets"].push_back(h5_dataset(k, stem, shapes.size()));
+        }
+        rec_json[i] = rj;
+        results[i].files = {{"file", rj["file"]}};
+    };
+    if (write_outputs && !opts.override_existing) {
+        for (size_t i = 0; i < records.size(); ++i) {
+            if (results[i].status != "pending") continue;
+            const std::string stem = safe_file_stem(records[i].id);
+            std::vector<std::pair<std::string, Shape>> shapes;
+            try {
+                if (opts.format == "npz") {
+                    const fs::path f = out_dir / (stem + ".npz");
+                    if (!fs::exists(f)) continue;
+                    auto arrays = io::read_npz(f.string());
+                    for (const auto& n : names) {
+                        auto it = arrays.find(n);
+                        if (it == arrays.end()) break;
+                        shapes.emplace_back(n, it->second.shape);
+                    }
+                } else {
+                    if (!fs::exists(h5_path)) break;
+                    std::vector<std::pair<std::string, io::LoadedArray>> got;
+                    for (const auto& n : names) {
+                        io::LoadedArray a;
+                        a.data = io::h5_read(h5_path, h5_dataset(n, stem, names.size()), &a.shape);
+                        shapes.emplace_back(n, a.shape);
+                        got.emplace_back(n, std::move(a));
+                    }
+                    carried[i] = std::move(got);
+                }
+            } catch (const Error&) {  // missing or unreadable: computed again
+                shapes.clear();
+            }
+            if (shapes.size() != names.size()) {
+                carried.erase(i);
+                continue;
+            }
+            results[i].status = "skipped";
+            manifest_entry(i, shapes);
+        }
+    }
+
+    std::vector<size_t> todo;
     std::vector<int64_t> lengths;
-    for (auto& r : records) lengths.push_back(int64_t(r.tokens.size()) + 2);
-    auto batches = make_batches(lengths, opts.toks_per_batch);
+    int64_t total_tokens = 0;
+    for (size_t i = 0; i < records.size(); ++i) {
+        if (results[i].status != "pending") continue;
+        todo.push_back(i);
+        lengths.push_back(int64_t(records[i].tokens.size()) + 2);
+        total_tokens += lengths.back();
+    }
+    std::vector<std::vector<size_t>> batches = make_batches(lengths, opts.toks_per_batch);
+    for (auto& b : batches)
+        for (auto& j : b) j = todo[j];
 
     std::unique_ptr<io::H5Writer> h5;
     if (write_outputs) {
         std::error_code ec;
-        fs::create_directories(opts.out_dir, ec);
-        BI_CHECK(!ec && fs::is_directory(opts.out_dir), opts.out_dir,
-                 "cannot create output folder: ", ec.message());
-        if (opts.format == "h5") h5 = std::make_unique<io::H5Writer>((fs::path(opts.out_dir) / "embeddings.h5").string());
+        fs::create_directories(out_dir, ec);
+        BI_CHECK(!ec && fs::is_directory(out_dir), opts.out_dir, "cannot create output folder: ", ec.message());
+        if (opts.format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
     }
-    json manifest_records = json::array();
-    std::vector<json> rec_json(records.size());
 
-    EmbedStats stats;
-    Progress progress("embed", int64_t(records.size()), opts.quiet || !write_outputs);
+    Progress progress({.label = "embed", .items = "sequences", .tokens = "tokens",
+                       .quiet = opts.quiet || !write_outputs, .log_path = write_outputs ? opts.log_path : ""},
+                      int64_t(records.size()), total_tokens);
+    for (size_t i = 0; i < records.size(); ++i) {
+        if (results[i].status == "failed") progress.failed(records[i].id, results[i].error, 0);
+        if (results[i].status == "skipped") progress.skipped(records[i].id, 0);
+    }
+    std::mutex mu;  // the HDF5 writer and the stats
+    const std::vector<Worker> workers = opts.workers.empty() ? std::vector<Worker>{{0, "cpu", num_threads()}}
+                                                             : opts.workers;
     const auto t0 = std::chrono::steady_clock::now();
-    for (auto& batch : batches) {
+    run_on_workers(workers, batches.size(), [&](const Worker& w, size_t bi_) {
+        const std::vector<size_t>& batch = batches[bi_];
+        const auto tb = std::chrono::steady_clock::now();
         std::vector<std::vector<int32_t>> toks;
         int64_t ntok = 0;
         for (size_t i : batch) {
-            std::vector<int32_t> t = esm::with_specials(records[i].tokens);
-            ntok += int64_t(t.size());
-            toks.push_back(std::move(t));
+            toks.push_back(esm::with_specials(records[i].tokens));
+            ntok += int64_t(toks.back().size());
         }
-        lm::Output out = model.forward(toks, req);
-        if (write_outputs) {
-            for (size_t bi = 0; bi < batch.size(); ++bi) {
-                const EmbedRecord& rec = records[batch[bi]];
-                const int64_t L = int64_t(rec.tokens.size());
-                RecordArrays ra = extract(out, int64_t(bi), L, layers, opts, model.hidden_size(),
-                                          model.logits_width());
-                const std::string stem = safe_file_stem(rec.id);
-                json arrays = json::object();
-                for (auto& [k, t] : ra.arrays) arrays[k] = t.shape();
-                json rj = {{"id", rec.id}, {"source", rec.source}, {"length", L},
-                           {"original_length", rec.original_length},
-                           {"truncated", rec.original_length != L}, {"arrays", arrays}};
-                if (opts.format == "npz") {
-                    std::vector<io::NamedArray> na;
-                    for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
-                    io::write_npz((fs::path(opts.out_dir) / (stem + ".npz")).string(), na);
-                    rj["file"] = stem + ".npz";
-                } else {
-                    const bool flat = ra.arrays.size() == 1;  // UniProt layout: /<accession>
-                    for (auto& [k, t] : ra.arrays)
-                        h5->write(flat ? "/" + stem : "/" + k + "/" + stem, t.shape(), t.f32());
-                    rj["file"] = "embeddings.h5";
-                    rj["datasets"] = json::array();
-                    for (auto& [k, t] : ra.arrays) rj["datasets"].push_back(flat ? "/" + stem : "/" + k + "/" + stem);
-                }
-                rec_json[batch[bi]] = rj;
+        progress.stage(cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"),
+                           " (", ntok, " tokens)"), "language model", w.index);
+        lm::Output out;
+        try {
+            out = model.forward(toks, req);
+        } catch (const std::exception& e) {
+            for (size_t i : batch) {
+                results[i].status = "failed";
+                results[i].error = e.what();
+                progress.failed(records[i].id, e.what(), int64_t(records[i].tokens.size()) + 2, w.index);
             }
+            return;
         }
+        const double per_rec = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count() /
+                               double(batch.size());
+        for (size_t bi = 0; bi < batch.size(); ++bi) {
+            const size_t i = batch[bi];
+            const EmbedRecord& rec = records[i];
+            const int64_t L = int64_t(rec.tokens.size());
+            if (write_outputs) {
+                try {
+                    RecordArrays ra = extract(out, int64_t(bi), L, layers, opts, model.hidden_size(),
+                                              model.logits_width());
+                    const std::string stem = safe_file_stem(rec.id);
+                    std::vector<std::pair<std::string, Shape>> shapes;
+                    for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
+                    if (opts.format == "npz") {
+                        std::vector<io::NamedArray> na;
+                        for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
+                        io::write_npz((out_dir / (stem + ".npz")).string(), na);
+                    } else {
+                        std::lock_guard<std::mutex> lock(mu);
+                        for (auto& [k, t] : ra.arrays)
+                            h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
+                    }
+                    std::lock_guard<std::mutex> lock(mu);
+                    manifest_entry(i, shapes);
+                } catch (const std::exception& e) {
+                    results[i].status = "failed";
+                    results[i].error = e.what();
+                    progress.failed(rec.id, e.what(), L + 2, w.index);
+                    continue;
+                }
+            }
+            results[i].status = "ok";
+            results[i].seconds = per_rec;
+            progress.done(rec.id, L + 2, per_rec, w.index);
+        }
+        std::lock_guard<std::mutex> lock(mu);
         stats.sequences += int64_t(batch.size());
         stats.tokens += ntok;
-        progress.advance(int64_t(batch.size()), ntok);
-    }
+    });
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.finish();
     if (!write_outputs) return stats;
 
-    if (h5) h5->commit();
+    json manifest_records = json::array();
+    bool any_output = false;
+    for (size_t i = 0; i < records.size(); ++i) {
+        if (results[i].status != "ok" && results[i].status != "skipped") continue;
+        manifest_records.push_back(rec_json[i]);
+        any_output = true;
+    }
+    if (h5) {
+        for (auto& [i, arrays] : carried)
+            for (auto& [k, a] : arrays)
+                h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape, a.data.data());
+        if (any_output) h5->commit();
+    }
     json layers_json = any_hidden ? json(layers) : json::array();
     std::vector<std::string> include;
     if (opts.mean) include.push_back("mean");
@@ -216,11 +355,16 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         {"dtype", "float32"},
         {"precision", opts.precision},
         {"format", opts.format},
-        {"records", rec_json},
+        {"records", manifest_records},
     };
     if (opts.format == "h5")
         manifest["h5_layout"] = "one array per record: /<id>; several: /<array>/<id>";
-    io::write_file_atomic((fs::path(opts.out_dir) / "manifest.json").string(), manifest.dump(2) + "\n");
+    if (any_output)
+        io::write_file_atomic((out_dir / "manifest.json").string(), manifest.dump(2) + "\n");
+    write_results(opts.out_dir, "bioinfer embed",
+                  {{"model", opts.model_label}, {"format", opts.format}, {"include", include},
+                   {"layers", layers_json}, {"precision", opts.precision}, {"workers", workers.size()}},
+                  results, stats.seconds);
     return stats;
 }
 

@@ -8,6 +8,7 @@
 #include "models/esm_alphabet.h"
 #include "models/language_model.h"
 #include "runtime/inputs.h"
+#include "runtime/jobs.h"
 
 namespace bioinfer::runtime {
 
@@ -16,10 +17,12 @@ struct EmbedRecord {
     std::string source;           // file (or "<argument>")
     std::vector<int32_t> tokens;  // residue tokens, no <cls>/<eos>, after truncation
     int64_t original_length = 0;
+    std::string error;  // why it cannot run ("" when it can): reported as a failed target
 };
 
 // INPUT: a FASTA file, a folder of FASTA files (*.fa, *.fasta, *.faa, *.fas), or a bare sequence.
-// Validates everything (alphabet `vocab`, empty and duplicate records) before returning.
+// Validates everything (alphabet `vocab`, empty and duplicate records) before returning: a bad
+// record carries its error.
 std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate,
                                          esm::Vocab vocab = esm::Vocab::Esm2);
 
@@ -32,6 +35,9 @@ struct EmbedOptions {
     std::string model_label;  // for the manifest
     std::string precision = "fp32";  // GEMM compute dtype, for the manifest
     bool quiet = false;
+    bool override_existing = false;  // recompute records whose outputs already exist
+    std::string log_path;            // progress events as JSON lines
+    std::vector<Worker> workers;     // empty: one worker on the process's threads
 };
 
 // Parses "mean,per_tok,bos,contacts,logits" into opts (error on unknown words).
@@ -40,11 +46,15 @@ void parse_include(const std::string& list, EmbedOptions& opts);
 std::vector<int> resolve_layers(const std::vector<int>& layers, int64_t num_layers);
 
 struct EmbedStats {
-    int64_t sequences = 0, tokens = 0;  // tokens include <cls>/<eos>, exclude padding
+    int64_t sequences = 0, tokens = 0;  // computed now; tokens include <cls>/<eos>, no padding
     double seconds = 0;                 // model forward + output writing
+    std::vector<TargetResult> results;  // every record, in input order
 };
 
-// Runs the job; with write_outputs=false only the forward passes run (benchmarking).
+// Runs the job; with write_outputs=false only the forward passes run (benchmarking). Records
+// whose outputs exist (an npz with every requested array, or those datasets in embeddings.h5)
+// are skipped unless override_existing; a failing record is reported and the others go on.
+// Writes manifest.json (the records with outputs) and results.json (every record's status).
 EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
                      const EmbedOptions& opts, bool write_outputs);
 

@@ -8,9 +8,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "bioinfer/error.h"
+#include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
 #include "io/plot.h"
@@ -27,19 +30,26 @@ using nlohmann::json;
 
 std::vector<FoldRecord> collect_fold_records(const std::string& input) {
     std::vector<FoldRecord> out;
-    for (const io::FastaRecord& f : collect_fasta(input)) {
+    for (const InputRecord& f : collect_fasta(input)) {
         const std::string where = cat(f.source, ":", f.line, ": record '", f.id, "'");
         FoldRecord r;
         r.id = f.id;
         r.source = f.source;
-        for (size_t i = 0; i < f.sequence.size(); ++i) {
-            const char c = f.sequence[i];
-            BI_CHECK(std::isalpha((unsigned char)c) || c == ':', where, "character '", c,
-                     "' at position ", i + 1, " is not an amino-acid letter or ':' (chain break)");
-            r.sequence += char(std::toupper((unsigned char)c));
+        r.error = f.error;
+        try {
+            for (size_t i = 0; i < f.sequence.size() && r.error.empty(); ++i) {
+                const char c = f.sequence[i];
+                BI_CHECK(std::isalpha((unsigned char)c) || c == ':', where, "character '", c,
+                         "' at position ", i + 1, " is not an amino-acid letter or ':' (chain break)");
+                r.sequence += char(std::toupper((unsigned char)c));
+            }
+            if (r.error.empty()) {
+                r.encoded = esmfold::encode_sequence(r.sequence, where);
+                for (uint8_t l : r.encoded.is_linker) r.residues += !l;
+            }
+        } catch (const Error& e) {
+            r.error = e.what();
         }
-        r.encoded = esmfold::encode_sequence(r.sequence, where);
-        for (uint8_t l : r.encoded.is_linker) r.residues += !l;
         out.push_back(std::move(r));
     }
     return out;
@@ -72,16 +82,13 @@ int64_t available_memory_bytes() {
     return 0;
 }
 
-void check_fold_memory(const esmfold::EsmFoldConfig& c, const std::vector<FoldRecord>& recs,
-                       int64_t budget) {
-    if (budget <= 0) return;
-    for (const FoldRecord& r : recs) {
-        const int64_t L = int64_t(r.encoded.target.aatype.size());
-        const int64_t need = fold_memory_bytes(c, L);
-        BI_CHECK(need <= budget, r.source + ": record '" + r.id + "'",
-                 cat(L, " residues need about ", (need + (1 << 29)) >> 30, " GiB to fold, but only ",
-                     budget >> 30, " GiB are available"));
-    }
+std::string fold_memory_error(const esmfold::EsmFoldConfig& c, const FoldRecord& r, int64_t budget) {
+    if (budget <= 0 || !r.error.empty()) return "";
+    const int64_t L = int64_t(r.encoded.target.aatype.size());
+    const int64_t need = fold_memory_bytes(c, L);
+    if (need <= budget) return "";
+    return cat("[", r.source, ": record '", r.id, "'] ", L, " residues need about ",
+               (need + (1 << 29)) >> 30, " GiB to fold, but only ", budget >> 30, " GiB are available");
 }
 
 namespace {
@@ -92,6 +99,94 @@ std::string chain_id(int32_t c) {  // A..Z, then a..z, then 0..9, then two lette
     return std::string(1, k[size_t(c / int32_t(k.size()) - 1)]) + k[size_t(c % int32_t(k.size()))];
 }
 
+// Folds one target and writes its files; returns their names.
+json fold_one(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const PredictOptions& opts,
+              const std::function<void(const std::string&)>& stage) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int32_t>& aatype = rec.encoded.target.aatype;
+    const int64_t L = int64_t(aatype.size());
+    esmfold::FoldOptions fo;
+    fo.num_recycles = opts.num_recycles;
+    fo.chunk = opts.chunk;
+    fo.progress = [&](const std::string& what, int step, int steps) {
+        stage(step < steps ? cat(what, " pass ", step + 1, "/", steps) : "structure module and heads");
+    };
+    stage("language model");
+    const esmfold::FoldOutput out = model.fold(rec.encoded.target, fo);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stage("writing");
+    // Residues kept (linkers dropped), numbered from 1 within each chain.
+    std::vector<int64_t> keep, chain_starts;
+    std::vector<io::AtomSite> atoms;
+    std::vector<int32_t> number(size_t(L), 0);
+    int32_t prev_chain = -1, n_in_chain = 0;
+    double plddt_sum = 0;
+    int64_t plddt_atoms = 0;
+    std::vector<float> plddt_ca;
+    json chains = json::array();
+    for (int64_t i = 0; i < L; ++i) {
+        if (rec.encoded.is_linker[size_t(i)]) continue;
+        const int32_t ch = rec.encoded.chain[size_t(i)];
+        if (ch != prev_chain) {
+            chain_starts.push_back(int64_t(keep.size()));
+            chains.push_back({{"id", chain_id(ch)}, {"length", 0}});
+            prev_chain = ch;
+            n_in_chain = 0;
+        }
+        chains.back()["length"] = ++n_in_chain;
+        keep.push_back(i);
+        const int r = aatype[size_t(i)];
+        for (int a = 0; a < rc::kNumAtom37; ++a) {
+            if (out.atom37_exists.f32()[i * 37 + a] == 0.0f) continue;
+            const float* xyz = out.atom37.f32() + (i * 37 + a) * 3;
+            const float b = 100.0f * out.plddt.f32()[i * 37 + a];
+            atoms.push_back({chain_id(ch), n_in_chain, rc::kResnames[r], rc::kAtomTypes[a],
+                             std::string(1, rc::kAtomTypes[a][0]), xyz[0], xyz[1], xyz[2], b});
+            plddt_sum += b;
+            ++plddt_atoms;
+        }
+        plddt_ca.push_back(100.0f * out.plddt.f32()[i * 37 + 1]);
+    }
+    chain_starts.erase(chain_starts.begin());  // the first chain starts at 0
+
+    const std::string stem = (fs::path(opts.out_dir) / safe_file_stem(rec.id)).string();
+    const std::string structure_file = stem + "." + opts.format;
+    io::write_structure(atoms, rec.id, opts.format, structure_file);
+    const int64_t n = int64_t(keep.size());
+    json files = {{"structure", fs::path(structure_file).filename().string()}};
+    if (opts.write_pae) {
+        std::vector<float> pae(size_t(n * n));
+        for (int64_t a = 0; a < n; ++a)
+            for (int64_t b = 0; b < n; ++b)
+                pae[size_t(a * n + b)] = out.pae.f32()[keep[size_t(a)] * L + keep[size_t(b)]];
+        io::write_file_atomic(stem + "_pae.npy", io::npy_bytes({n, n}, pae.data()));
+        io::write_confidence_png(stem + "_plddt_pae.png", rec.id, plddt_ca, pae, chain_starts);
+        files["pae"] = fs::path(stem + "_pae.npy").filename().string();
+        files["plot"] = fs::path(stem + "_plddt_pae.png").filename().string();
+    }
+    const json conf = {
+        {"id", rec.id},
+        {"sequence", rec.sequence},
+        {"length", n},
+        {"chains", chains},
+        {"model", opts.model_label},
+        {"mean_plddt", plddt_atoms ? plddt_sum / double(plddt_atoms) : 0.0},
+        {"ptm", out.ptm},
+        {"plddt", plddt_ca},
+        {"num_recycles", opts.num_recycles < 0 ? int(model.config().trunk.max_recycles) - 1
+                                               : opts.num_recycles},
+        {"runtime_s",
+         {{"total", seconds},
+          {"language_model", out.seconds_stem},
+          {"trunk", out.seconds_trunk},
+          {"structure_module", out.seconds_structure},
+          {"heads", out.seconds_heads}}},
+        {"files", files}};
+    io::write_file_atomic(stem + ".json", conf.dump(2) + "\n");
+    files["confidence"] = fs::path(stem + ".json").filename().string();
+    return files;
+}
+
 }  // namespace
 
 PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<FoldRecord>& recs,
@@ -100,99 +195,77 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
              "expected pdb or cif, got '", opts.format, "'");
     fs::create_directories(opts.out_dir);
     PredictStats stats;
-    Progress progress("predict", int64_t(recs.size()), opts.quiet, "targets", "residues");
-    const auto t_start = std::chrono::steady_clock::now();
-    for (const FoldRecord& rec : recs) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::vector<int32_t>& aatype = rec.encoded.target.aatype;
-        const int64_t L = int64_t(aatype.size());
-        esmfold::FoldOptions fo;
-        fo.num_recycles = opts.num_recycles;
-        fo.chunk = opts.chunk;
-        const std::string what = cat(rec.id, " (", rec.residues, " aa)");
-        fo.progress = [&](const std::string& stage, int step, int steps) {
-            progress.detail(step < steps ? cat(what, ": ", stage, " pass ", step + 1, "/", steps)
-                                         : cat(what, ": heads and outputs"));
-        };
-        progress.detail(what + ": language model");
-        const esmfold::FoldOutput out = model.fold(rec.encoded.target, fo);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-        // Residues kept (linkers dropped), numbered from 1 within each chain.
-        std::vector<int64_t> keep, chain_starts;
-        std::vector<io::AtomSite> atoms;
-        std::vector<int32_t> number(size_t(L), 0);
-        int32_t prev_chain = -1, n_in_chain = 0;
-        double plddt_sum = 0;
-        int64_t plddt_atoms = 0;
-        std::vector<float> plddt_ca;
-        json chains = json::array();
-        for (int64_t i = 0; i < L; ++i) {
-            if (rec.encoded.is_linker[size_t(i)]) continue;
-            const int32_t ch = rec.encoded.chain[size_t(i)];
-            if (ch != prev_chain) {
-                chain_starts.push_back(int64_t(keep.size()));
-                chains.push_back({{"id", chain_id(ch)}, {"length", 0}});
-                prev_chain = ch;
-                n_in_chain = 0;
-            }
-            chains.back()["length"] = ++n_in_chain;
-            keep.push_back(i);
-            const int r = aatype[size_t(i)];
-            for (int a = 0; a < rc::kNumAtom37; ++a) {
-                if (out.atom37_exists.f32()[i * 37 + a] == 0.0f) continue;
-                const float* xyz = out.atom37.f32() + (i * 37 + a) * 3;
-                const float b = 100.0f * out.plddt.f32()[i * 37 + a];
-                atoms.push_back({chain_id(ch), n_in_chain, rc::kResnames[r], rc::kAtomTypes[a],
-                                 std::string(1, rc::kAtomTypes[a][0]), xyz[0], xyz[1], xyz[2], b});
-                plddt_sum += b;
-                ++plddt_atoms;
-            }
-            plddt_ca.push_back(100.0f * out.plddt.f32()[i * 37 + 1]);
-        }
-        chain_starts.erase(chain_starts.begin());  // the first chain starts at 0
-
-        const std::string stem = (fs::path(opts.out_dir) / safe_file_stem(rec.id)).string();
-        const std::string structure_file = stem + "." + opts.format;
-        io::write_structure(atoms, rec.id, opts.format, structure_file);
-        const int64_t n = int64_t(keep.size());
-        json files = {{"structure", fs::path(structure_file).filename().string()}};
+    std::vector<TargetResult>& results = stats.results;
+    const std::vector<Worker> workers = opts.workers.empty() ? std::vector<Worker>{{0, "cpu", num_threads()}}
+                                                             : opts.workers;
+    // each worker folds one target at a time: the budget is theirs to share
+    const int64_t budget = opts.memory_budget / int64_t(workers.size());
+    std::vector<size_t> todo;
+    int64_t total_residues = 0;
+    for (size_t i = 0; i < recs.size(); ++i) {
+        const FoldRecord& r = recs[i];
+        TargetResult t{r.id, r.source, "pending", r.error};
+        if (t.error.empty()) t.error = fold_memory_error(model.config(), r, budget);
+        const std::string stem = (fs::path(opts.out_dir) / safe_file_stem(r.id)).string();
+        json files = {{"structure", safe_file_stem(r.id) + "." + opts.format},
+                      {"confidence", safe_file_stem(r.id) + ".json"}};
         if (opts.write_pae) {
-            std::vector<float> pae(size_t(n * n));
-            for (int64_t a = 0; a < n; ++a)
-                for (int64_t b = 0; b < n; ++b)
-                    pae[size_t(a * n + b)] = out.pae.f32()[keep[size_t(a)] * L + keep[size_t(b)]];
-            io::write_file_atomic(stem + "_pae.npy", io::npy_bytes({n, n}, pae.data()));
-            io::write_confidence_png(stem + "_plddt_pae.png", rec.id, plddt_ca, pae, chain_starts);
-            files["pae"] = fs::path(stem + "_pae.npy").filename().string();
-            files["plot"] = fs::path(stem + "_plddt_pae.png").filename().string();
+            files["pae"] = safe_file_stem(r.id) + "_pae.npy";
+            files["plot"] = safe_file_stem(r.id) + "_plddt_pae.png";
         }
-        const json conf = {
-            {"id", rec.id},
-            {"sequence", rec.sequence},
-            {"length", n},
-            {"chains", chains},
-            {"model", opts.model_label},
-            {"mean_plddt", plddt_atoms ? plddt_sum / double(plddt_atoms) : 0.0},
-            {"ptm", out.ptm},
-            {"plddt", plddt_ca},
-            {"num_recycles", opts.num_recycles < 0 ? int(model.config().trunk.max_recycles) - 1
-                                                   : opts.num_recycles},
-            {"runtime_s",
-             {{"total", seconds},
-              {"language_model", out.seconds_stem},
-              {"trunk", out.seconds_trunk},
-              {"structure_module", out.seconds_structure},
-              {"heads", out.seconds_heads}}},
-            {"files", files}};
-        io::write_file_atomic(stem + ".json", conf.dump(2) + "\n");
+        bool exists = true;
+        for (auto& [k, f] : files.items()) exists = exists && fs::exists(fs::path(opts.out_dir) / f.get<std::string>());
+        if (!t.error.empty()) {
+            t.status = "failed";
+        } else if (exists && !opts.override_existing) {
+            t.status = "skipped";
+            t.files = files;
+        } else {
+            todo.push_back(i);
+            total_residues += r.residues;
+        }
+        results.push_back(t);
+    }
+    Progress progress({.label = "predict", .items = "targets", .tokens = "residues", .quiet = opts.quiet,
+                       .log_path = opts.log_path},
+                      int64_t(recs.size()), total_residues);
+    for (size_t i = 0; i < recs.size(); ++i) {
+        if (results[i].status == "failed") progress.failed(recs[i].id, results[i].error, 0);
+        if (results[i].status == "skipped") progress.skipped(recs[i].id, 0);
+    }
+    std::mutex mu;
+    const auto t_start = std::chrono::steady_clock::now();
+    run_on_workers(workers, todo.size(), [&](const Worker& w, size_t ti) {
+        const size_t idx = todo[ti];
+        const FoldRecord& rec = recs[idx];
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string what = cat(rec.id, " (", rec.residues, " aa)");
+        try {
+            results[idx].files = fold_one(model, rec, opts, [&](const std::string& stage) {
+                progress.stage(what, stage, w.index);
+            });
+        } catch (const std::exception& e) {
+            results[idx].status = "failed";
+            results[idx].error = e.what();
+            results[idx].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            progress.failed(rec.id, e.what(), rec.residues, w.index);
+            return;
+        }
+        results[idx].status = "ok";
+        results[idx].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        progress.done(rec.id, rec.residues, results[idx].seconds, w.index);
+        std::lock_guard<std::mutex> lock(mu);
         ++stats.targets;
         stats.residues += rec.residues;
-        progress.detail("");
-        progress.advance(1, rec.residues);
-    }
+    });
     progress.finish();
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    write_results(opts.out_dir, "bioinfer predict",
+                  {{"model", opts.model_label}, {"output_format", opts.format}, {"write_pae", opts.write_pae},
+                   {"num_recycles", opts.num_recycles < 0 ? int(model.config().trunk.max_recycles) - 1
+                                                          : opts.num_recycles},
+                   {"workers", workers.size()}},
+                  results, stats.seconds);
     return stats;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/esmfold/esmfold.h"
+#include "runtime/jobs.h"
 
 namespace bioinfer::runtime {
 
@@ -15,10 +16,12 @@ struct FoldRecord {
     std::string id, source, sequence;  // sequence upper-cased, ':' between chains
     esmfold::EncodedTarget encoded;
     int64_t residues = 0;  // without linkers
+    std::string error;     // why it cannot run ("" when it can): reported as a failed target
 };
 
 // INPUT as for embed (FASTA file, folder, bare sequence); letters A-Z in either case (those
-// outside the 20 amino acids fold as X, as upstream), ':' between chains.
+// outside the 20 amino acids fold as X, as upstream), ':' between chains. A bad record carries
+// its error.
 std::vector<FoldRecord> collect_fold_records(const std::string& input);
 
 struct PredictOptions {
@@ -29,6 +32,10 @@ struct PredictOptions {
     int64_t chunk = 0;           // 0: automatic
     std::string model_label;
     bool quiet = false;
+    bool override_existing = false;  // fold again targets whose outputs exist
+    std::string log_path;            // progress events as JSON lines
+    int64_t memory_budget = 0;       // bytes a fold may use (0: no check); split among workers
+    std::vector<Worker> workers;     // empty: one worker on the process's threads
 };
 
 // Bytes the fold of an L-residue target needs at most beyond the weights (pair state, triangle
@@ -36,15 +43,18 @@ struct PredictOptions {
 int64_t fold_memory_bytes(const esmfold::EsmFoldConfig& c, int64_t L);
 // Memory the process may still use (MemAvailable), in bytes; 0 when unknown.
 int64_t available_memory_bytes();
-// Errors, naming the record, when a target needs more than `budget` bytes (0: no check).
-void check_fold_memory(const esmfold::EsmFoldConfig& c, const std::vector<FoldRecord>& recs,
-                       int64_t budget);
+// The error for a target that needs more than `budget` bytes ("" when it fits or budget is 0).
+std::string fold_memory_error(const esmfold::EsmFoldConfig& c, const FoldRecord& r, int64_t budget);
 
 struct PredictStats {
-    int64_t targets = 0, residues = 0;
+    int64_t targets = 0, residues = 0;  // folded now
     double seconds = 0;
+    std::vector<TargetResult> results;  // every target, in input order
 };
 
+// Folds every target that can run and whose outputs are not there yet (unless
+// override_existing); a target that fails is reported and the others go on. Targets too large
+// for the memory budget fail before any work starts. Writes results.json.
 PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<FoldRecord>& recs,
                          const PredictOptions& opts);
 

@@ -25,8 +25,11 @@ bool looks_like_sequence(const std::string& s) {
 
 }  // namespace
 
-std::vector<io::FastaRecord> collect_fasta(const std::string& input) {
-    std::vector<io::FastaRecord> fasta;
+std::vector<InputRecord> collect_fasta(const std::string& input) {
+    std::vector<InputRecord> fasta;
+    auto add = [&](const std::vector<io::FastaRecord>& recs) {
+        for (const auto& r : recs) fasta.push_back({r, ""});
+    };
     std::error_code ec;
     if (fs::is_directory(input, ec)) {
         std::vector<fs::path> files;
@@ -38,13 +41,20 @@ std::vector<io::FastaRecord> collect_fasta(const std::string& input) {
         std::sort(files.begin(), files.end());
         BI_CHECK(!files.empty(), input, "folder holds no FASTA files (*.fa, *.fasta, *.faa, *.fas)");
         for (auto& f : files) {
-            auto recs = io::read_fasta(f.string());
-            fasta.insert(fasta.end(), recs.begin(), recs.end());
+            try {
+                add(io::read_fasta(f.string()));
+            } catch (const Error& e) {  // this file's targets fail, the others run
+                InputRecord r;
+                r.id = f.stem().string();
+                r.source = f.string();
+                r.error = e.what();
+                fasta.push_back(r);
+            }
         }
     } else if (fs::exists(input, ec)) {
-        fasta = io::read_fasta(input);
+        add(io::read_fasta(input));
     } else if (looks_like_sequence(input)) {
-        io::FastaRecord r;
+        InputRecord r;
         r.id = "seq";
         r.description = "seq";
         r.sequence = input;
@@ -55,17 +65,19 @@ std::vector<io::FastaRecord> collect_fasta(const std::string& input) {
     }
     std::map<std::string, std::string> seen_id, seen_stem;
     for (auto& f : fasta) {
-        const std::string where = cat(f.source, ":", f.line);
+        if (!f.error.empty()) continue;
+        const std::string where = "[" + cat(f.source, ":", f.line) + "] ";
         auto it = seen_id.find(f.id);
-        BI_CHECK(it == seen_id.end(), where, "duplicate record id '", f.id, "' (first at ",
-                 it == seen_id.end() ? "" : it->second, ")");
-        seen_id[f.id] = where;
-        const std::string stem = safe_file_stem(f.id);
-        auto st = seen_stem.find(stem);
-        BI_CHECK(st == seen_stem.end(), where, "record id '", f.id, "' maps to the same file name as '",
-                 st == seen_stem.end() ? "" : st->second, "'");
-        seen_stem[stem] = f.id;
-        BI_CHECK(!f.sequence.empty(), where, "record '", f.id, "' has an empty sequence");
+        auto st = seen_stem.find(safe_file_stem(f.id));
+        if (it != seen_id.end())
+            f.error = where + cat("duplicate record id '", f.id, "' (first at ", it->second, ")");
+        else if (st != seen_stem.end())
+            f.error = where + cat("record id '", f.id, "' maps to the same file name as '", st->second, "'");
+        else if (f.sequence.empty())
+            f.error = where + cat("record '", f.id, "' has an empty sequence");
+        if (!f.error.empty()) continue;
+        seen_id[f.id] = cat(f.source, ":", f.line);
+        seen_stem[safe_file_stem(f.id)] = f.id;
     }
     return fasta;
 }

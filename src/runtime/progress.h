@@ -1,33 +1,69 @@
-// Progress for long runs: a self-updating line on a terminal, plain log lines otherwise.
+// Progress of long runs (embedding, folding, downloads), shown three ways:
+//  - on a terminal: one live line, redrawn in place: a bar, counts, rate, ETA and what each
+//    worker is doing ("T1042 (256 aa): trunk pass 2/4");
+//  - otherwise (a log, a batch job): plain timestamped lines, a few per minute, plus every
+//    stage change, failure and the summary;
+//  - --log FILE: every event as one JSON object per line, whatever the two above do.
+// Thread-safe: workers report concurrently.
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 namespace bioinfer::runtime {
 
+struct ProgressOptions {
+    std::string label;               // "embed", "predict", "download facebook/esmfold_v1"
+    std::string items = "sequences";  // what is counted
+    std::string tokens = "tokens";    // the work inside items, for the rate and the ETA
+    bool bytes = false;               // tokens are bytes: shown as MB, MB/s
+    bool quiet = false;               // no display (the log file is still written)
+    std::string log_path;             // JSON lines; empty: none
+};
+
 class Progress {
 public:
-    // items / tokens: what is counted ("sequences" and "tokens" for embeddings, "targets" and
-    // "residues" for structures).
-    Progress(std::string label, int64_t total_items, bool quiet = false,
-             std::string items = "sequences", std::string tokens = "tokens");
-    void advance(int64_t items, int64_t tokens);
-    // What the current item is doing ("T1042 (256 aa): trunk pass 2/4"); shown after the counts,
-    // a plain line each time when stderr is not a terminal.
-    void detail(std::string text);
+    // total_tokens: the work ahead, for the ETA (0: ETA from item counts).
+    Progress(ProgressOptions o, int64_t total_items, int64_t total_tokens = 0);
+    ~Progress();
+    Progress(const Progress&) = delete;
+    Progress& operator=(const Progress&) = delete;
+
+    void set_total(int64_t total_items, int64_t total_tokens);
+    // What `worker` is doing now: target and stage ("loading", "language model", "trunk pass
+    // 2/4", "structure module", "writing").
+    void stage(const std::string& target, const std::string& stage, int worker = 0);
+    // Work done inside the current item (downloaded bytes), before it completes.
+    void tokens(int64_t n);
+    void done(const std::string& target, int64_t tokens, double seconds, int worker = 0);
+    void skipped(const std::string& target, int64_t tokens);
+    void failed(const std::string& target, const std::string& error, int64_t tokens, int worker = 0);
+    // The summary line (and the terminal line's final state). Called by the destructor too.
     void finish();
     double elapsed() const;
 
 private:
-    void print(bool final);
-    std::string label_, items_, tokens_name_, detail_;
-    int64_t total_ = 0, done_ = 0, tokens_ = 0, printed_done_ = -1;
-    bool tty_ = false, quiet_ = false, finished_ = false;
-    std::chrono::steady_clock::time_point start_, last_print_;
+    void draw_locked(bool final);
+    void plain_line_locked(const std::string& text);
+    void log_locked(const std::string& json_line);
+    std::string counts_locked() const;
+    ProgressOptions o_;
+    std::mutex mu_;
+    int64_t total_ = 0, total_tokens_ = 0, done_ = 0, skipped_ = 0, failed_ = 0;
+    int64_t tokens_ = 0, skipped_tokens_ = 0;
+    std::map<int, std::string> doing_;  // worker -> "target: stage"
+    bool tty_ = false, finished_ = false;
+    std::chrono::steady_clock::time_point start_, last_draw_, last_plain_, last_stage_line_;
+    std::unique_ptr<FILE, int (*)(FILE*)> log_{nullptr, std::fclose};
 };
 
 // A warning line on stderr ("warning: ...").
 void warn(const std::string& msg);
+// "1h02m", "4m05s", "12s".
+std::string format_duration(double seconds);
 
 }  // namespace bioinfer::runtime

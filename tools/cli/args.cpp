@@ -1,7 +1,10 @@
 // Option parsing with errors that name the option.
 #include "args.h"
 
+#include <algorithm>
+
 #include "bioinfer/error.h"
+#include "core/threads.h"
 #include "ops/ops.h"
 
 namespace bioinfer::cli {
@@ -53,6 +56,23 @@ std::vector<int> Args::get_int_list(const std::string& k, const std::vector<int>
     return out;
 }
 
+namespace {
+
+// Spellings users of other tools type, mapped to bioinfer's own options (after '_' -> '-'):
+// Boltz's --recycling_steps, --cache, --devices, --checkpoint, --write_full_pae; fair-esm's
+// --truncation_seq_length; esm-fold's --max-tokens-per-batch.
+const std::map<std::string, std::string>& aliases() {
+    static const std::map<std::string, std::string> a = {
+        {"recycling-steps", "num-recycles"}, {"cache", "cache-dir"},
+        {"devices", "workers"},              {"checkpoint", "weights"},
+        {"write-full-pae", "write-pae"},     {"truncation-seq-length", "truncate"},
+        {"max-tokens-per-batch", "toks-per-batch"},
+    };
+    return a;
+}
+
+}  // namespace
+
 Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
                 const std::set<std::string>& flags) {
     Args a;
@@ -66,17 +86,23 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
                 key = key.substr(0, eq);
                 has_val = true;
             }
+            const std::string typed = "--" + key;
+            std::replace(key.begin(), key.end(), '_', '-');
+            if (!valued.count(key) && !flags.count(key))
+                if (auto it = aliases().find(key); it != aliases().end()) key = it->second;
             if (flags.count(key)) {
-                BI_CHECK(!has_val, "--" + key, "takes no value");
+                BI_CHECK(!has_val, typed, "takes no value");
                 a.opts[key] = "1";
             } else if (valued.count(key)) {
                 if (!has_val) {
-                    BI_CHECK(i + 1 < argc, "--" + key, "needs a value");
+                    BI_CHECK(i + 1 < argc, typed, "needs a value");
                     val = argv[++i];
                 }
+                BI_CHECK(!a.opts.count(key) || a.opts[key] == val, typed, "given twice (as --", key,
+                         " ", a.opts[key], " and ", val, ")");
                 a.opts[key] = val;
             } else {
-                fail("--" + key, "unknown option (see --help)");
+                fail(typed, "unknown option (see --help)");
             }
         } else {
             a.positional.push_back(s);
@@ -87,14 +113,41 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
 
 }  // namespace bioinfer::cli
 
-#include "runtime/hf_cache.h"
+#include "runtime/hub.h"
+#include "runtime/jobs.h"
 
 namespace bioinfer::cli {
+
+runtime::HubOptions hub_options(const Args& a) {
+    runtime::HubOptions o = runtime::HubOptions::from_env(a.get("cache-dir"), a.has("offline"));
+    o.quiet = a.has("quiet");
+    return o;
+}
 
 std::string weights_dir_from(const Args& a) {
     BI_CHECK(a.has("weights") != a.has("model"), "arguments",
              "give exactly one of --weights DIR or --model NAME");
-    return a.has("weights") ? a.get("weights") : runtime::resolve_cached_model(a.get("model"));
+    return a.has("weights") ? a.get("weights") : runtime::ensure_model(hub_options(a), a.get("model"));
+}
+
+std::vector<runtime::Worker> workers_from(const Args& a) {
+    const long long threads = a.get_int("threads", 0);
+    BI_CHECK(threads >= 0, "--threads", "must be >= 0");
+    const long long workers = a.get_int("workers", 1);
+    BI_CHECK(workers >= 1 && workers <= 1024, "--workers", "expected 1..1024, got ", workers);
+    const std::string acc = a.get("accelerator", "cpu");
+    BI_CHECK(acc == "cpu", "--accelerator", "this build runs on the CPU only, got '", acc, "'");
+    set_num_threads(int(threads));
+    return runtime::cpu_workers(int(workers), int(threads));
+}
+
+const std::set<std::string>& job_options() {
+    static const std::set<std::string> o = {"workers", "threads", "log", "cache-dir", "accelerator"};
+    return o;
+}
+const std::set<std::string>& job_flags() {
+    static const std::set<std::string> f = {"override", "offline", "quiet", "help"};
+    return f;
 }
 
 std::string apply_precision(const Args& a) {

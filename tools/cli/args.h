@@ -17,14 +17,28 @@ struct Args {
 };
 
 // valued: options taking a value; flags: options without one. Unknown options are errors.
+// Snake-case spellings are accepted (--out_dir), and the names other tools use for the same
+// things (--recycling_steps for --num-recycles, --cache for --cache-dir, ...).
 Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
                 const std::set<std::string>& flags);
 
 }  // namespace bioinfer::cli
 
+#include "runtime/hub.h"
+#include "runtime/jobs.h"
+
 namespace bioinfer::cli {
-// --weights DIR, or --model NAME resolved in the local Hugging Face cache.
+// Options every batch job (embed, predict) takes: --workers, --threads, --log, --cache-dir,
+// --accelerator; flags --override, --offline, --quiet, --help.
+const std::set<std::string>& job_options();
+const std::set<std::string>& job_flags();
+// The hub settings: environment (HF_ENDPOINT, HF_HUB_CACHE, HF_HOME, HF_TOKEN, HF_HUB_OFFLINE)
+// with --cache-dir and --offline.
+runtime::HubOptions hub_options(const Args& a);
+// --weights DIR, or --model NAME from the Hugging Face cache, downloaded on first use.
 std::string weights_dir_from(const Args& a);
+// --workers N over --threads T (sets the process's thread count too).
+std::vector<runtime::Worker> workers_from(const Args& a);
 // --precision fp32|bf16 (or --fast = bf16): sets the GEMM compute dtype; returns its name.
 std::string apply_precision(const Args& a);
 }  // namespace bioinfer::cli

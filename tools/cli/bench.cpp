@@ -115,6 +115,7 @@ int bench_fold(const Args& a) {
     const std::string precision = apply_precision(a);
     const std::string dir = weights_dir_from(a);
     const auto records = runtime::collect_fold_records(a.positional[1]);
+    for (const auto& r : records) BI_CHECK(r.error.empty(), "bench", r.error);
     const auto t_load = std::chrono::steady_clock::now();
     auto model = esmfold::EsmFoldModel::load(io::ModelDir::open(dir));
     const double load_s =
@@ -212,6 +213,7 @@ int bench_main(int argc, char** argv) {
     const io::ModelDir model_dir = io::ModelDir::open(weights_dir_from(a));
     auto records = runtime::collect_records(a.positional[1], 1022,
                                             lm::vocab_of(lm::detect_architecture(model_dir)));
+    for (const auto& r : records) BI_CHECK(r.error.empty(), "bench", r.error);
     tuning::load_active_table();
     auto model = lm::load(model_dir);
     // --compare-table: a second copy of the model whose kernels read another table (its weights

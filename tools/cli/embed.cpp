@@ -3,7 +3,6 @@
 
 #include "args.h"
 #include "bioinfer/error.h"
-#include "core/threads.h"
 #include "io/model_dir.h"
 #include "models/language_model.h"
 #include "runtime/embed_pipeline.h"
@@ -15,25 +14,37 @@ static const char* kEmbedHelp = R"(usage: bioinfer embed INPUT (--weights DIR | 
 INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
 
   --weights DIR        Hugging Face ESM-2 or ESM C directory (config.json + model.safetensors)
-  --model NAME         e.g. esm2_t33_650M_UR50D, found in the local Hugging Face cache
-  --out-dir DIR        where <id>.npz (or embeddings.h5) and manifest.json go
+  --model NAME         e.g. esm2_t33_650M_UR50D or esmc-300m (see `bioinfer weights`): taken
+                       from the Hugging Face cache, downloaded there on first use
+  --out-dir DIR        where <id>.npz (or embeddings.h5), manifest.json and results.json go
   --repr-layers L,...  layers to output, negative counts from the end (default -1)
   --include LIST       mean,per_tok,bos,contacts,logits (default mean)
   --toks-per-batch N   tokens per batch, run packed (default 4096)
   --truncate N         keep the first N residues of longer records (default 1022; 0 = off)
   --format npz|h5      one npz per record, or one HDF5 file for all (default npz)
-  --threads N          worker threads (default: all cores)
+  --threads N          threads in all (default: all cores)
+  --workers N          run N batches at once, the threads split among them (default 1)
+  --override           recompute records whose outputs already exist (default: skip them)
+  --log FILE           also write progress events to FILE as JSON lines
+  --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
+  --offline            never use the network (as HF_HUB_OFFLINE=1)
   --precision P        fp32 (exact, default) or bf16: linear layers on bf16 weights with fp32
                        accumulation (AMX / AVX-512-BF16 where present)
   --fast               same as --precision bf16
   --quiet              no progress output
+
+A record that cannot run (a letter outside the alphabet, a duplicate id) is reported and the
+others go on. Exit status: 0 all records done, 1 all failed, 2 some failed (results.json lists them).
+Snake-case spellings (--out_dir, --repr_layers, --toks_per_batch) are accepted too.
 )";
 
 int embed_main(int argc, char** argv) {
-    Args a = parse_args(argc, argv,
-                        {"weights", "model", "out-dir", "repr-layers", "include", "toks-per-batch",
-                         "truncate", "format", "threads", "precision"},
-                        {"help", "quiet", "fast"});
+    std::set<std::string> valued = {"weights", "model", "out-dir", "repr-layers", "include",
+                                    "toks-per-batch", "truncate", "format", "precision"};
+    std::set<std::string> flags = {"fast"};
+    valued.insert(job_options().begin(), job_options().end());
+    flags.insert(job_flags().begin(), job_flags().end());
+    Args a = parse_args(argc, argv, valued, flags);
     if (a.has("help")) {
         std::fputs(kEmbedHelp, stdout);
         return 0;
@@ -53,7 +64,9 @@ int embed_main(int argc, char** argv) {
     BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "expected npz or h5, got '",
              opts.format, "'");
     opts.quiet = a.has("quiet");
-    set_num_threads(int(a.get_int("threads", 0)));
+    opts.override_existing = a.has("override");
+    opts.log_path = a.get("log");
+    opts.workers = workers_from(a);
     opts.precision = apply_precision(a);
 
     const std::string dir = weights_dir_from(a);
@@ -63,12 +76,11 @@ int embed_main(int argc, char** argv) {
     const io::ModelDir model_dir = io::ModelDir::open(dir);
     const std::string arch = lm::detect_architecture(model_dir);
     auto records = runtime::collect_records(a.positional[0], truncate, lm::vocab_of(arch));
+    runtime::require_some_valid(records);
     auto model = lm::load(model_dir);
     auto stats = runtime::run_embed(*model, records, opts, /*write_outputs=*/true);
-    if (!opts.quiet)
-        std::fprintf(stderr, "embed: wrote %lld records to %s\n", (long long)stats.sequences,
-                     opts.out_dir.c_str());
-    return 0;
+    if (!opts.quiet) std::fprintf(stderr, "%s\n", runtime::results_summary("embed", stats.results, opts.out_dir).c_str());
+    return runtime::exit_status(stats.results);
 }
 
 }  // namespace bioinfer::cli

@@ -4,9 +4,9 @@
 
 #include "args.h"
 #include "bioinfer/error.h"
-#include "core/threads.h"
 #include "io/model_dir.h"
 #include "runtime/fold_pipeline.h"
+#include "runtime/inputs.h"
 
 namespace bioinfer::cli {
 
@@ -18,24 +18,38 @@ are separated by ':' (joined by a 25-glycine linker that the outputs leave out).
 Writes per target <id>.pdb (or .cif) with pLDDT (0-100) as B-factors and one chain id per chain,
 and <id>.json: mean pLDDT, pTM, per-residue pLDDT, timings.
 
-  --model NAME         esmfold (facebook/esmfold_v1 in the local Hugging Face cache)
+  --model NAME         esmfold (facebook/esmfold_v1): taken from the Hugging Face cache,
+                       downloaded there on first use
   --weights DIR        an EsmForProteinFolding directory (config.json + model.safetensors)
   --out-dir DIR        where the outputs go
-  --output-format F    pdb or cif (default pdb)
+  --output-format F    pdb or cif (mmcif is accepted for cif; default pdb)
   --write-pae          also <id>_pae.npy (predicted aligned error, L x L) and <id>_plddt_pae.png
   --num-recycles N     extra trunk passes (default: the model's, 3 for ESMFold: 4 passes)
   --chunk-size N       pair rows processed at a time in the trunk (default: automatic)
   --max-memory GIB     memory a fold may use (default: what the system has available); longer
                        targets are refused before any work starts
-  --threads N          worker threads (default: all cores)
+  --threads N          threads in all (default: all cores)
+  --workers N          fold N targets at once, the threads and memory split among them
+                       (default 1)
+  --override           fold again targets whose outputs already exist (default: skip them)
+  --log FILE           also write progress events to FILE as JSON lines
+  --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
+  --offline            never use the network (as HF_HUB_OFFLINE=1)
   --quiet              no progress output
+
+A target that fails (bad letters, too long for the memory) is reported and the others go on.
+Exit status: 0 all targets done, 1 all failed, 2 some failed (results.json lists them).
+Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --cache, --devices,
+--write_full_pae, --override.
 )";
 
 int predict_main(int argc, char** argv) {
-    Args a = parse_args(argc, argv,
-                        {"model", "weights", "out-dir", "output-format", "num-recycles",
-                         "chunk-size", "threads", "max-memory"},
-                        {"help", "write-pae", "quiet"});
+    std::set<std::string> valued = {"model", "weights", "out-dir", "output-format", "num-recycles",
+                                    "chunk-size", "max-memory"};
+    std::set<std::string> flags = {"write-pae"};
+    valued.insert(job_options().begin(), job_options().end());
+    flags.insert(job_flags().begin(), job_flags().end());
+    Args a = parse_args(argc, argv, valued, flags);
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         return 0;
@@ -46,6 +60,7 @@ int predict_main(int argc, char** argv) {
     runtime::PredictOptions opts;
     opts.out_dir = a.get("out-dir");
     opts.format = a.get("output-format", "pdb");
+    if (opts.format == "mmcif") opts.format = "cif";
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
              "expected pdb or cif, got '", opts.format, "'");
     opts.write_pae = a.has("write-pae");
@@ -55,7 +70,9 @@ int predict_main(int argc, char** argv) {
     opts.chunk = a.get_int("chunk-size", 0);
     BI_CHECK(opts.chunk >= 0, "--chunk-size", "must be >= 0");
     opts.quiet = a.has("quiet");
-    set_num_threads(int(a.get_int("threads", 0)));
+    opts.override_existing = a.has("override");
+    opts.log_path = a.get("log");
+    opts.workers = workers_from(a);
 
     const std::string dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;
@@ -63,20 +80,24 @@ int predict_main(int argc, char** argv) {
     const io::ModelDir model_dir = io::ModelDir::open(dir);
     const esmfold::EsmFoldConfig cfg =
         esmfold::EsmFoldConfig::from_json(model_dir.config(), dir + "/config.json");
-    const auto records = runtime::collect_fold_records(a.positional[0]);
-    auto model = esmfold::EsmFoldModel::load(model_dir);
+    auto records = runtime::collect_fold_records(a.positional[0]);
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
         const long long gib = a.get_int("max-memory", 0);
         BI_CHECK(gib > 0, "--max-memory", "expected a positive number of GiB, got ", gib);
         budget = budget > 0 ? std::min<int64_t>(budget, int64_t(gib) << 30) : int64_t(gib) << 30;
     }
-    runtime::check_fold_memory(cfg, records, budget);
+    // the memory estimate needs only the config: targets too long fail before weights load
+    opts.memory_budget = budget;
+    for (auto& r : records)
+        if (r.error.empty())
+            r.error = runtime::fold_memory_error(cfg, r, budget / int64_t(opts.workers.size()));
+    runtime::require_some_valid(records);
+    auto model = esmfold::EsmFoldModel::load(model_dir);
     const auto stats = runtime::run_predict(*model, records, opts);
     if (!opts.quiet)
-        std::fprintf(stderr, "predict: wrote %lld structures to %s (%.1f s)\n",
-                     (long long)stats.targets, opts.out_dir.c_str(), stats.seconds);
-    return 0;
+        std::fprintf(stderr, "%s\n", runtime::results_summary("predict", stats.results, opts.out_dir).c_str());
+    return runtime::exit_status(stats.results);
 }
 
 }  // namespace bioinfer::cli

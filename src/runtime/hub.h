@@ -1,0 +1,71 @@
+// The weights registry and the Hugging Face hub cache: which models bioinfer knows, where their
+// files live on disk (the hub's own cache layout, shared with Python's huggingface_hub), and the
+// downloader that fills it (resumable, verified, renamed into place only when complete).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bioinfer::runtime {
+
+struct KnownModel {
+    std::string name;                // what --model accepts
+    std::vector<std::string> repos;  // Hugging Face repositories holding it, preferred first
+    std::string family;              // "ESM-2", "ESM C", "ESMFold"
+    std::string params;              // "650M"
+    std::string approx_size;         // download size before the hub tells the exact one
+    std::string license;
+};
+
+// ESM-2 (facebook/<name>), ESM C (the transformers layout under biohub/, the esm package's
+// .pth under EvolutionaryScale/), ESMFold (facebook/esmfold_v1, as "esmfold").
+const std::vector<KnownModel>& known_models();
+// The registry entry for a name (an alias such as "esmfold_v1" included); nullptr if unknown.
+const KnownModel* find_model(const std::string& name);
+
+struct HubOptions {
+    std::string endpoint;   // $HF_ENDPOINT, else https://huggingface.co
+    std::string cache_dir;  // where downloads go: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...
+    std::string token;      // $HF_TOKEN, else $HF_HOME/token
+    std::string revision = "main";
+    bool offline = false;   // $HF_HUB_OFFLINE=1 or --offline
+    int retries = 5;        // resumed attempts per file after an interrupted transfer
+    bool quiet = false;
+    // From the environment; cache_dir_override (--cache-dir) wins over it.
+    static HubOptions from_env(const std::string& cache_dir_override = "", bool offline = false);
+};
+
+// Cache folders searched for a repository, the download target first.
+std::vector<std::string> cache_roots(const HubOptions& o);
+
+// What is on disk for one repository.
+struct CachedRepo {
+    std::string repo;
+    std::string snapshot;               // snapshot folder; empty when none
+    std::vector<std::string> files;     // files the model needs, relative to the snapshot
+    std::vector<std::string> missing;   // what it still lacks ("config.json", "model.safetensors")
+    int64_t bytes = 0;                  // size of the needed files present
+    int64_t partial_bytes = 0;          // *.incomplete blobs
+    bool complete() const { return !snapshot.empty() && missing.empty(); }
+};
+
+// The best cached copy of `repo` across the cache roots (a complete one if any).
+CachedRepo inspect_cache(const HubOptions& o, const std::string& repo);
+
+// --model NAME (registry name or "org/name") -> a complete snapshot folder, downloading what is
+// missing unless offline. Offline and incomplete: an error naming exactly what is missing.
+std::string ensure_model(const HubOptions& o, const std::string& name);
+
+// Downloads (or completes) one repository's needed files into o.cache_dir; returns the snapshot.
+std::string download_repo(const HubOptions& o, const std::string& repo);
+
+// Removes partial downloads (*.incomplete) and snapshots other than the one refs/main names,
+// with blobs nothing links to any more, in the known models' cache folders. Returns lines saying
+// what was removed and the bytes freed.
+std::vector<std::string> prune_cache(const HubOptions& o, int64_t* freed_bytes);
+
+// Hex SHA-256 of a file.
+std::string sha256_file(const std::string& path);
+
+}  // namespace bioinfer::runtime

@@ -1,0 +1,254 @@
+// Weights download and cache, against a local server in the hub's URL layout: a complete
+// download lands in the hub cache layout and is reused; an interrupted one resumes with a Range
+// request; a corrupt one is refused and removed; 404s and offline runs say what is missing; a
+// cache laid out by Python's huggingface_hub is used as is.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "bioinfer/error.h"
+#include "cli_util.h"
+#include "hub_server.h"
+#include "test_util.h"
+#include "io/atomic_file.h"
+#include "runtime/hub.h"
+
+namespace fs = std::filesystem;
+using namespace bioinfer;
+using test::HubServer;
+
+namespace {
+
+const std::string kEsm2 = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
+
+std::string random_bytes(size_t n, unsigned seed) {
+    std::mt19937 g(seed);
+    std::string s(n, '\0');
+    for (auto& c : s) c = char(g() & 0xff);
+    return s;
+}
+
+struct Hub : test::CliTest {
+    HubServer server;
+    runtime::HubOptions opts() const {
+        runtime::HubOptions o;
+        o.endpoint = server.url();
+        o.cache_dir = p("cache");
+        o.quiet = true;
+        o.retries = 0;
+        return o;
+    }
+    // A repository shaped like a transformers checkpoint: a small git file and a large LFS one.
+    std::string weights = random_bytes(300000, 7);
+    void add_tiny(const std::string& repo = "test-org/tiny") {
+        server.add(repo, std::string(40, 'c'),
+                   {{"config.json", {"{\"model_type\": \"esm\"}", false}},
+                    {"README.md", {"# tiny", false}},
+                    {"model.safetensors", {weights, true}}});
+    }
+    std::string blob_dir(const std::string& folder = "models--test-org--tiny") const {
+        return p("cache/" + folder + "/blobs");
+    }
+    int count_requests(const std::string& prefix) {
+        int n = 0;
+        for (const auto& r : server.requests()) n += r.rfind(prefix, 0) == 0;
+        return n;
+    }
+};
+
+}  // namespace
+
+TEST_F(Hub, CompleteDownloadLandsInHubLayoutAndIsReused) {
+    add_tiny();
+    const std::string snap = runtime::ensure_model(opts(), "test-org/tiny");
+    EXPECT_EQ(snap, p("cache/models--test-org--tiny/snapshots/" + std::string(40, 'c')));
+    EXPECT_EQ(io::read_file(snap + "/model.safetensors"), weights);
+    EXPECT_EQ(io::read_file(snap + "/config.json"), "{\"model_type\": \"esm\"}");
+    EXPECT_FALSE(fs::exists(snap + "/README.md"));  // only what the model needs
+    // snapshot entries link to blobs named by ETag: the LFS file's SHA-256
+    EXPECT_TRUE(fs::is_symlink(snap + "/model.safetensors"));
+    EXPECT_EQ(fs::read_symlink(snap + "/model.safetensors").string(),
+              "../../blobs/" + HubServer::sha256(weights));
+    EXPECT_EQ(io::read_file(p("cache/models--test-org--tiny/refs/main")), std::string(40, 'c'));
+    for (auto& e : fs::directory_iterator(blob_dir())) EXPECT_NE(e.path().extension(), ".incomplete");
+    // the redirect to the CDN was followed, as on the hub
+    EXPECT_EQ(count_requests("GET /cdn/"), 1);
+    // a second run finds it complete in the cache and asks the server nothing
+    const size_t before = server.requests().size();
+    EXPECT_EQ(runtime::ensure_model(opts(), "test-org/tiny"), snap);
+    EXPECT_EQ(server.requests().size(), before);
+    const runtime::CachedRepo c = runtime::inspect_cache(opts(), "test-org/tiny");
+    EXPECT_TRUE(c.complete());
+    EXPECT_EQ(c.bytes, int64_t(weights.size() + 21));
+}
+
+TEST_F(Hub, InterruptedDownloadResumesWithRange) {
+    add_tiny();
+    server.cut("model.safetensors", 100000);
+    // no retries: the run fails, keeping what arrived
+    const std::string err = test::error_of([&] { runtime::ensure_model(opts(), "test-org/tiny"); });
+    EXPECT_NE(err.find("run again to resume"), std::string::npos) << err;
+    const std::string part = blob_dir() + "/" + HubServer::sha256(weights) + ".incomplete";
+    ASSERT_TRUE(fs::exists(part));
+    EXPECT_EQ(fs::file_size(part), 100000u);
+    EXPECT_FALSE(fs::exists(p("cache/models--test-org--tiny/snapshots/" + std::string(40, 'c') + "/model.safetensors")));
+    // the next run asks only for the rest
+    const std::string snap = runtime::ensure_model(opts(), "test-org/tiny");
+    EXPECT_EQ(io::read_file(snap + "/model.safetensors"), weights);
+    EXPECT_EQ(count_requests("GET /cdn/" + HubServer::sha256(weights) + " range=100000"), 1);
+    EXPECT_FALSE(fs::exists(part));
+
+    // within one run: retries resume by themselves
+    fs::remove_all(p("cache"));
+    server.cut("model.safetensors", 50000, 2);
+    runtime::HubOptions o = opts();
+    o.retries = 3;
+    EXPECT_EQ(io::read_file(runtime::ensure_model(o, "test-org/tiny") + "/model.safetensors"), weights);
+    EXPECT_EQ(count_requests("GET /cdn/" + HubServer::sha256(weights) + " range=50000"), 1);
+    EXPECT_EQ(count_requests("GET /cdn/" + HubServer::sha256(weights) + " range=100000"), 2);
+}
+
+TEST_F(Hub, CorruptDownloadIsRefusedAndRemoved) {
+    add_tiny();
+    server.corrupt("model.safetensors");
+    const std::string err = test::error_of([&] { runtime::ensure_model(opts(), "test-org/tiny"); });
+    EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
+    EXPECT_NE(err.find(HubServer::sha256(weights)), std::string::npos) << err;
+    // the config's blob stays (it was fine); nothing of the weights does
+    for (auto& e : fs::directory_iterator(blob_dir()))
+        EXPECT_EQ(e.path().filename().string().find(HubServer::sha256(weights)), std::string::npos) << e.path();
+    EXPECT_FALSE(runtime::inspect_cache(opts(), "test-org/tiny").complete());
+}
+
+TEST_F(Hub, NotFoundAndRegistryFallback) {
+    const std::string err = test::error_of([&] { runtime::ensure_model(opts(), "test-org/absent"); });
+    EXPECT_NE(err.find("HTTP 404"), std::string::npos) << err;
+    EXPECT_NE(err.find("test-org/absent"), std::string::npos) << err;
+    EXPECT_NE(test::error_of([&] { runtime::ensure_model(opts(), "esm3-huge"); }).find("unknown model 'esm3-huge'"),
+              std::string::npos);
+    // esmc-300m: the transformers repository is missing here, the esm package's one is served
+    const std::string pth = random_bytes(5000, 3);
+    server.add("EvolutionaryScale/esmc-300m-2024-12", std::string(40, 'e'),
+               {{"data/weights/esmc_300m_2024_12_v0.pth", {pth, true}}, {"README.md", {"x", false}}});
+    const std::string snap = runtime::ensure_model(opts(), "esmc-300m");
+    EXPECT_EQ(io::read_file(snap + "/data/weights/esmc_300m_2024_12_v0.pth"), pth);
+    EXPECT_EQ(count_requests("GET /api/models/biohub/ESMC-300M/revision/main"), 1);
+    // a repository without weights is refused before anything is fetched
+    server.add("test-org/empty", std::string(40, 'd'), {{"config.json", {"{}", false}}});
+    EXPECT_NE(test::error_of([&] { runtime::ensure_model(opts(), "test-org/empty"); }).find("has no model weights"),
+              std::string::npos);
+}
+
+TEST_F(Hub, ShardedCheckpointFetchesEveryShard) {
+    const std::string a = random_bytes(7000, 1), b = random_bytes(9000, 2);
+    const std::string index =
+        R"({"metadata": {}, "weight_map": {"x": "model-00001-of-00002.safetensors", "y": "model-00002-of-00002.safetensors"}})";
+    server.add("test-org/sharded", std::string(40, 'f'),
+               {{"config.json", {"{}", false}},
+                {"model.safetensors.index.json", {index, false}},
+                {"model-00001-of-00002.safetensors", {a, true}},
+                {"model-00002-of-00002.safetensors", {b, true}},
+                {"pytorch_model.bin", {"unused", true}}});
+    const std::string snap = runtime::ensure_model(opts(), "test-org/sharded");
+    EXPECT_EQ(io::read_file(snap + "/model-00001-of-00002.safetensors"), a);
+    EXPECT_EQ(io::read_file(snap + "/model-00002-of-00002.safetensors"), b);
+    EXPECT_FALSE(fs::exists(snap + "/pytorch_model.bin"));
+    EXPECT_TRUE(runtime::inspect_cache(opts(), "test-org/sharded").complete());
+    // a lost shard makes the copy incomplete, and names it
+    fs::remove(snap + "/model-00002-of-00002.safetensors");
+    const auto c = runtime::inspect_cache(opts(), "test-org/sharded");
+    ASSERT_EQ(c.missing.size(), 1u);
+    EXPECT_EQ(c.missing[0], "model-00002-of-00002.safetensors");
+}
+
+TEST_F(Hub, OfflineNamesWhatIsMissing) {
+    add_tiny();
+    runtime::HubOptions o = opts();
+    o.offline = true;
+    std::string err = test::error_of([&] { runtime::ensure_model(o, "test-org/tiny"); });
+    EXPECT_NE(err.find("offline and 'test-org/tiny' is not in the cache"), std::string::npos) << err;
+    // a snapshot with its config but no weights
+    const fs::path snap = p("cache/models--test-org--tiny/snapshots/abc");
+    fs::create_directories(snap);
+    test::write_bytes((snap / "config.json").string(), "{}");
+    err = test::error_of([&] { runtime::ensure_model(o, "test-org/tiny"); });
+    EXPECT_NE(err.find("lacks model weights"), std::string::npos) << err;
+    EXPECT_TRUE(server.requests().empty());
+}
+
+TEST_F(Hub, PruneRemovesPartialAndSupersededFiles) {
+    // a known model's cache folder: the current snapshot, an older one and a partial download
+    const std::string folder = "models--facebook--esm2_t6_8M_UR50D";
+    server.add("facebook/esm2_t6_8M_UR50D", std::string(40, '1'),
+               {{"config.json", {"{\"v\": 1}", false}}, {"model.safetensors", {weights, true}}});
+    runtime::ensure_model(opts(), "esm2_t6_8M_UR50D");
+    server.add("facebook/esm2_t6_8M_UR50D", std::string(40, '2'),
+               {{"config.json", {"{\"v\": 2}", false}}, {"model.safetensors", {weights, true}}});
+    // a newer revision: the weights blob is shared, the config is new
+    const std::string snap2 = runtime::download_repo(opts(), "facebook/esm2_t6_8M_UR50D");
+    test::write_bytes(blob_dir(folder) + "/deadbeef.incomplete", std::string(1000, 'x'));
+    int64_t freed = 0;
+    const auto lines = runtime::prune_cache(opts(), &freed);
+    EXPECT_EQ(lines.size(), 3u);  // old snapshot, its config blob, the partial file
+    EXPECT_EQ(freed, 1000 + 8);
+    EXPECT_FALSE(fs::exists(p("cache/" + folder + "/snapshots/" + std::string(40, '1'))));
+    EXPECT_FALSE(fs::exists(blob_dir(folder) + "/deadbeef.incomplete"));
+    EXPECT_EQ(io::read_file(snap2 + "/model.safetensors"), weights);
+    EXPECT_EQ(io::read_file(snap2 + "/config.json"), "{\"v\": 2}");
+}
+
+// The binary: --model downloads on first use and the run matches --weights; `weights` lists
+// the cache; a cache laid out by huggingface_hub (blobs + relative symlinks + refs) is used as is,
+// offline.
+TEST_F(Hub, CliDownloadsOnFirstUseAndReusesPythonCache) {
+    std::map<std::string, HubServer::File> files;
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
+        files[f] = {io::read_file(kEsm2 + "/" + f), std::string(f) != "config.json" && std::string(f) != "vocab.txt"};
+    server.add("facebook/esm2_t6_8M_UR50D", std::string(40, 'a'), files);
+    const std::string env = "HF_ENDPOINT=" + server.url() + " HF_HUB_CACHE=" + p("cache");
+    test::Result r = run("embed MKVLA --model esm2_t6_8M_UR50D --out-dir " + p("out"), env);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    test::Result w = run("embed MKVLA --weights " + kEsm2 + " --out-dir " + p("ref"));
+    ASSERT_EQ(w.rc, 0) << w.err;
+    EXPECT_EQ(io::read_file(p("out/seq.npz")), io::read_file(p("ref/seq.npz")));
+    // listed as complete, with its path and exact size
+    r = run("weights --json", env, p("list.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto list = nlohmann::json::parse(io::read_file(p("list.json")));
+    bool seen = false;
+    for (const auto& m : list["models"]) {
+        if (m["name"] != "esm2_t6_8M_UR50D") continue;
+        seen = true;
+        EXPECT_EQ(m["status"], "complete");
+        EXPECT_EQ(m["path"], p("cache/models--facebook--esm2_t6_8M_UR50D/snapshots/" + std::string(40, 'a')));
+    }
+    EXPECT_TRUE(seen);
+    // the HF_HOME spelling and a cache written by Python (a plain copy here), offline
+    const fs::path py = tmp / "hfhome/hub/models--facebook--esmfold_v1";
+    fs::create_directories(py / "blobs");
+    fs::create_directories(py / "snapshots/0f1e");
+    fs::create_directories(py / "refs");
+    test::write_bytes((py / "refs/main").string(), "0f1e");
+    for (const char* f : {"config.json", "model.safetensors"}) {
+        const std::string id = HubServer::sha256(io::read_file(std::string(BIOINFER_FIXTURES) + "/esmfold_tiny/" + f));
+        fs::copy_file(std::string(BIOINFER_FIXTURES) + "/esmfold_tiny/" + f, py / "blobs" / id);
+        fs::create_symlink("../../blobs/" + id, py / "snapshots/0f1e" / f);
+    }
+    r = run("predict MKTAYIAK --model esmfold --num-recycles 0 --out-dir " + p("fold"),
+            "HF_HUB_OFFLINE=1 HF_HOME=" + p("hfhome"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::exists(p("fold/seq.pdb")));
+    // --download through the CLI, and what offline says when a model is absent
+    r = run("weights --download esm2_t6_8M_UR50D --quiet", env, p("dl.txt"));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(io::read_file(p("dl.txt")).find("snapshots/" + std::string(40, 'a')), std::string::npos);
+    r = run("weights --download esm2_t12_35M_UR50D --offline", env);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("offline and 'facebook/esm2_t12_35M_UR50D' is not in the cache"), std::string::npos) << r.err;
+    r = run("weights --download esm2_t12_35M_UR50D --quiet", env);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("HTTP 404"), std::string::npos) << r.err;
+}
