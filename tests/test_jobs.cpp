@@ -187,16 +187,17 @@ TEST_F(Jobs, PlainProgressLinesAndJsonLog) {
     std::string line;
     const std::regex stamped(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d predict: .*)");
     int n = 0;
-    bool stage = false, summary = false, failure = false;
+    bool stage = false, summary = false, failure = false, loaded = false;
     while (std::getline(lines, line)) {
         if (line.rfind("predict: ", 0) == 0) continue;  // the closing summary
         EXPECT_TRUE(std::regex_match(line, stamped)) << line;
         stage |= line.find("a (8 aa): language model") != std::string::npos;
+        loaded |= line.find("predict: loaded " + kFold + " in ") != std::string::npos;
         failure |= line.find("failed: b: ") != std::string::npos;
         summary |= line.find("3/3 targets, 1 failed") != std::string::npos && line.find(" in ") != std::string::npos;
         ++n;
     }
-    EXPECT_TRUE(stage && summary && failure) << r.err;
+    EXPECT_TRUE(stage && summary && failure && loaded) << r.err;
     // the log: one JSON object per line, every event
     std::istringstream log(io::read_file(p("events.jsonl")));
     std::vector<json> ev;

@@ -142,6 +142,10 @@ RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vecto
 
 }  // namespace
 
+ProgressOptions embed_progress_options(const EmbedOptions& o) {
+    return {.label = "embed", .items = "sequences", .tokens = "tokens", .quiet = o.quiet, .log_path = o.log_path};
+}
+
 EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
                      const EmbedOptions& opts, bool write_outputs) {
     const std::vector<int> layers = resolve_layers(opts.repr_layers, model.num_layers());
@@ -248,9 +252,15 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         if (opts.format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
     }
 
-    Progress progress({.label = "embed", .items = "sequences", .tokens = "tokens",
-                       .quiet = opts.quiet || !write_outputs, .log_path = write_outputs ? opts.log_path : ""},
-                      int64_t(records.size()), total_tokens);
+    std::unique_ptr<Progress> own;
+    if (!opts.progress) {
+        ProgressOptions po = embed_progress_options(opts);
+        if (!write_outputs) po = {.label = "embed", .quiet = true, .log_path = ""};
+        own = std::make_unique<Progress>(po, 0);
+    }
+    Progress& progress = opts.progress ? *opts.progress : *own;
+    progress.set_total(int64_t(records.size()), total_tokens);
+    if (opts.load_seconds >= 0) progress.note(cat("loaded ", opts.model_label, " in ", format_duration(opts.load_seconds)));
     for (size_t i = 0; i < records.size(); ++i) {
         if (results[i].status == "failed") progress.failed(records[i].id, results[i].error, 0);
         if (results[i].status == "skipped") progress.skipped(records[i].id, 0);

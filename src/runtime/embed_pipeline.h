@@ -9,6 +9,7 @@
 #include "models/language_model.h"
 #include "runtime/inputs.h"
 #include "runtime/jobs.h"
+#include "runtime/progress.h"
 
 namespace bioinfer::runtime {
 
@@ -38,7 +39,12 @@ struct EmbedOptions {
     bool override_existing = false;  // recompute records whose outputs already exist
     std::string log_path;            // progress events as JSON lines
     std::vector<Worker> workers;     // empty: one worker on the process's threads
+    Progress* progress = nullptr;    // the caller's (it showed the weights loading); null: own
+    double load_seconds = -1;        // the caller's weight loading, noted once options check out
 };
+
+// How embed's progress reads: sequences, tokens, the log file.
+ProgressOptions embed_progress_options(const EmbedOptions& o);
 
 // Parses "mean,per_tok,bos,contacts,logits" into opts (error on unknown words).
 void parse_include(const std::string& list, EmbedOptions& opts);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -189,6 +190,10 @@ json fold_one(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const P
 
 }  // namespace
 
+ProgressOptions predict_progress_options(const PredictOptions& o) {
+    return {.label = "predict", .items = "targets", .tokens = "residues", .quiet = o.quiet, .log_path = o.log_path};
+}
+
 PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<FoldRecord>& recs,
                          const PredictOptions& opts) {
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
@@ -226,9 +231,11 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
         }
         results.push_back(t);
     }
-    Progress progress({.label = "predict", .items = "targets", .tokens = "residues", .quiet = opts.quiet,
-                       .log_path = opts.log_path},
-                      int64_t(recs.size()), total_residues);
+    std::unique_ptr<Progress> own;
+    if (!opts.progress) own = std::make_unique<Progress>(predict_progress_options(opts), 0);
+    Progress& progress = opts.progress ? *opts.progress : *own;
+    progress.set_total(int64_t(recs.size()), total_residues);
+    if (opts.load_seconds >= 0) progress.note(cat("loaded ", opts.model_label, " in ", format_duration(opts.load_seconds)));
     for (size_t i = 0; i < recs.size(); ++i) {
         if (results[i].status == "failed") progress.failed(recs[i].id, results[i].error, 0);
         if (results[i].status == "skipped") progress.skipped(recs[i].id, 0);

@@ -9,6 +9,7 @@
 
 #include "models/esmfold/esmfold.h"
 #include "runtime/jobs.h"
+#include "runtime/progress.h"
 
 namespace bioinfer::runtime {
 
@@ -36,7 +37,12 @@ struct PredictOptions {
     std::string log_path;            // progress events as JSON lines
     int64_t memory_budget = 0;       // bytes a fold may use (0: no check); split among workers
     std::vector<Worker> workers;     // empty: one worker on the process's threads
+    Progress* progress = nullptr;    // the caller's (it showed the weights loading); null: own
+    double load_seconds = -1;        // the caller's weight loading, noted once options check out
 };
+
+// How predict's progress reads: targets, residues, the log file.
+ProgressOptions predict_progress_options(const PredictOptions& o);
 
 // Bytes the fold of an L-residue target needs at most beyond the weights (pair state, triangle
 // products, structure-module copies, chunk temporaries).

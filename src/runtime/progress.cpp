@@ -67,7 +67,24 @@ Progress::Progress(ProgressOptions o, int64_t total_items, int64_t total_tokens)
     log_locked(json{{"event", "start"}, {"total", total_}, {"total_" + o_.tokens, total_tokens_}}.dump());
 }
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    log_locked(json{{"event", "aborted"}, {"done", done_}, {"skipped", skipped_}, {"failed", failed_}}.dump());
+    if (!o_.quiet && tty_ && last_draw_ > start_) std::fprintf(stderr, "\r\x1b[K");
+}
+
+void Progress::note(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_locked(json{{"event", "note"}, {"text", text}}.dump());
+    if (o_.quiet) return;
+    if (tty_) {
+        std::fprintf(stderr, "\r\x1b[K%s: %s\n", o_.label.c_str(), text.c_str());
+        draw_locked(false);
+    } else {
+        plain_line_locked(text);
+    }
+}
 
 double Progress::elapsed() const {
     return std::chrono::duration<double>(clk::now() - start_).count();
@@ -132,7 +149,7 @@ void Progress::draw_locked(bool final) {
     std::fflush(stderr);
 }
 
-void Progress::stage(const std::string& target, const std::string& stage, int worker) {
+void Progress::stage(const std::string& target, const std::string& stage, int worker, bool plain_line) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string d = target + ": " + stage;
     if (doing_[worker] == d) return;
@@ -141,7 +158,7 @@ void Progress::stage(const std::string& target, const std::string& stage, int wo
     if (o_.quiet) return;
     if (tty_) {
         if (std::chrono::duration<double>(clk::now() - last_draw_).count() >= 0.1) draw_locked(false);
-    } else if (std::chrono::duration<double>(clk::now() - last_stage_line_).count() >= 1.0) {
+    } else if (plain_line && std::chrono::duration<double>(clk::now() - last_stage_line_).count() >= 1.0) {
         plain_line_locked(counts_locked() + (doing_.size() > 1 ? cat(", worker ", worker) : "") + ": " + d);
         last_stage_line_ = last_plain_;
     }

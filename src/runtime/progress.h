@@ -36,13 +36,18 @@ public:
     void set_total(int64_t total_items, int64_t total_tokens);
     // What `worker` is doing now: target and stage ("loading", "language model", "trunk pass
     // 2/4", "structure module", "writing").
-    void stage(const std::string& target, const std::string& stage, int worker = 0);
+    // plain_line=false: shown on a terminal and logged, but no plain line (loading weights: its
+    // line comes with note() once it is done, so a failed load leaves only the error).
+    void stage(const std::string& target, const std::string& stage, int worker = 0, bool plain_line = true);
+    // A message: a plain line (above the live line on a terminal) and a log event.
+    void note(const std::string& text);
     // Work done inside the current item (downloaded bytes), before it completes.
     void tokens(int64_t n);
     void done(const std::string& target, int64_t tokens, double seconds, int worker = 0);
     void skipped(const std::string& target, int64_t tokens);
     void failed(const std::string& target, const std::string& error, int64_t tokens, int worker = 0);
-    // The summary line (and the terminal line's final state). Called by the destructor too.
+    // The summary line (and the terminal line's final state). Without it (an error ended the
+    // run), the destructor only closes the terminal line and logs "aborted".
     void finish();
     double elapsed() const;
 

@@ -77,7 +77,12 @@ int embed_main(int argc, char** argv) {
     const std::string arch = lm::detect_architecture(model_dir);
     auto records = runtime::collect_records(a.positional[0], truncate, lm::vocab_of(arch));
     runtime::require_some_valid(records);
+    runtime::Progress progress(runtime::embed_progress_options(opts), int64_t(records.size()));
+    progress.stage(opts.model_label, "loading weights", 0, /*plain_line=*/false);
+    const double t_load = progress.elapsed();
     auto model = lm::load(model_dir);
+    opts.load_seconds = progress.elapsed() - t_load;
+    opts.progress = &progress;
     auto stats = runtime::run_embed(*model, records, opts, /*write_outputs=*/true);
     if (!opts.quiet) std::fprintf(stderr, "%s\n", runtime::results_summary("embed", stats.results, opts.out_dir).c_str());
     return runtime::exit_status(stats.results);

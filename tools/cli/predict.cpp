@@ -93,7 +93,12 @@ int predict_main(int argc, char** argv) {
         if (r.error.empty())
             r.error = runtime::fold_memory_error(cfg, r, budget / int64_t(opts.workers.size()));
     runtime::require_some_valid(records);
+    runtime::Progress progress(runtime::predict_progress_options(opts), int64_t(records.size()));
+    progress.stage(opts.model_label, "loading weights", 0, /*plain_line=*/false);
+    const double t_load = progress.elapsed();
     auto model = esmfold::EsmFoldModel::load(model_dir);
+    opts.load_seconds = progress.elapsed() - t_load;
+    opts.progress = &progress;
     const auto stats = runtime::run_predict(*model, records, opts);
     if (!opts.quiet)
         std::fprintf(stderr, "%s\n", runtime::results_summary("predict", stats.results, opts.out_dir).c_str());
