@@ -12,7 +12,6 @@
 #include <set>
 
 #include "bioinfer/error.h"
-#include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/fasta.h"
 #include "io/h5.h"
@@ -253,21 +252,12 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     }
 
     std::unique_ptr<Progress> own;
-    if (!opts.progress) {
-        ProgressOptions po = embed_progress_options(opts);
-        if (!write_outputs) po = {.label = "embed", .quiet = true, .log_path = ""};
-        own = std::make_unique<Progress>(po, 0);
-    }
-    Progress& progress = opts.progress ? *opts.progress : *own;
-    progress.set_total(int64_t(records.size()), total_tokens);
-    if (opts.load_seconds >= 0) progress.note(cat("loaded ", opts.model_label, " in ", format_duration(opts.load_seconds)));
-    for (size_t i = 0; i < records.size(); ++i) {
-        if (results[i].status == "failed") progress.failed(records[i].id, results[i].error, 0);
-        if (results[i].status == "skipped") progress.skipped(records[i].id, 0);
-    }
+    ProgressOptions po = embed_progress_options(opts);
+    if (!write_outputs) po = {.label = "embed", .quiet = true, .log_path = ""};
+    Progress& progress = start_job_progress(opts.progress, own, po, results, total_tokens, opts.model_label,
+                                            opts.load_seconds);
     std::mutex mu;  // the HDF5 writer and the stats
-    const std::vector<Worker> workers = opts.workers.empty() ? std::vector<Worker>{{0, "cpu", num_threads()}}
-                                                             : opts.workers;
+    const std::vector<Worker> workers = workers_or_default(opts.workers);
     const auto t0 = std::chrono::steady_clock::now();
     run_on_workers(workers, batches.size(), [&](const Worker& w, size_t bi_) {
         const std::vector<size_t>& batch = batches[bi_];

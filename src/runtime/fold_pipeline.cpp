@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "bioinfer/error.h"
-#include "core/threads.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
 #include "io/plot.h"
@@ -201,8 +200,7 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
     fs::create_directories(opts.out_dir);
     PredictStats stats;
     std::vector<TargetResult>& results = stats.results;
-    const std::vector<Worker> workers = opts.workers.empty() ? std::vector<Worker>{{0, "cpu", num_threads()}}
-                                                             : opts.workers;
+    const std::vector<Worker> workers = workers_or_default(opts.workers);
     // each worker folds one target at a time: the budget is theirs to share
     const int64_t budget = opts.memory_budget / int64_t(workers.size());
     std::vector<size_t> todo;
@@ -232,14 +230,8 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
         results.push_back(t);
     }
     std::unique_ptr<Progress> own;
-    if (!opts.progress) own = std::make_unique<Progress>(predict_progress_options(opts), 0);
-    Progress& progress = opts.progress ? *opts.progress : *own;
-    progress.set_total(int64_t(recs.size()), total_residues);
-    if (opts.load_seconds >= 0) progress.note(cat("loaded ", opts.model_label, " in ", format_duration(opts.load_seconds)));
-    for (size_t i = 0; i < recs.size(); ++i) {
-        if (results[i].status == "failed") progress.failed(recs[i].id, results[i].error, 0);
-        if (results[i].status == "skipped") progress.skipped(recs[i].id, 0);
-    }
+    Progress& progress = start_job_progress(opts.progress, own, predict_progress_options(opts), results,
+                                            total_residues, opts.model_label, opts.load_seconds);
     std::mutex mu;
     const auto t_start = std::chrono::steady_clock::now();
     run_on_workers(workers, todo.size(), [&](const Worker& w, size_t ti) {

@@ -69,6 +69,24 @@ std::string results_summary(const std::string& tool, const std::vector<TargetRes
     return s + " (" + (fs::path(out_dir) / "results.json").string() + ")";
 }
 
+Progress& start_job_progress(Progress* given, std::unique_ptr<Progress>& own, const ProgressOptions& o,
+                             const std::vector<TargetResult>& results, int64_t total_tokens,
+                             const std::string& model_label, double load_seconds) {
+    if (!given) own = std::make_unique<Progress>(o, 0);
+    Progress& p = given ? *given : *own;
+    p.set_total(int64_t(results.size()), total_tokens);
+    if (load_seconds >= 0) p.note(cat("loaded ", model_label, " in ", format_duration(load_seconds)));
+    for (const auto& r : results) {
+        if (r.status == "failed") p.failed(r.id, r.error, 0);
+        if (r.status == "skipped") p.skipped(r.id, 0);
+    }
+    return p;
+}
+
+std::vector<Worker> workers_or_default(const std::vector<Worker>& workers) {
+    return workers.empty() ? std::vector<Worker>{{0, "cpu", num_threads()}} : workers;
+}
+
 std::vector<Worker> cpu_workers(int workers, int threads) {
     BI_CHECK(workers >= 1, "--workers", "expected at least 1, got ", workers);
     if (threads <= 0) threads = int(std::thread::hardware_concurrency());

@@ -3,9 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "runtime/progress.h"
 
 namespace bioinfer::runtime {
 
@@ -29,6 +32,13 @@ void write_results(const std::string& out_dir, const std::string& tool, const nl
 std::string results_summary(const std::string& tool, const std::vector<TargetResult>& results,
                             const std::string& out_dir);
 
+// The job's progress: the caller's `given` (it showed the weights loading, whose time is noted
+// here) or a new one kept in `own`. Reports the targets already settled before any work (failed
+// at input, skipped as done) and sets the totals.
+Progress& start_job_progress(Progress* given, std::unique_ptr<Progress>& own, const ProgressOptions& o,
+                             const std::vector<TargetResult>& results, int64_t total_tokens,
+                             const std::string& model_label, double load_seconds);
+
 // A worker runs targets with its own threads and the model resident. On the CPU, workers split
 // the cores and share the one read-only copy of the weights; an accelerator backend gets one
 // worker per device, each with its weights in that device's memory.
@@ -40,6 +50,9 @@ struct Worker {
 
 // `workers` CPU workers over `threads` cores (0: all); each gets threads / workers (at least 1).
 std::vector<Worker> cpu_workers(int workers, int threads);
+
+// `workers`, or one worker on the process's threads when empty.
+std::vector<Worker> workers_or_default(const std::vector<Worker>& workers);
 
 // Runs tasks 0..n-1: each worker takes the next task when it is free (so tasks start in order).
 // A worker's thread uses worker.threads threads for its kernels. `task` reports its own failures;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "bioinfer/error.h"
@@ -60,6 +61,9 @@ Progress::Progress(ProgressOptions o, int64_t total_items, int64_t total_tokens)
     start_ = clk::now();
     last_draw_ = last_plain_ = last_stage_line_ = start_ - std::chrono::hours(1);
     if (!o_.log_path.empty()) {
+        std::error_code ec;
+        const auto dir = std::filesystem::path(o_.log_path).parent_path();
+        if (!dir.empty()) std::filesystem::create_directories(dir, ec);
         log_.reset(std::fopen(o_.log_path.c_str(), "a"));
         BI_CHECK(log_ != nullptr, o_.log_path, "cannot open the log file for writing");
     }
