@@ -163,13 +163,69 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     req.logits = opts.logits;
     req.contacts = opts.contacts;
     const std::vector<std::string> names = array_names(layers, opts);
-    const fs::path out_dir(opts.out_dir);
+    // A shard writes npz into its own folder; `bioinfer merge` makes the single output.
+    const Shard& shard = opts.shard;
+    const fs::path out_dir(shard_dir(opts.out_dir, shard));
+    const std::string format = shard.sharded() ? "npz" : opts.format;
     const std::string h5_path = (out_dir / "embeddings.h5").string();
 
     EmbedStats stats;
     std::vector<TargetResult>& results = stats.results;
     std::vector<json> rec_json(records.size());
-    for (const auto& r : records) results.push_back({r.id, r.source, r.error.empty() ? "pending" : "failed", r.error});
+    // identical inputs (the same tokens after truncation) are computed once, on their first record
+    std::vector<std::string> keys(records.size());
+    for (size_t i = 0; i < records.size(); ++i) {
+        const auto& r = records[i];
+        TargetResult t;
+        t.id = r.id;
+        t.source = r.source;
+        t.status = r.error.empty() ? "pending" : "failed";
+        t.error = r.error;
+        t.index = int64_t(i);
+        results.push_back(t);
+        if (r.error.empty())
+            keys[i] = opts.dedup ? std::string(reinterpret_cast<const char*>(r.tokens.data()), r.tokens.size() * 4)
+                                 : std::to_string(i);
+    }
+    const std::vector<size_t> rep = dedup_groups(keys);
+    std::vector<std::vector<size_t>> members(records.size());
+    std::vector<size_t> reps;
+    std::vector<int64_t> lengths;
+    for (size_t i = 0; i < records.size(); ++i) {
+        if (!records[i].error.empty()) continue;
+        members[rep[i]].push_back(i);
+        if (rep[i] != i) {
+            results[i].duplicate_of = records[rep[i]].id;
+            continue;
+        }
+        reps.push_back(i);
+        lengths.push_back(int64_t(records[i].tokens.size()) + 2);
+    }
+    // Batches are formed over the whole input, then dealt to shards, so a sequence is computed in
+    // the same batch (to the bit) whatever the number of shards and however often a run resumes.
+    std::vector<std::vector<size_t>> batches = make_batches(lengths, opts.toks_per_batch);
+    std::vector<int64_t> batch_cost;
+    for (auto& b : batches) {
+        int64_t c = 0;
+        for (auto& j : b) {
+            c += lengths[j];
+            j = reps[j];
+        }
+        batch_cost.push_back(c);
+    }
+    {
+        std::vector<std::vector<size_t>> mine;
+        for (size_t b : deal(batch_cost, shard)) mine.push_back(std::move(batches[b]));
+        batches = std::move(mine);
+        std::vector<uint8_t> in_shard(records.size(), 0);
+        for (auto& b : batches)
+            for (size_t r : b)
+                for (size_t m : members[r]) in_shard[m] = 1;
+        for (size_t i = 0; i < records.size(); ++i) {
+            const bool mine_input_error = !records[i].error.empty() && shard.index == 0;
+            if (!in_shard[i] && !mine_input_error) results[i].status = "elsewhere";
+        }
+    }
 
     // Outputs already there: an npz holding every requested array, or those datasets in the
     // existing embeddings.h5 (carried over into the new file).
@@ -182,7 +238,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         json rj = {{"id", rec.id}, {"source", rec.source}, {"length", int64_t(rec.tokens.size())},
                    {"original_length", rec.original_length},
                    {"truncated", rec.original_length != int64_t(rec.tokens.size())}, {"arrays", arrays}};
-        if (opts.format == "npz") {
+        if (!results[i].duplicate_of.empty()) rj["duplicate_of"] = results[i].duplicate_of;
+        if (format == "npz") {
             rj["file"] = stem + ".npz";
         } else {
             rj["file"] = "embeddings.h5";
@@ -198,7 +255,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             const std::string stem = safe_file_stem(records[i].id);
             std::vector<std::pair<std::string, Shape>> shapes;
             try {
-                if (opts.format == "npz") {
+                if (format == "npz") {
                     const fs::path f = out_dir / (stem + ".npz");
                     if (!fs::exists(f)) continue;
                     auto arrays = io::read_npz(f.string());
@@ -229,26 +286,29 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             manifest_entry(i, shapes);
         }
     }
-
-    std::vector<size_t> todo;
-    std::vector<int64_t> lengths;
-    int64_t total_tokens = 0;
-    for (size_t i = 0; i < records.size(); ++i) {
-        if (results[i].status != "pending") continue;
-        todo.push_back(i);
-        lengths.push_back(int64_t(records[i].tokens.size()) + 2);
-        total_tokens += lengths.back();
+    // a batch runs when any record it serves still lacks its outputs
+    {
+        std::vector<std::vector<size_t>> todo;
+        for (auto& b : batches) {
+            bool pending = false;
+            for (size_t r : b)
+                for (size_t m : members[r]) pending = pending || results[m].status == "pending";
+            if (pending) todo.push_back(std::move(b));
+        }
+        batches = std::move(todo);
     }
-    std::vector<std::vector<size_t>> batches = make_batches(lengths, opts.toks_per_batch);
+    int64_t total_tokens = 0;
     for (auto& b : batches)
-        for (auto& j : b) j = todo[j];
+        for (size_t r : b) total_tokens += int64_t(records[r].tokens.size()) + 2;
 
     std::unique_ptr<io::H5Writer> h5;
+    std::unique_ptr<Journal> journal;
     if (write_outputs) {
         std::error_code ec;
         fs::create_directories(out_dir, ec);
-        BI_CHECK(!ec && fs::is_directory(out_dir), opts.out_dir, "cannot create output folder: ", ec.message());
-        if (opts.format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
+        BI_CHECK(!ec && fs::is_directory(out_dir), out_dir.string(), "cannot create output folder: ", ec.message());
+        if (format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
+        journal = std::make_unique<Journal>(out_dir.string());
     }
 
     std::unique_ptr<Progress> own;
@@ -270,51 +330,57 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         }
         progress.stage(cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"),
                            " (", ntok, " tokens)"), "language model", w.index);
+        auto fail_record = [&](size_t m, const std::string& why, int64_t tokens) {
+            results[m].status = "failed";
+            results[m].error = why;
+            progress.failed(records[m].id, why, tokens, w.index);
+            if (journal) journal->add(results[m]);
+        };
         lm::Output out;
         try {
             out = model.forward(toks, req);
         } catch (const std::exception& e) {
-            for (size_t i : batch) {
-                results[i].status = "failed";
-                results[i].error = e.what();
-                progress.failed(records[i].id, e.what(), int64_t(records[i].tokens.size()) + 2, w.index);
-            }
+            for (size_t r : batch)
+                for (size_t m : members[r])
+                    if (results[m].status == "pending") fail_record(m, e.what(), m == r ? int64_t(records[r].tokens.size()) + 2 : 0);
             return;
         }
         const double per_rec = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count() /
                                double(batch.size());
         for (size_t bi = 0; bi < batch.size(); ++bi) {
-            const size_t i = batch[bi];
-            const EmbedRecord& rec = records[i];
-            const int64_t L = int64_t(rec.tokens.size());
-            if (write_outputs) {
-                try {
-                    RecordArrays ra = extract(out, int64_t(bi), L, layers, opts, model.hidden_size(),
-                                              model.logits_width());
-                    const std::string stem = safe_file_stem(rec.id);
-                    std::vector<std::pair<std::string, Shape>> shapes;
-                    for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
-                    if (opts.format == "npz") {
-                        std::vector<io::NamedArray> na;
-                        for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
-                        io::write_npz((out_dir / (stem + ".npz")).string(), na);
-                    } else {
+            const size_t r = batch[bi];
+            const int64_t L = int64_t(records[r].tokens.size());
+            RecordArrays ra;
+            if (write_outputs) ra = extract(out, int64_t(bi), L, layers, opts, model.hidden_size(), model.logits_width());
+            for (size_t m : members[r]) {  // the record and those with the same sequence
+                if (results[m].status != "pending") continue;
+                const int64_t work = m == r ? L + 2 : 0;
+                if (write_outputs) {
+                    try {
+                        const std::string stem = safe_file_stem(records[m].id);
+                        std::vector<std::pair<std::string, Shape>> shapes;
+                        for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
+                        if (format == "npz") {
+                            std::vector<io::NamedArray> na;
+                            for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
+                            io::write_npz((out_dir / (stem + ".npz")).string(), na);
+                        } else {
+                            std::lock_guard<std::mutex> lock(mu);
+                            for (auto& [k, t] : ra.arrays)
+                                h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
+                        }
                         std::lock_guard<std::mutex> lock(mu);
-                        for (auto& [k, t] : ra.arrays)
-                            h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
+                        manifest_entry(m, shapes);
+                    } catch (const std::exception& e) {
+                        fail_record(m, e.what(), work);
+                        continue;
                     }
-                    std::lock_guard<std::mutex> lock(mu);
-                    manifest_entry(i, shapes);
-                } catch (const std::exception& e) {
-                    results[i].status = "failed";
-                    results[i].error = e.what();
-                    progress.failed(rec.id, e.what(), L + 2, w.index);
-                    continue;
                 }
+                results[m].status = "ok";
+                results[m].seconds = m == r ? per_rec : 0.0;
+                if (journal && format == "npz") journal->add(results[m]);
+                progress.done(records[m].id, work, results[m].seconds, w.index);
             }
-            results[i].status = "ok";
-            results[i].seconds = per_rec;
-            progress.done(rec.id, L + 2, per_rec, w.index);
         }
         std::lock_guard<std::mutex> lock(mu);
         stats.sequences += int64_t(batch.size());
@@ -331,11 +397,13 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         manifest_records.push_back(rec_json[i]);
         any_output = true;
     }
-    if (h5) {
+    if (h5) {  // the journal lists h5 records once the file is in place
         for (auto& [i, arrays] : carried)
             for (auto& [k, a] : arrays)
                 h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape, a.data.data());
         if (any_output) h5->commit();
+        for (const auto& r : results)
+            if (r.status == "ok" && journal) journal->add(r);
     }
     json layers_json = any_hidden ? json(layers) : json::array();
     std::vector<std::string> include;
@@ -354,16 +422,18 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         {"include", include},
         {"dtype", "float32"},
         {"precision", opts.precision},
-        {"format", opts.format},
+        {"format", format},
         {"records", manifest_records},
     };
-    if (opts.format == "h5")
+    if (format == "h5")
         manifest["h5_layout"] = "one array per record: /<id>; several: /<array>/<id>";
     if (any_output)
         io::write_file_atomic((out_dir / "manifest.json").string(), manifest.dump(2) + "\n");
-    write_results(opts.out_dir, "bioinfer embed",
+    write_results(out_dir.string(), "bioinfer embed",
                   {{"model", opts.model_label}, {"format", opts.format}, {"include", include},
-                   {"layers", layers_json}, {"precision", opts.precision}, {"workers", workers.size()}},
+                   {"layers", layers_json}, {"precision", opts.precision}, {"workers", workers.size()},
+                   {"shard", {{"index", shard.index}, {"count", shard.count}, {"from", shard.from}}},
+                   {"input_records", records.size()}, {"dedup", opts.dedup}},
                   results, stats.seconds);
     return stats;
 }

@@ -41,6 +41,8 @@ struct EmbedOptions {
     std::vector<Worker> workers;     // empty: one worker on the process's threads
     Progress* progress = nullptr;    // the caller's (it showed the weights loading); null: own
     double load_seconds = -1;        // the caller's weight loading, noted once options check out
+    Shard shard;                     // this process's part of the input (0/1: all of it)
+    bool dedup = true;               // compute identical sequences once
 };
 
 // How embed's progress reads: sequences, tokens, the log file.

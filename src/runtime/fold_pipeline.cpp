@@ -100,11 +100,15 @@ std::string chain_id(int32_t c) {  // A..Z, then a..z, then 0..9, then two lette
 }
 
 // Folds one target and writes its files; returns their names.
-json fold_one(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const PredictOptions& opts,
-              const std::function<void(const std::string&)>& stage) {
+struct Folded {
+    esmfold::FoldOutput out;
+    double seconds = 0;
+};
+
+// Folds one target, reporting its stages.
+Folded fold_one(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const PredictOptions& opts,
+                const std::function<void(const std::string&)>& stage) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t>& aatype = rec.encoded.target.aatype;
-    const int64_t L = int64_t(aatype.size());
     esmfold::FoldOptions fo;
     fo.num_recycles = opts.num_recycles;
     fo.chunk = opts.chunk;
@@ -112,9 +116,16 @@ json fold_one(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const P
         stage(step < steps ? cat(what, " pass ", step + 1, "/", steps) : "structure module and heads");
     };
     stage("language model");
-    const esmfold::FoldOutput out = model.fold(rec.encoded.target, fo);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    stage("writing");
+    Folded f{model.fold(rec.encoded.target, fo), 0.0};
+    f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return f;
+}
+
+// Writes a target's files (structure, PAE and plot, the confidence JSON last); returns their names.
+json write_target(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const esmfold::FoldOutput& out,
+                  double seconds, const PredictOptions& opts, const std::string& out_dir) {
+    const std::vector<int32_t>& aatype = rec.encoded.target.aatype;
+    const int64_t L = int64_t(aatype.size());
     // Residues kept (linkers dropped), numbered from 1 within each chain.
     std::vector<int64_t> keep, chain_starts;
     std::vector<io::AtomSite> atoms;
@@ -149,7 +160,7 @@ json fold_one(const esmfold::EsmFoldModel& model, const FoldRecord& rec, const P
     }
     chain_starts.erase(chain_starts.begin());  // the first chain starts at 0
 
-    const std::string stem = (fs::path(opts.out_dir) / safe_file_stem(rec.id)).string();
+    const std::string stem = (fs::path(out_dir) / safe_file_stem(rec.id)).string();
     const std::string structure_file = stem + "." + opts.format;
     io::write_structure(atoms, rec.id, opts.format, structure_file);
     const int64_t n = int64_t(keep.size());
@@ -197,41 +208,85 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
                          const PredictOptions& opts) {
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
              "expected pdb or cif, got '", opts.format, "'");
-    fs::create_directories(opts.out_dir);
+    const Shard& shard = opts.shard;
+    const std::string out_dir = shard_dir(opts.out_dir, shard);
+    fs::create_directories(out_dir);
     PredictStats stats;
     std::vector<TargetResult>& results = stats.results;
     const std::vector<Worker> workers = workers_or_default(opts.workers);
     // each worker folds one target at a time: the budget is theirs to share
     const int64_t budget = opts.memory_budget / int64_t(workers.size());
-    std::vector<size_t> todo;
-    int64_t total_residues = 0;
+    // identical sequences fold once, on their first record
+    std::vector<std::string> keys(recs.size());
     for (size_t i = 0; i < recs.size(); ++i) {
         const FoldRecord& r = recs[i];
-        TargetResult t{r.id, r.source, "pending", r.error};
+        TargetResult t;
+        t.id = r.id;
+        t.source = r.source;
+        t.error = r.error;
+        t.index = int64_t(i);
         if (t.error.empty()) t.error = fold_memory_error(model.config(), r, budget);
-        const std::string stem = (fs::path(opts.out_dir) / safe_file_stem(r.id)).string();
+        if (!t.error.empty()) t.status = "failed";
+        else keys[i] = opts.dedup ? r.sequence : std::to_string(i);
+        results.push_back(t);
+    }
+    const std::vector<size_t> rep = dedup_groups(keys);
+    std::vector<std::vector<size_t>> members(recs.size());
+    std::vector<size_t> reps;
+    std::vector<int64_t> cost;
+    for (size_t i = 0; i < recs.size(); ++i) {
+        if (results[i].status == "failed") continue;
+        members[rep[i]].push_back(i);
+        if (rep[i] != i) {
+            results[i].duplicate_of = recs[rep[i]].id;
+            continue;
+        }
+        reps.push_back(i);
+        cost.push_back(int64_t(recs[i].encoded.target.aatype.size()));
+    }
+    // this shard's targets: longest first, dealt round-robin
+    std::vector<size_t> mine;
+    for (size_t k : deal(cost, shard)) mine.push_back(reps[k]);
+    {
+        std::vector<uint8_t> in_shard(recs.size(), 0);
+        for (size_t r : mine)
+            for (size_t m : members[r]) in_shard[m] = 1;
+        for (size_t i = 0; i < recs.size(); ++i)
+            if (!in_shard[i] && !(results[i].status == "failed" && shard.index == 0)) results[i].status = "elsewhere";
+    }
+    auto files_of = [&](const FoldRecord& r) {
         json files = {{"structure", safe_file_stem(r.id) + "." + opts.format},
                       {"confidence", safe_file_stem(r.id) + ".json"}};
         if (opts.write_pae) {
             files["pae"] = safe_file_stem(r.id) + "_pae.npy";
             files["plot"] = safe_file_stem(r.id) + "_plddt_pae.png";
         }
-        bool exists = true;
-        for (auto& [k, f] : files.items()) exists = exists && fs::exists(fs::path(opts.out_dir) / f.get<std::string>());
-        if (!t.error.empty()) {
-            t.status = "failed";
-        } else if (exists && !opts.override_existing) {
-            t.status = "skipped";
-            t.files = files;
-        } else {
-            todo.push_back(i);
-            total_residues += r.residues;
+        return files;
+    };
+    // done: every file there (the confidence JSON is written last)
+    std::vector<size_t> todo;
+    int64_t total_residues = 0;
+    for (size_t r : mine) {
+        bool pending = false;
+        for (size_t m : members[r]) {
+            const json files = files_of(recs[m]);
+            bool exists = true;
+            for (auto& [k, f] : files.items()) exists = exists && fs::exists(fs::path(out_dir) / f.get<std::string>());
+            if (exists && !opts.override_existing) {
+                results[m].status = "skipped";
+                results[m].files = files;
+            } else {
+                pending = true;
+            }
         }
-        results.push_back(t);
+        if (!pending) continue;
+        todo.push_back(r);
+        total_residues += recs[r].residues;
     }
     std::unique_ptr<Progress> own;
     Progress& progress = start_job_progress(opts.progress, own, predict_progress_options(opts), results,
                                             total_residues, opts.model_label, opts.load_seconds);
+    Journal journal(out_dir);
     std::mutex mu;
     const auto t_start = std::chrono::steady_clock::now();
     run_on_workers(workers, todo.size(), [&](const Worker& w, size_t ti) {
@@ -239,31 +294,46 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
         const FoldRecord& rec = recs[idx];
         const auto t0 = std::chrono::steady_clock::now();
         const std::string what = cat(rec.id, " (", rec.residues, " aa)");
+        auto stage = [&](const std::string& st) { progress.stage(what, st, w.index); };
+        Folded f;
+        std::string error;
         try {
-            results[idx].files = fold_one(model, rec, opts, [&](const std::string& stage) {
-                progress.stage(what, stage, w.index);
-            });
+            f = fold_one(model, rec, opts, stage);
         } catch (const std::exception& e) {
-            results[idx].status = "failed";
-            results[idx].error = e.what();
-            results[idx].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            progress.failed(rec.id, e.what(), rec.residues, w.index);
-            return;
+            error = e.what();
         }
-        results[idx].status = "ok";
-        results[idx].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        progress.done(rec.id, rec.residues, results[idx].seconds, w.index);
+        for (size_t m : members[idx]) {  // the target and those with the same sequence
+            if (results[m].status != "pending") continue;
+            const int64_t work = m == idx ? rec.residues : 0;
+            if (error.empty()) {
+                try {
+                    stage("writing");
+                    results[m].files = write_target(model, recs[m], f.out, f.seconds, opts, out_dir);
+                } catch (const std::exception& e) {
+                    results[m].error = e.what();
+                }
+            } else {
+                results[m].error = error;
+            }
+            results[m].seconds = m == idx ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : 0.0;
+            results[m].status = results[m].error.empty() ? "ok" : "failed";
+            journal.add(results[m]);
+            if (results[m].status == "ok") progress.done(recs[m].id, work, results[m].seconds, w.index);
+            else progress.failed(recs[m].id, results[m].error, work, w.index);
+        }
         std::lock_guard<std::mutex> lock(mu);
         ++stats.targets;
         stats.residues += rec.residues;
     });
     progress.finish();
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    write_results(opts.out_dir, "bioinfer predict",
+    write_results(out_dir, "bioinfer predict",
                   {{"model", opts.model_label}, {"output_format", opts.format}, {"write_pae", opts.write_pae},
                    {"num_recycles", opts.num_recycles < 0 ? int(model.config().trunk.max_recycles) - 1
                                                           : opts.num_recycles},
-                   {"workers", workers.size()}},
+                   {"workers", workers.size()},
+                   {"shard", {{"index", shard.index}, {"count", shard.count}, {"from", shard.from}}},
+                   {"input_records", recs.size()}, {"dedup", opts.dedup}},
                   results, stats.seconds);
     return stats;
 }

@@ -1,7 +1,12 @@
 // Batch-job plumbing shared by embed and predict.
 #include "runtime/jobs.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <map>
 #include <exception>
 #include <filesystem>
 #include <mutex>
@@ -25,6 +30,7 @@ struct Counts {
 Counts count(const std::vector<TargetResult>& results) {
     Counts c;
     for (const auto& r : results) {
+        if (r.status == "elsewhere") continue;
         if (r.status == "ok") ++c.ok;
         else if (r.status == "skipped") ++c.skipped;
         else ++c.failed;
@@ -45,14 +51,17 @@ void write_results(const std::string& out_dir, const std::string& tool, const js
     const Counts c = count(results);
     json targets = json::array();
     for (const auto& r : results) {
-        json t = {{"id", r.id}, {"source", r.source}, {"status", r.status}, {"runtime_s", r.seconds}};
+        if (r.status == "elsewhere") continue;
+        json t = {{"index", r.index}, {"id", r.id}, {"source", r.source}, {"status", r.status},
+                  {"runtime_s", r.seconds}};
         if (!r.error.empty()) t["error"] = r.error;
         if (!r.files.empty()) t["files"] = r.files;
+        if (!r.duplicate_of.empty()) t["duplicate_of"] = r.duplicate_of;
         targets.push_back(t);
     }
     json out = {{"tool", tool},
                 {"job", job},
-                {"counts", {{"total", results.size()}, {"ok", c.ok}, {"skipped", c.skipped}, {"failed", c.failed}}},
+                {"counts", {{"total", c.ok + c.skipped + c.failed}, {"ok", c.ok}, {"skipped", c.skipped}, {"failed", c.failed}}},
                 {"exit_status", exit_status(results)},
                 {"runtime_s", seconds},
                 {"targets", targets}};
@@ -69,12 +78,98 @@ std::string results_summary(const std::string& tool, const std::vector<TargetRes
     return s + " (" + (fs::path(out_dir) / "results.json").string() + ")";
 }
 
+Shard shard_from(const std::string& flag) {
+    Shard s;
+    auto num = [](const std::string& v, const std::string& what) {
+        size_t used = 0;
+        long long n = -1;
+        try {
+            n = std::stoll(v, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        BI_CHECK(used == v.size() && used > 0 && n >= 0 && n < (1 << 30), what, "expected a number, got '", v, "'");
+        return int(n);
+    };
+    auto env = [](const char* k) { return std::getenv(k) ? std::string(std::getenv(k)) : std::string(); };
+    if (!flag.empty()) {
+        const size_t slash = flag.find('/');
+        BI_CHECK(slash != std::string::npos, "--shard", "expected I/N (0 <= I < N), got '", flag, "'");
+        s.index = num(flag.substr(0, slash), "--shard");
+        s.count = num(flag.substr(slash + 1), "--shard");
+        s.from = "--shard";
+    } else if (!env("OMPI_COMM_WORLD_SIZE").empty()) {
+        s.index = num(env("OMPI_COMM_WORLD_RANK"), "OMPI_COMM_WORLD_RANK");
+        s.count = num(env("OMPI_COMM_WORLD_SIZE"), "OMPI_COMM_WORLD_SIZE");
+        s.from = "MPI";
+    } else if (!env("PMI_SIZE").empty()) {
+        s.index = num(env("PMI_RANK"), "PMI_RANK");
+        s.count = num(env("PMI_SIZE"), "PMI_SIZE");
+        s.from = "MPI";
+    } else if (!env("SLURM_ARRAY_TASK_COUNT").empty()) {
+        const int min = env("SLURM_ARRAY_TASK_MIN").empty() ? 0 : num(env("SLURM_ARRAY_TASK_MIN"), "SLURM_ARRAY_TASK_MIN");
+        s.index = num(env("SLURM_ARRAY_TASK_ID"), "SLURM_ARRAY_TASK_ID") - min;
+        s.count = num(env("SLURM_ARRAY_TASK_COUNT"), "SLURM_ARRAY_TASK_COUNT");
+        s.from = "Slurm array";
+    }
+    BI_CHECK(s.count >= 1 && s.index >= 0 && s.index < s.count, s.from.empty() ? "--shard" : s.from,
+             "shard ", s.index, " of ", s.count, " is out of range (0 <= I < N)");
+    if (s.count == 1) s.from.clear();
+    return s;
+}
+
+std::vector<size_t> deal(const std::vector<int64_t>& cost, const Shard& s) {
+    std::vector<size_t> order(cost.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+    std::vector<size_t> mine;
+    for (size_t k = size_t(s.index); k < order.size(); k += size_t(s.count)) mine.push_back(order[k]);
+    std::sort(mine.begin(), mine.end());
+    return mine;
+}
+
+std::string shard_dir(const std::string& out_dir, const Shard& s) {
+    if (!s.sharded()) return out_dir;
+    return (fs::path(out_dir) / cat("shard-", s.index, "-of-", s.count)).string();
+}
+
+std::vector<size_t> dedup_groups(const std::vector<std::string>& keys) {
+    std::map<std::string, size_t> first;
+    std::vector<size_t> rep(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+        rep[i] = i;
+        if (keys[i].empty()) continue;
+        auto [it, added] = first.emplace(keys[i], i);
+        rep[i] = it->second;
+    }
+    return rep;
+}
+
+Journal::Journal(const std::string& out_dir) {
+    fs::create_directories(out_dir);
+    const std::string path = (fs::path(out_dir) / "journal.jsonl").string();
+    f_.reset(std::fopen(path.c_str(), "a"));
+    BI_CHECK(f_ != nullptr, path, "cannot open the journal for writing");
+}
+
+void Journal::add(const TargetResult& r) {
+    json j = {{"index", r.index}, {"id", r.id}, {"status", r.status}, {"files", r.files}};
+    if (!r.duplicate_of.empty()) j["duplicate_of"] = r.duplicate_of;
+    if (!r.error.empty()) j["error"] = r.error;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fprintf(f_.get(), "%s\n", j.dump().c_str());
+    std::fflush(f_.get());
+    ::fsync(fileno(f_.get()));
+}
+
 Progress& start_job_progress(Progress* given, std::unique_ptr<Progress>& own, const ProgressOptions& o,
                              const std::vector<TargetResult>& results, int64_t total_tokens,
                              const std::string& model_label, double load_seconds) {
     if (!given) own = std::make_unique<Progress>(o, 0);
     Progress& p = given ? *given : *own;
-    p.set_total(int64_t(results.size()), total_tokens);
+    int64_t mine = 0;
+    for (const auto& r : results) mine += r.status != "elsewhere";
+    p.set_total(mine, total_tokens);
     if (load_seconds >= 0) p.note(cat("loaded ", model_label, " in ", format_duration(load_seconds)));
     for (const auto& r : results) {
         if (r.status == "failed") p.failed(r.id, r.error, 0);

@@ -3,7 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,17 +16,53 @@ namespace bioinfer::runtime {
 
 struct TargetResult {
     std::string id, source;
-    std::string status = "pending";  // ok | skipped | failed
+    std::string status = "pending";  // ok | skipped | failed; "elsewhere": another shard's
     std::string error;
     double seconds = 0;
     nlohmann::json files = nlohmann::json::object();
+    int64_t index = 0;         // position in the input
+    std::string duplicate_of;  // the record whose identical sequence was computed for this one
+};
+
+// One part of a job split over processes (MPI ranks, Slurm array tasks, --shard I/N).
+struct Shard {
+    int index = 0, count = 1;  // 0 <= index < count
+    std::string from;          // "--shard", "MPI", "Slurm array"; empty when not sharded
+    bool sharded() const { return count > 1; }
+};
+
+// --shard I/N when given; else the MPI rank and size (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE)
+// when launched by mpirun/srun; else the Slurm array task (SLURM_ARRAY_TASK_ID minus
+// SLURM_ARRAY_TASK_MIN, of SLURM_ARRAY_TASK_COUNT); else 0/1.
+Shard shard_from(const std::string& flag);
+
+// The items of shard s: sorted by cost, largest first (ties in input order), and dealt
+// round-robin, so every shard gets a similar amount of work. Returns their indices, ascending.
+std::vector<size_t> deal(const std::vector<int64_t>& cost, const Shard& s);
+
+// Where a shard writes: out_dir itself when not sharded, else out_dir/shard-I-of-N.
+std::string shard_dir(const std::string& out_dir, const Shard& s);
+
+// Groups identical inputs: rep[i] is the first index with the same key (keys[i] empty: no group).
+std::vector<size_t> dedup_groups(const std::vector<std::string>& keys);
+
+// journal.jsonl: one line per finished target, appended and flushed to disk once the target's
+// outputs are in place, so a killed run leaves a record of what it finished.
+class Journal {
+public:
+    explicit Journal(const std::string& out_dir);
+    void add(const TargetResult& r);
+
+private:
+    std::mutex mu_;
+    std::unique_ptr<FILE, int (*)(FILE*)> f_{nullptr, std::fclose};
 };
 
 // 0: every target succeeded (or was already done), 1: every target failed, 2: some failed.
 int exit_status(const std::vector<TargetResult>& results);
 
-// Writes <out_dir>/results.json (atomically): the job, counts, and every target in input order
-// with its status, error and run time.
+// Writes <out_dir>/results.json (atomically): the job, counts, and every target of this shard in
+// input order with its input index, status, error, run time and what it duplicates.
 void write_results(const std::string& out_dir, const std::string& tool, const nlohmann::json& job,
                    const std::vector<TargetResult>& results, double seconds);
 

@@ -142,7 +142,7 @@ std::vector<runtime::Worker> workers_from(const Args& a) {
 }
 
 const std::set<std::string>& job_options() {
-    static const std::set<std::string> o = {"workers", "threads", "log", "cache-dir", "accelerator"};
+    static const std::set<std::string> o = {"workers", "threads", "log", "cache-dir", "accelerator", "shard"};
     return o;
 }
 const std::set<std::string>& job_flags() {

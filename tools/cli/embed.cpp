@@ -26,6 +26,9 @@ INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
   --workers N          run N batches at once, the threads split among them (default 1)
   --override           recompute records whose outputs already exist (default: skip them)
   --log FILE           also write progress events to FILE as JSON lines
+  --shard I/N          process part I (0-based) of N, into OUT/shard-I-of-N (default: the MPI
+                       rank and size, or the Slurm array task, when present); `bioinfer merge`
+                       assembles the parts
   --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
   --offline            never use the network (as HF_HUB_OFFLINE=1)
   --precision P        fp32 (exact, default) or bf16: linear layers on bf16 weights with fp32
@@ -67,6 +70,7 @@ int embed_main(int argc, char** argv) {
     opts.override_existing = a.has("override");
     opts.log_path = a.get("log");
     opts.workers = workers_from(a);
+    opts.shard = runtime::shard_from(a.get("shard"));
     opts.precision = apply_precision(a);
 
     const std::string dir = weights_dir_from(a);
@@ -84,7 +88,7 @@ int embed_main(int argc, char** argv) {
     opts.load_seconds = progress.elapsed() - t_load;
     opts.progress = &progress;
     auto stats = runtime::run_embed(*model, records, opts, /*write_outputs=*/true);
-    if (!opts.quiet) std::fprintf(stderr, "%s\n", runtime::results_summary("embed", stats.results, opts.out_dir).c_str());
+    if (!opts.quiet) std::fprintf(stderr, "%s\n", runtime::results_summary("embed", stats.results, runtime::shard_dir(opts.out_dir, opts.shard)).c_str());
     return runtime::exit_status(stats.results);
 }
 

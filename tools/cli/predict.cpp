@@ -33,6 +33,9 @@ and <id>.json: mean pLDDT, pTM, per-residue pLDDT, timings.
                        (default 1)
   --override           fold again targets whose outputs already exist (default: skip them)
   --log FILE           also write progress events to FILE as JSON lines
+  --shard I/N          process part I (0-based) of N, into OUT/shard-I-of-N (default: the MPI
+                       rank and size, or the Slurm array task, when present); `bioinfer merge`
+                       assembles the parts
   --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
   --offline            never use the network (as HF_HUB_OFFLINE=1)
   --quiet              no progress output
@@ -73,6 +76,7 @@ int predict_main(int argc, char** argv) {
     opts.override_existing = a.has("override");
     opts.log_path = a.get("log");
     opts.workers = workers_from(a);
+    opts.shard = runtime::shard_from(a.get("shard"));
 
     const std::string dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;
@@ -101,7 +105,7 @@ int predict_main(int argc, char** argv) {
     opts.progress = &progress;
     const auto stats = runtime::run_predict(*model, records, opts);
     if (!opts.quiet)
-        std::fprintf(stderr, "%s\n", runtime::results_summary("predict", stats.results, opts.out_dir).c_str());
+        std::fprintf(stderr, "%s\n", runtime::results_summary("predict", stats.results, runtime::shard_dir(opts.out_dir, opts.shard)).c_str());
     return runtime::exit_status(stats.results);
 }
 
