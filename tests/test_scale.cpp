@@ -212,7 +212,7 @@ TEST_F(Scale, MpiRanksAndSlurmArrayTasksAreShards) {
                             " --include mean,per_tok --threads 1 --toks-per-batch 60 --quiet --out-dir ";
     for (int n : {1, 2}) {
         const std::string cmd = "env HF_ENDPOINT=http://127.0.0.1:1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                                "mpirun --oversubscribe -n " + std::to_string(n) + " " + emb + p("mpi" + std::to_string(n)) +
+                                "mpirun --oversubscribe --bind-to none -n " + std::to_string(n) + " " + emb + p("mpi" + std::to_string(n)) +
                                 " > " + p("mpi.log") + " 2>&1";
         const int st = std::system(cmd.c_str());
         ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 1 && WEXITSTATUS(st) <= 2) << io::read_file(p("mpi.log"));
@@ -220,6 +220,21 @@ TEST_F(Scale, MpiRanksAndSlurmArrayTasksAreShards) {
     }
     EXPECT_TRUE(fs::exists(p("mpi2/shard-1-of-2/results.json")));
     EXPECT_EQ(differ(tree(p("mpim1")), tree(p("mpim2"))), "");
+    // predict under mpirun: rank 0 hands the targets out; the merge equals an unsharded run's
+    const std::string fold = test::kBin + " predict " + fa + " --weights " + kFold + " --num-recycles 0 --threads 1 --out-dir ";
+    const std::string mpi2 = "env HF_ENDPOINT=http://127.0.0.1:1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                             "mpirun --oversubscribe --bind-to none -n 2 " + fold + p("fold2") + " > " + p("fold.log") + " 2>&1";
+    const int st = std::system(mpi2.c_str());
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << io::read_file(p("fold.log"));  // J folds as X
+    EXPECT_NE(io::read_file(p("fold.log")).find("targets handed out by rank 0"), std::string::npos)
+        << io::read_file(p("fold.log"));
+    ok("predict " + fa + " --weights " + kFold + " --num-recycles 0 --threads 1 --out-dir " + p("fold1"), "", 0);
+    ok("merge " + p("fold2") + " --out-dir " + p("foldm2"), "", 0);
+    ok("merge " + p("fold1") + " --out-dir " + p("foldm1"), "", 0);
+    EXPECT_EQ(differ(without_times(tree(p("foldm1"))), without_times(tree(p("foldm2")))), "");
+    const json r0 = json::parse(io::read_file(p("fold2/shard-0-of-2/results.json")));
+    const json r1 = json::parse(io::read_file(p("fold2/shard-1-of-2/results.json")));
+    EXPECT_EQ(r0["counts"]["total"].get<int>() + r1["counts"]["total"].get<int>(), 14);
     ok("embed " + fa + " --weights " + kLm + " --out-dir " + p("slurm"),
        "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3", 0);
     EXPECT_TRUE(fs::exists(p("slurm/shard-1-of-3/results.json")));

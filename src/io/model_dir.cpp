@@ -29,7 +29,7 @@ static bool is_torch_file(const fs::path& p) {
 // The single .pth/.pt in dir or dir/data/weights (EvolutionaryScale's repository layout).
 static std::string find_torch_checkpoint(const std::string& dir) {
     std::vector<std::string> found;
-    for (const fs::path sub : {fs::path(dir), fs::path(dir) / "data" / "weights"}) {
+    for (const fs::path& sub : {fs::path(dir), fs::path(dir) / "data" / "weights"}) {
         std::error_code ec;
         if (!fs::is_directory(sub, ec)) continue;
         for (auto& e : fs::directory_iterator(sub, ec)) {

@@ -20,6 +20,7 @@
 #include "runtime/batching.h"
 #include "runtime/inputs.h"
 #include "runtime/progress.h"
+#include "runtime/target_queue.h"
 
 namespace bioinfer::runtime {
 
@@ -166,6 +167,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     // A shard writes npz into its own folder; `bioinfer merge` makes the single output.
     const Shard& shard = opts.shard;
     const fs::path out_dir(shard_dir(opts.out_dir, shard));
+    // under mpirun (MPI build): every rank finishes before any exits
+    const std::shared_ptr<void> mpi = shard.from == "MPI" && write_outputs ? mpi_session() : nullptr;
     const std::string format = shard.sharded() ? "npz" : opts.format;
     const std::string h5_path = (out_dir / "embeddings.h5").string();
 
@@ -203,7 +206,12 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     }
     // Batches are formed over the whole input, then dealt to shards, so a sequence is computed in
     // the same batch (to the bit) whatever the number of shards and however often a run resumes.
-    std::vector<std::vector<size_t>> batches = make_batches(lengths, opts.toks_per_batch);
+    // At least 32 batches when the input allows (smaller ones for a small input), so that dealing
+    // them gives the shards similar work; this depends on the input alone, not on the shards.
+    int64_t all_tokens = 0;
+    for (int64_t l : lengths) all_tokens += l;
+    const int64_t per_batch = std::min<int64_t>(opts.toks_per_batch, std::max<int64_t>(1, (all_tokens + 31) / 32));
+    std::vector<std::vector<size_t>> batches = make_batches(lengths, per_batch);
     std::vector<int64_t> batch_cost;
     for (auto& b : batches) {
         int64_t c = 0;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "models/esmfold/residue_constants.h"
 #include "runtime/inputs.h"
 #include "runtime/progress.h"
+#include "runtime/target_queue.h"
 
 namespace bioinfer::runtime {
 
@@ -244,16 +246,6 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
         reps.push_back(i);
         cost.push_back(int64_t(recs[i].encoded.target.aatype.size()));
     }
-    // this shard's targets: longest first, dealt round-robin
-    std::vector<size_t> mine;
-    for (size_t k : deal(cost, shard)) mine.push_back(reps[k]);
-    {
-        std::vector<uint8_t> in_shard(recs.size(), 0);
-        for (size_t r : mine)
-            for (size_t m : members[r]) in_shard[m] = 1;
-        for (size_t i = 0; i < recs.size(); ++i)
-            if (!in_shard[i] && !(results[i].status == "failed" && shard.index == 0)) results[i].status = "elsewhere";
-    }
     auto files_of = [&](const FoldRecord& r) {
         json files = {{"structure", safe_file_stem(r.id) + "." + opts.format},
                       {"confidence", safe_file_stem(r.id) + ".json"}};
@@ -263,10 +255,9 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
         }
         return files;
     };
-    // done: every file there (the confidence JSON is written last)
-    std::vector<size_t> todo;
-    int64_t total_residues = 0;
-    for (size_t r : mine) {
+    // Takes target r (and its duplicates) into this shard: a record whose files are all there
+    // is skipped (the confidence JSON is written last). Returns whether r needs folding.
+    auto claim = [&](size_t r) {
         bool pending = false;
         for (size_t m : members[r]) {
             const json files = files_of(recs[m]);
@@ -276,21 +267,52 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
                 results[m].status = "skipped";
                 results[m].files = files;
             } else {
+                results[m].status = "pending";
                 pending = true;
             }
         }
-        if (!pending) continue;
-        todo.push_back(r);
-        total_residues += recs[r].residues;
-    }
+        return pending;
+    };
+    for (size_t i = 0; i < recs.size(); ++i)
+        if (!(results[i].status == "failed" && shard.index == 0)) results[i].status = "elsewhere";
+    // Targets go longest first. Under MPI (the MPI build), rank 0 hands them out to whichever
+    // rank is free; otherwise each shard takes its round-robin part.
+    std::vector<int64_t> order;
+    for (size_t k : rank_by_cost(cost)) order.push_back(int64_t(reps[k]));
+    std::unique_ptr<TargetQueue> queue = shard.from == "MPI" ? mpi_target_queue(order) : nullptr;
+    std::vector<size_t> todo;
+    int64_t total_residues = 0;
+    if (!queue)
+        for (size_t k : deal(cost, shard))
+            if (claim(reps[k])) {
+                todo.push_back(reps[k]);
+                total_residues += recs[reps[k]].residues;
+            }
     std::unique_ptr<Progress> own;
     Progress& progress = start_job_progress(opts.progress, own, predict_progress_options(opts), results,
                                             total_residues, opts.model_label, opts.load_seconds);
+    if (queue) {  // the counts are the whole run's, shared with the other ranks
+        progress.set_total(int64_t(recs.size()), 0);
+        progress.note(cat("rank ", shard.index, " of ", shard.count, ": targets handed out by rank 0"));
+    }
     Journal journal(out_dir);
     std::mutex mu;
     const auto t_start = std::chrono::steady_clock::now();
-    run_on_workers(workers, todo.size(), [&](const Worker& w, size_t ti) {
-        const size_t idx = todo[ti];
+    std::atomic<size_t> next_todo{0};
+    std::mutex claim_mu;
+    auto next = [&]() -> int64_t {
+        if (!queue) {
+            const size_t i = next_todo++;
+            return i < todo.size() ? int64_t(todo[i]) : -1;
+        }
+        for (int64_t r = queue->next(); r >= 0; r = queue->next()) {
+            std::lock_guard<std::mutex> lock(claim_mu);
+            if (claim(size_t(r))) return r;
+            for (size_t m : members[size_t(r)]) progress.skipped(recs[m].id, 0);
+        }
+        return -1;
+    };
+    run_on_workers_pulled(workers, next, [&](const Worker& w, size_t idx) {
         const FoldRecord& rec = recs[idx];
         const auto t0 = std::chrono::steady_clock::now();
         const std::string what = cat(rec.id, " (", rec.residues, " aa)");

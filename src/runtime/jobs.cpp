@@ -118,10 +118,15 @@ Shard shard_from(const std::string& flag) {
     return s;
 }
 
-std::vector<size_t> deal(const std::vector<int64_t>& cost, const Shard& s) {
+std::vector<size_t> rank_by_cost(const std::vector<int64_t>& cost) {
     std::vector<size_t> order(cost.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+    return order;
+}
+
+std::vector<size_t> deal(const std::vector<int64_t>& cost, const Shard& s) {
+    const std::vector<size_t> order = rank_by_cost(cost);
     std::vector<size_t> mine;
     for (size_t k = size_t(s.index); k < order.size(); k += size_t(s.count)) mine.push_back(order[k]);
     std::sort(mine.begin(), mine.end());
@@ -197,12 +202,20 @@ std::vector<Worker> cpu_workers(int workers, int threads) {
 
 void run_on_workers(const std::vector<Worker>& workers, size_t n,
                     const std::function<void(const Worker&, size_t)>& task) {
+    std::atomic<size_t> counter{0};
+    run_on_workers_pulled(workers, [&]() -> int64_t {
+        const size_t i = counter++;
+        return i < n ? int64_t(i) : -1;
+    }, task);
+}
+
+void run_on_workers_pulled(const std::vector<Worker>& workers, const std::function<int64_t()>& next,
+                           const std::function<void(const Worker&, size_t)>& task) {
     if (workers.size() == 1) {  // in this thread: the thread count set for the process applies
         set_num_threads(workers[0].threads);
-        for (size_t i = 0; i < n; ++i) task(workers[0], i);
+        for (int64_t i = next(); i >= 0; i = next()) task(workers[0], size_t(i));
         return;
     }
-    std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
     std::exception_ptr first;
     std::mutex mu;
@@ -211,10 +224,10 @@ void run_on_workers(const std::vector<Worker>& workers, size_t n,
         threads.emplace_back([&, w] {
             set_num_threads(w.threads);  // this thread's OpenMP team size
             while (!stop) {
-                const size_t i = next++;
-                if (i >= n) break;
+                const int64_t i = next();
+                if (i < 0) break;
                 try {
-                    task(w, i);
+                    task(w, size_t(i));
                 } catch (...) {
                     std::lock_guard<std::mutex> lock(mu);
                     if (!first) first = std::current_exception();

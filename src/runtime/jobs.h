@@ -36,6 +36,9 @@ struct Shard {
 // SLURM_ARRAY_TASK_MIN, of SLURM_ARRAY_TASK_COUNT); else 0/1.
 Shard shard_from(const std::string& flag);
 
+// Item indices by cost, largest first (ties in input order).
+std::vector<size_t> rank_by_cost(const std::vector<int64_t>& cost);
+
 // The items of shard s: sorted by cost, largest first (ties in input order), and dealt
 // round-robin, so every shard gets a similar amount of work. Returns their indices, ascending.
 std::vector<size_t> deal(const std::vector<int64_t>& cost, const Shard& s);
@@ -97,5 +100,8 @@ std::vector<Worker> workers_or_default(const std::vector<Worker>& workers);
 // an exception that escapes it stops the other workers after their current task and is rethrown.
 void run_on_workers(const std::vector<Worker>& workers, size_t n,
                     const std::function<void(const Worker&, size_t)>& task);
+// The same with the tasks handed out by `next` (a task index, or -1 when none is left).
+void run_on_workers_pulled(const std::vector<Worker>& workers, const std::function<int64_t()>& next,
+                           const std::function<void(const Worker&, size_t)>& task);
 
 }  // namespace bioinfer::runtime
