@@ -71,9 +71,7 @@ def main():
            "command": shlex.join([".venv-reference/bin/python", "bench/scale_bench.py"] + sys.argv[1:]),
            "inputs": f"{args.records} sequences of 40-160 aa, ESM-2 650M shapes, fp32, mean embeddings",
            "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(args.out + ".tmp", args.out)
+    workers_bench.save(doc, args.out)
     print(json.dumps(doc, indent=2))
 
 

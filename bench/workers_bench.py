@@ -37,6 +37,13 @@ def fasta(path, n, lo, hi, seed):
     return path
 
 
+def save(doc, path):
+    """Writes the results JSON under a temporary name, then renames it into place."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
 def run(cmd, out_dir):
     t0 = time.perf_counter()
     subprocess.run(cmd + ["--out-dir", out_dir, "--override", "--quiet"], check=True)
@@ -93,9 +100,7 @@ def main():
                                           if l.startswith("model name")), platform.machine()),
                        "cores": os.cpu_count()},
            "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds, "rows": rows}
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(args.out + ".tmp", args.out)
+    save(doc, args.out)
     print(json.dumps(rows, indent=2))
 
 

@@ -179,13 +179,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     std::vector<std::string> keys(records.size());
     for (size_t i = 0; i < records.size(); ++i) {
         const auto& r = records[i];
-        TargetResult t;
-        t.id = r.id;
-        t.source = r.source;
-        t.status = r.error.empty() ? "pending" : "failed";
-        t.error = r.error;
-        t.index = int64_t(i);
-        results.push_back(t);
+        results.push_back(target_result(i, r.id, r.source, r.error));
         if (r.error.empty())
             keys[i] = opts.dedup ? std::string(reinterpret_cast<const char*>(r.tokens.data()), r.tokens.size() * 4)
                                  : std::to_string(i);

@@ -222,14 +222,9 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
     std::vector<std::string> keys(recs.size());
     for (size_t i = 0; i < recs.size(); ++i) {
         const FoldRecord& r = recs[i];
-        TargetResult t;
-        t.id = r.id;
-        t.source = r.source;
-        t.error = r.error;
-        t.index = int64_t(i);
-        if (t.error.empty()) t.error = fold_memory_error(model.config(), r, budget);
-        if (!t.error.empty()) t.status = "failed";
-        else keys[i] = opts.dedup ? r.sequence : std::to_string(i);
+        TargetResult t = target_result(i, r.id, r.source,
+                                       r.error.empty() ? fold_memory_error(model.config(), r, budget) : r.error);
+        if (t.error.empty()) keys[i] = opts.dedup ? r.sequence : std::to_string(i);
         results.push_back(t);
     }
     const std::vector<size_t> rep = dedup_groups(keys);

@@ -40,6 +40,16 @@ Counts count(const std::vector<TargetResult>& results) {
 
 }  // namespace
 
+TargetResult target_result(size_t index, const std::string& id, const std::string& source, const std::string& error) {
+    TargetResult t;
+    t.id = id;
+    t.source = source;
+    t.error = error;
+    t.status = error.empty() ? "pending" : "failed";
+    t.index = int64_t(index);
+    return t;
+}
+
 int exit_status(const std::vector<TargetResult>& results) {
     const Counts c = count(results);
     if (c.failed == 0) return 0;

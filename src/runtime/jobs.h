@@ -24,6 +24,9 @@ struct TargetResult {
     std::string duplicate_of;  // the record whose identical sequence was computed for this one
 };
 
+// The record at input position `index`: "failed" with `error` when it cannot run, else "pending".
+TargetResult target_result(size_t index, const std::string& id, const std::string& source, const std::string& error);
+
 // One part of a job split over processes (MPI ranks, Slurm array tasks, --shard I/N).
 struct Shard {
     int index = 0, count = 1;  // 0 <= index < count
