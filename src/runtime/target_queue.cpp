@@ -33,7 +33,7 @@ bool built_with_mpi() {
 
 namespace {
 
-constexpr int kAsk = 1, kAnswer = 2;
+constexpr int kAsk = 1, kAnswer = 2, kQuit = 3;
 
 // MPI's blocking calls spin on a core while they wait; a rank that waits (for a request, for
 // the others to finish) polls and sleeps instead, leaving the core to the ranks still working.
@@ -73,6 +73,12 @@ public:
     }
     ~MpiQueue() override {
         if (server_.joinable()) server_.join();
+        // a rank leaving early (an error) tells rank 0 it asks no more, so rank 0 does not wait
+        std::lock_guard<std::mutex> lock(mu_);
+        if (rank_ != 0 && !exhausted_) {
+            const char quit = 0;
+            MPI_Send(&quit, 1, MPI_CHAR, 0, kQuit, MPI_COMM_WORLD);
+        }
     }
     int64_t next() override {
         if (rank_ == 0) return take();
@@ -99,12 +105,16 @@ private:
             char ask = 0;
             MPI_Status st;
             int waiting = 0;
-            MPI_Iprobe(MPI_ANY_SOURCE, kAsk, MPI_COMM_WORLD, &waiting, &st);
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &waiting, &st);
             if (!waiting) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(2));
                 continue;
             }
-            MPI_Recv(&ask, 1, MPI_CHAR, st.MPI_SOURCE, kAsk, MPI_COMM_WORLD, &st);
+            MPI_Recv(&ask, 1, MPI_CHAR, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st);
+            if (st.MPI_TAG == kQuit) {
+                ++done;
+                continue;
+            }
             const long long answer = take();
             MPI_Send(&answer, 1, MPI_LONG_LONG, st.MPI_SOURCE, kAnswer, MPI_COMM_WORLD);
             done += answer < 0;
