@@ -36,9 +36,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--records", type=int, default=96)
-    ap.add_argument("--model-dir", default=os.path.join(tempfile.gettempdir(), "bioinfer_bench_models"))
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "scale_cpu.json"))
+    workers_bench.add_common_args(ap, "scale_cpu.json")
     args = ap.parse_args()
     import lm_bench
     model = os.path.join(args.model_dir, "esm2_650M")

@@ -37,6 +37,13 @@ def fasta(path, n, lo, hi, seed):
     return path
 
 
+def add_common_args(ap, out_name):
+    """--model-dir (the random checkpoints, kept between runs), --bin and --out."""
+    ap.add_argument("--model-dir", default=os.path.join(tempfile.gettempdir(), "bioinfer_bench_models"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", out_name))
+
+
 def save(doc, path):
     """Writes the results JSON under a temporary name, then renames it into place."""
     with open(path + ".tmp", "w") as f:
@@ -60,9 +67,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--jobs", default="embed,predict")
     ap.add_argument("--embed-records", type=int, default=96)
-    ap.add_argument("--model-dir", default=os.path.join(tempfile.gettempdir(), "bioinfer_bench_models"))
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "workers_cpu.json"))
+    add_common_args(ap, "workers_cpu.json")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     work = tempfile.mkdtemp(prefix="bioinfer_workers_")

@@ -19,6 +19,9 @@ namespace bioinfer::test {
 namespace fs = std::filesystem;
 
 inline const std::string kBin = BIOINFER_BIN;
+// The tiny random-weight checkpoints the CLI tests run.
+inline const std::string kEsm2Tiny = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
+inline const std::string kEsmFoldTiny = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
 
 struct Result {
     int rc = -1;

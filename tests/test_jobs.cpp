@@ -23,8 +23,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kLm = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
-const std::string kFold = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
+const std::string& kLm = test::kEsm2Tiny;
+const std::string& kFold = test::kEsmFoldTiny;
 
 struct Jobs : test::CliTest {
     json results(const std::string& dir) const { return json::parse(io::read_file(p(dir + "/results.json"))); }

@@ -23,8 +23,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kLm = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
-const std::string kFold = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
+const std::string& kLm = test::kEsm2Tiny;
+const std::string& kFold = test::kEsmFoldTiny;
 
 // Every file under dir, relative path -> bytes.
 std::map<std::string, std::string> tree(const fs::path& dir) {
