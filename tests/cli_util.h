@@ -56,6 +56,16 @@ struct CliTest : ::testing::Test {
     void write(const std::string& name, const std::string& text) const {
         std::ofstream(p(name)) << text;
     }
+    // A Hugging Face hub cache entry under tmp/<cache> for `repo` ("org/name"): refs/main names
+    // revision `rev`, whose snapshot links to every file of the folder `from`.
+    void hub_snapshot(const std::string& cache, const std::string& repo, const std::string& rev,
+                      const std::string& from) const {
+        const fs::path base = tmp / cache / ("models--" + repo.substr(0, repo.find('/')) + "--" + repo.substr(repo.find('/') + 1));
+        fs::create_directories(base / "snapshots" / rev);
+        for (auto& e : fs::directory_iterator(from)) fs::create_symlink(e.path(), base / "snapshots" / rev / e.path().filename());
+        fs::create_directories(base / "refs");
+        std::ofstream(base / "refs" / "main") << rev;
+    }
     // A parity fixture's cases (cases.json) as a FASTA file; `description` follows each id.
     std::string fixture_fasta(const std::string& fixture_dir, const std::string& description = "") const {
         auto j = nlohmann::json::parse(io::read_file(fixture_dir + "/cases.json"));

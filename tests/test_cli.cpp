@@ -23,7 +23,7 @@ using namespace bioinfer;
 
 namespace {
 
-const std::string kFix = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
+const std::string& kFix = test::kEsm2Tiny;
 
 using test::Result;
 
@@ -134,11 +134,7 @@ TEST_F(Cli, EmbedH5UniprotLayoutFolderAndBareSequence) {
 }
 
 TEST_F(Cli, ModelNameResolvesFromHuggingFaceCache) {
-    const fs::path snap = tmp / "hub/models--facebook--esm2_t6_8M_UR50D/snapshots/0123abc";
-    fs::create_directories(snap);
-    for (auto& e : fs::directory_iterator(kFix)) fs::create_symlink(e.path(), snap / e.path().filename());
-    fs::create_directories(tmp / "hub/models--facebook--esm2_t6_8M_UR50D/refs");
-    write("hub/models--facebook--esm2_t6_8M_UR50D/refs/main", "0123abc");
+    hub_snapshot("hub", "facebook/esm2_t6_8M_UR50D", "0123abc", kFix);
     Result r = run("embed MKV --model esm2_t6_8M_UR50D --out-dir " + p("out"), "HF_HUB_CACHE=" + p("hub"));
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(fs::exists(p("out/seq.npz")));

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kFold = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
+const std::string& kFold = test::kEsmFoldTiny;
 const std::string kData = std::string(BIOINFER_SHARED_DATA) + "/structures";
 
 struct Predict : test::CliTest {
@@ -273,11 +273,7 @@ TEST_F(Predict, BenchFoldPrintsStageTimes) {
 
 // --model esmfold finds facebook/esmfold_v1 in the local Hugging Face cache.
 TEST_F(Predict, ModelNameResolvesFromHuggingFaceCache) {
-    const fs::path snap = tmp / "hub/models--facebook--esmfold_v1/snapshots/0123abc";
-    fs::create_directories(snap);
-    for (auto& e : fs::directory_iterator(kFold)) fs::create_symlink(e.path(), snap / e.path().filename());
-    fs::create_directories(tmp / "hub/models--facebook--esmfold_v1/refs");
-    write("hub/models--facebook--esmfold_v1/refs/main", "0123abc");
+    hub_snapshot("hub", "facebook/esmfold_v1", "0123abc", kFold);
     Result r = run("predict MKTAYIAKQR --model esmfold --out-dir " + p("out") + " --output-format cif",
                    "HF_HUB_CACHE=" + p("hub"));
     ASSERT_EQ(r.rc, 0) << r.err;

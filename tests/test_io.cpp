@@ -164,6 +164,11 @@ TEST(Npz, RoundTrip) {
     EXPECT_EQ(m["b"].shape, b.shape());
     EXPECT_EQ(std::memcmp(m["a"].data.data(), a.f32(), 21 * 4), 0);
     EXPECT_EQ(std::memcmp(m["b"].data.data(), b.f32(), 5 * 4), 0);
+    // the shapes alone, from the headers
+    const auto shapes = io::npz_shapes(d / "x.npz");
+    EXPECT_EQ(shapes, (std::map<std::string, Shape>{{"a", a.shape()}, {"b", b.shape()}}));
+    write_bytes(d / "cut.npz", io::read_file(d / "x.npz").substr(0, 40));
+    expect_contains(error_of([&] { io::npz_shapes(d / "cut.npz"); }), "cut.npz");
     for (auto& e : fs::directory_iterator(d.path))  // no temporary left behind
         EXPECT_EQ(e.path().filename().string()[0] == '.', false) << e.path();
 }

@@ -23,17 +23,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::string& kLm = test::kEsm2Tiny;
-const std::string& kFold = test::kEsmFoldTiny;
-
 struct Jobs : test::CliTest {
     json results(const std::string& dir) const { return json::parse(io::read_file(p(dir + "/results.json"))); }
-    std::map<std::string, std::string> statuses(const std::string& dir) const {
-        std::map<std::string, std::string> m;
-        int i = 0;
-        for (auto& t : results(dir)["targets"]) m[t["id"].get<std::string>() + "#" + std::to_string(i++)] = t["status"];
-        return m;
-    }
 };
 
 // Runs the binary on a pseudo-terminal; returns everything it wrote there.
@@ -72,7 +63,7 @@ std::string run_on_pty(const std::vector<std::string>& args) {
 
 TEST_F(Jobs, MixedInputsRunTheGoodRecordsAndExitTwo) {
     write("mixed.fa", ">ok\nMKV\n>bad\nMKJV\n>x\nMKLL\n>x\nMKV\n");
-    test::Result r = run("embed " + p("mixed.fa") + " --weights " + kLm + " --out-dir " + p("out"));
+    test::Result r = run("embed " + p("mixed.fa") + " --weights " + test::kEsm2Tiny + " --out-dir " + p("out"));
     EXPECT_EQ(r.rc, 2) << r.err;
     EXPECT_NE(r.err.find("failed: bad: "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("2 done, 2 failed"), std::string::npos) << r.err;
@@ -93,7 +84,7 @@ TEST_F(Jobs, MixedInputsRunTheGoodRecordsAndExitTwo) {
 
     // predict: a bad letter and a target beyond the memory budget fail, the other folds
     write("fold.fa", ">a\nMKTAYIAK\n>b\nMK*VL\n>long\n" + std::string(3000, 'A') + "\n");
-    r = run("predict " + p("fold.fa") + " --weights " + kFold + " --num-recycles 0 --max-memory 1 --out-dir " +
+    r = run("predict " + p("fold.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --max-memory 1 --out-dir " +
             p("fold"));
     EXPECT_EQ(r.rc, 2) << r.err;
     const json fr = results("fold");
@@ -105,14 +96,14 @@ TEST_F(Jobs, MixedInputsRunTheGoodRecordsAndExitTwo) {
 
     // every target failing while running (its output path is taken by a folder): exit 1
     fs::create_directories(p("taken/seq.npz"));
-    r = run("embed MKV --weights " + kLm + " --out-dir " + p("taken"));
+    r = run("embed MKV --weights " + test::kEsm2Tiny + " --out-dir " + p("taken"));
     EXPECT_EQ(r.rc, 1) << r.err;
     EXPECT_EQ(results("taken")["targets"][0]["status"], "failed");
 }
 
 TEST_F(Jobs, FinishedTargetsAreSkippedUnlessOverride) {
     write("two.fa", ">a\nMKTAYIAK\n>b\nGSHMKV\n");
-    const std::string fold = "predict " + p("two.fa") + " --weights " + kFold + " --num-recycles 0 --out-dir " + p("f");
+    const std::string fold = "predict " + p("two.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --out-dir " + p("f");
     ASSERT_EQ(run(fold).rc, 0);
     const auto t_a = fs::last_write_time(p("f/a.pdb"));
     fs::remove(p("f/b.json"));  // b looks unfinished (its confidence file is written last)
@@ -127,7 +118,7 @@ TEST_F(Jobs, FinishedTargetsAreSkippedUnlessOverride) {
     EXPECT_EQ(results("f")["counts"]["ok"], 2);
 
     // embed, npz: a record is done when its npz holds every requested array
-    const std::string emb = "embed " + p("two.fa") + " --weights " + kLm + " --out-dir " + p("e");
+    const std::string emb = "embed " + p("two.fa") + " --weights " + test::kEsm2Tiny + " --out-dir " + p("e");
     ASSERT_EQ(run(emb + " --include mean").rc, 0);
     EXPECT_EQ(run(emb + " --include mean").rc, 0);
     EXPECT_EQ(results("e")["counts"]["skipped"], 2);
@@ -137,7 +128,7 @@ TEST_F(Jobs, FinishedTargetsAreSkippedUnlessOverride) {
 
     // embed, h5: records already in embeddings.h5 are carried over into the new file
     write("three.fa", ">a\nMKTAYIAK\n>b\nGSHMKV\n>c\nMKV\n");
-    const std::string h5 = " --weights " + kLm + " --format h5 --include mean";
+    const std::string h5 = " --weights " + test::kEsm2Tiny + " --format h5 --include mean";
     ASSERT_EQ(run("embed " + p("two.fa") + h5 + " --out-dir " + p("h")).rc, 0);
     EXPECT_EQ(run("embed " + p("three.fa") + h5 + " --out-dir " + p("h")).rc, 0);
     EXPECT_EQ(results("h")["counts"]["skipped"], 2);
@@ -157,7 +148,7 @@ TEST_F(Jobs, WorkersGiveTheSameOutputs) {
                           "MKVLAAGIV", "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"};
     for (int i = 0; i < 5; ++i) fa += ">s" + std::to_string(i) + "\n" + seqs[i] + "\n";
     write("five.fa", fa);
-    const std::string emb = "embed " + p("five.fa") + " --weights " + kLm + " --include per_tok,contacts --toks-per-batch 40";
+    const std::string emb = "embed " + p("five.fa") + " --weights " + test::kEsm2Tiny + " --include per_tok,contacts --toks-per-batch 40";
     ASSERT_EQ(run(emb + " --threads 1 --out-dir " + p("w1")).rc, 0);
     test::Result r = run(emb + " --threads 2 --workers 2 --out-dir " + p("w2"));
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -166,7 +157,7 @@ TEST_F(Jobs, WorkersGiveTheSameOutputs) {
         const std::string f = "/s" + std::to_string(i) + ".npz";
         EXPECT_EQ(io::read_file(p("w1") + f), io::read_file(p("w2") + f)) << f;
     }
-    const std::string fold = "predict " + p("five.fa") + " --weights " + kFold + " --num-recycles 1";
+    const std::string fold = "predict " + p("five.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 1";
     ASSERT_EQ(run(fold + " --threads 1 --out-dir " + p("f1")).rc, 0);
     ASSERT_EQ(run(fold + " --threads 2 --workers 2 --out-dir " + p("f2")).rc, 0);
     for (int i = 0; i < 5; ++i) {
@@ -178,7 +169,7 @@ TEST_F(Jobs, WorkersGiveTheSameOutputs) {
 
 TEST_F(Jobs, PlainProgressLinesAndJsonLog) {
     write("two.fa", ">a\nMKTAYIAK\n>b\nMK*VL\n>c\nGSHMKV\n");
-    test::Result r = run("predict " + p("two.fa") + " --weights " + kFold + " --num-recycles 1 --out-dir " + p("f") +
+    test::Result r = run("predict " + p("two.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 1 --out-dir " + p("f") +
                          " --log " + p("events.jsonl"));
     EXPECT_EQ(r.rc, 2) << r.err;
     // stderr is a file here: timestamped lines, never a carriage return
@@ -192,7 +183,7 @@ TEST_F(Jobs, PlainProgressLinesAndJsonLog) {
         if (line.rfind("predict: ", 0) == 0) continue;  // the closing summary
         EXPECT_TRUE(std::regex_match(line, stamped)) << line;
         stage |= line.find("a (8 aa): language model") != std::string::npos;
-        loaded |= line.find("predict: loaded " + kFold + " in ") != std::string::npos;
+        loaded |= line.find("predict: loaded " + test::kEsmFoldTiny + " in ") != std::string::npos;
         failure |= line.find("failed: b: ") != std::string::npos;
         summary |= line.find("3/3 targets, 1 failed") != std::string::npos && line.find(" in ") != std::string::npos;
         ++n;
@@ -215,7 +206,7 @@ TEST_F(Jobs, PlainProgressLinesAndJsonLog) {
                                              "structure module and heads", "writing"}));
     // --quiet: nothing on stderr, the log still written
     fs::remove(p("events.jsonl"));
-    r = run("predict " + p("two.fa") + " --weights " + kFold + " --num-recycles 0 --out-dir " + p("g") +
+    r = run("predict " + p("two.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --out-dir " + p("g") +
             " --quiet --log " + p("events.jsonl"));
     EXPECT_EQ(r.err, "");
     EXPECT_TRUE(fs::exists(p("events.jsonl")));
@@ -223,7 +214,7 @@ TEST_F(Jobs, PlainProgressLinesAndJsonLog) {
 
 TEST_F(Jobs, TerminalProgressRedrawsOneLine) {
     write("two.fa", ">a\nMKTAYIAK\n>b\nGSHMKV\n");
-    const std::string out = run_on_pty({"predict", p("two.fa"), "--weights", kFold, "--num-recycles", "0",
+    const std::string out = run_on_pty({"predict", p("two.fa"), "--weights", test::kEsmFoldTiny, "--num-recycles", "0",
                                         "--out-dir", p("f")});
     // a bar redrawn in place with "\r" and erase-to-end-of-line, counts, the final state
     EXPECT_NE(out.find("\rpredict ["), std::string::npos) << out;
@@ -235,16 +226,16 @@ TEST_F(Jobs, TerminalProgressRedrawsOneLine) {
 }
 
 TEST_F(Jobs, OtherToolsFlagSpellings) {
-    test::Result r = run("predict MKTAYIAK --weights " + kFold +
+    test::Result r = run("predict MKTAYIAK --weights " + test::kEsmFoldTiny +
                          " --out_dir " + p("b") + " --output_format mmcif --recycling_steps 0 --write_full_pae");
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(fs::exists(p("b/seq.cif")) && fs::exists(p("b/seq_pae.npy")));
     EXPECT_EQ(json::parse(io::read_file(p("b/seq.json")))["num_recycles"], 0);
-    r = run("embed MKV --weights " + kLm + " --out_dir " + p("e") + " --repr_layers 0 --toks_per_batch 100" +
+    r = run("embed MKV --weights " + test::kEsm2Tiny + " --out_dir " + p("e") + " --repr_layers 0 --toks_per_batch 100" +
             " --truncation_seq_length 2 --include per_tok");
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(io::read_npz(p("e/seq.npz"))["representations_0"].shape, (Shape{2, 32}));
-    r = run("predict MKV --weights " + kFold + " --out-dir " + p("x") + " --out_dir " + p("y"));
+    r = run("predict MKV --weights " + test::kEsmFoldTiny + " --out-dir " + p("x") + " --out_dir " + p("y"));
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("given twice"), std::string::npos) << r.err;
 }

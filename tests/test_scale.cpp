@@ -23,9 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string& kLm = test::kEsm2Tiny;
-const std::string& kFold = test::kEsmFoldTiny;
-
 // Every file under dir, relative path -> bytes.
 std::map<std::string, std::string> tree(const fs::path& dir) {
     std::map<std::string, std::string> m;
@@ -81,7 +78,7 @@ struct Scale : test::CliTest {
 
 TEST_F(Scale, ShardsPartitionTheInputAndMergeIsTheSameForAnyCount) {
     const std::string fa = proteome();
-    const std::string emb = "embed " + fa + " --weights " + kLm + " --include mean,per_tok --threads 1 --toks-per-batch 60";
+    const std::string emb = "embed " + fa + " --weights " + test::kEsm2Tiny + " --include mean,per_tok --threads 1 --toks-per-batch 60";
     std::vector<std::map<std::string, std::string>> merged;
     for (int n : {1, 2, 3}) {
         const std::string out = p("run" + std::to_string(n));
@@ -130,7 +127,7 @@ TEST_F(Scale, ShardsPartitionTheInputAndMergeIsTheSameForAnyCount) {
 // Identical sequences run once: the tokens the model processed are those of the distinct ones.
 TEST_F(Scale, DuplicatesAreComputedOnce) {
     write("dup.fa", ">a\nMKTAYIAK\n>b\nGSHMKV\n>c\nMKTAYIAK\n>d\nMKTAYIAK\n");
-    ok("embed " + p("dup.fa") + " --weights " + kLm + " --out-dir " + p("e") + " --log " + p("e.jsonl"), "", 0);
+    ok("embed " + p("dup.fa") + " --weights " + test::kEsm2Tiny + " --out-dir " + p("e") + " --log " + p("e.jsonl"), "", 0);
     int64_t tokens = 0;
     std::istringstream log(io::read_file(p("e.jsonl")));
     for (std::string line; std::getline(log, line);) {
@@ -145,7 +142,7 @@ TEST_F(Scale, DuplicatesAreComputedOnce) {
     const json man = json::parse(io::read_file(p("e/manifest.json")));
     EXPECT_EQ(man["records"][3]["duplicate_of"], "a");
     // predict: one fold for the three, three structures
-    ok("predict " + p("dup.fa") + " --weights " + kFold + " --num-recycles 0 --out-dir " + p("f") + " --log " + p("f.jsonl"), "", 0);
+    ok("predict " + p("dup.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --out-dir " + p("f") + " --log " + p("f.jsonl"), "", 0);
     int folds = 0;
     std::istringstream flog(io::read_file(p("f.jsonl")));
     for (std::string line; std::getline(flog, line);) {
@@ -166,7 +163,7 @@ TEST_F(Scale, KilledRunRestartsToTheSameOutput) {
         fa += ">t" + std::to_string(i) + "\n" + s + "\n";
     }
     write("targets.fa", fa);
-    const std::string args = "predict " + p("targets.fa") + " --weights " + kFold + " --num-recycles 1 --threads 1";
+    const std::string args = "predict " + p("targets.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 1 --threads 1";
     ok(args + " --out-dir " + p("whole") + " --quiet", "", 0);
 
     const pid_t pid = fork();
@@ -208,7 +205,7 @@ TEST_F(Scale, KilledRunRestartsToTheSameOutput) {
 // a Slurm array task finds its shard in SLURM_ARRAY_TASK_*.
 TEST_F(Scale, MpiRanksAndSlurmArrayTasksAreShards) {
     const std::string fa = proteome();
-    const std::string emb = test::kBin + " embed " + fa + " --weights " + kLm +
+    const std::string emb = test::kBin + " embed " + fa + " --weights " + test::kEsm2Tiny +
                             " --include mean,per_tok --threads 1 --toks-per-batch 60 --quiet --out-dir ";
     for (int n : {1, 2}) {
         const std::string cmd = "env HF_ENDPOINT=http://127.0.0.1:1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
@@ -221,24 +218,24 @@ TEST_F(Scale, MpiRanksAndSlurmArrayTasksAreShards) {
     EXPECT_TRUE(fs::exists(p("mpi2/shard-1-of-2/results.json")));
     EXPECT_EQ(differ(tree(p("mpim1")), tree(p("mpim2"))), "");
     // predict under mpirun: rank 0 hands the targets out; the merge equals an unsharded run's
-    const std::string fold = test::kBin + " predict " + fa + " --weights " + kFold + " --num-recycles 0 --threads 1 --out-dir ";
+    const std::string fold = test::kBin + " predict " + fa + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --threads 1 --out-dir ";
     const std::string mpi2 = "env HF_ENDPOINT=http://127.0.0.1:1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                              "mpirun --oversubscribe --bind-to none -n 2 " + fold + p("fold2") + " > " + p("fold.log") + " 2>&1";
     const int st = std::system(mpi2.c_str());
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << io::read_file(p("fold.log"));  // J folds as X
     EXPECT_NE(io::read_file(p("fold.log")).find("targets handed out by rank 0"), std::string::npos)
         << io::read_file(p("fold.log"));
-    ok("predict " + fa + " --weights " + kFold + " --num-recycles 0 --threads 1 --out-dir " + p("fold1"), "", 0);
+    ok("predict " + fa + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --threads 1 --out-dir " + p("fold1"), "", 0);
     ok("merge " + p("fold2") + " --out-dir " + p("foldm2"), "", 0);
     ok("merge " + p("fold1") + " --out-dir " + p("foldm1"), "", 0);
     EXPECT_EQ(differ(without_times(tree(p("foldm1"))), without_times(tree(p("foldm2")))), "");
     const json r0 = json::parse(io::read_file(p("fold2/shard-0-of-2/results.json")));
     const json r1 = json::parse(io::read_file(p("fold2/shard-1-of-2/results.json")));
     EXPECT_EQ(r0["counts"]["total"].get<int>() + r1["counts"]["total"].get<int>(), 14);
-    ok("embed " + fa + " --weights " + kLm + " --out-dir " + p("slurm"),
+    ok("embed " + fa + " --weights " + test::kEsm2Tiny + " --out-dir " + p("slurm"),
        "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3", 0);
     EXPECT_TRUE(fs::exists(p("slurm/shard-1-of-3/results.json")));
-    test::Result bad = run("embed " + fa + " --weights " + kLm + " --out-dir " + p("x") + " --shard 3/3");
+    test::Result bad = run("embed " + fa + " --weights " + test::kEsm2Tiny + " --out-dir " + p("x") + " --shard 3/3");
     EXPECT_NE(bad.err.find("shard 3 of 3 is out of range"), std::string::npos) << bad.err;
 }
 
@@ -248,7 +245,7 @@ TEST_F(Scale, MpiRanksAndSlurmArrayTasksAreShards) {
 TEST_F(Scale, SlurmAndSnakemakeExamplesMergeToThePlainRun) {
     const std::string fa = proteome();
     const std::string src = BIOINFER_SOURCE;
-    ok("embed " + fa + " --weights " + kLm + " --include mean,per_tok --threads 1 --out-dir " + p("plain"));
+    ok("embed " + fa + " --weights " + test::kEsm2Tiny + " --include mean,per_tok --threads 1 --out-dir " + p("plain"));
     ok("merge " + p("plain") + " --format h5 --out-dir " + p("plain_h5"), "", 0);
     ok("merge " + p("plain") + " --out-dir " + p("plain_npz"), "", 0);
 
@@ -270,7 +267,7 @@ fi
 echo 4242
 )");
     fs::permissions(p("sbatch"), fs::perms::owner_all);
-    const std::string env = "SBATCH=" + p("sbatch") + " BIOINFER=" + test::kBin + " WEIGHTS=" + kLm + " THREADS=1";
+    const std::string env = "SBATCH=" + p("sbatch") + " BIOINFER=" + test::kBin + " WEIGHTS=" + test::kEsm2Tiny + " THREADS=1";
     const std::string cmd = "env " + env + " HF_ENDPOINT=http://127.0.0.1:1 bash " + src +
                             "/examples/scale/embed_array.sbatch " + fa + " " + p("slurm") + " 3 2> " + p("slurm.err");
     int st = std::system(cmd.c_str());
@@ -295,12 +292,12 @@ echo 4242
 
     // Snakemake: three shard jobs and the merge
     const std::string snake = "cd " + p("") + " && env HF_ENDPOINT=http://127.0.0.1:1 snakemake -s " + src +
-                              "/examples/scale/Snakefile --cores 2 --quiet --config input=" + fa + " weights=" + kLm +
+                              "/examples/scale/Snakefile --cores 2 --quiet --config input=" + fa + " weights=" + test::kEsm2Tiny +
                               " out=" + p("snake") + " shards=3 bioinfer=" + test::kBin + " > " + p("snake.log") + " 2>&1";
     st = std::system(snake.c_str());
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << io::read_file(p("snake.log"));
     // embed's default include is mean: compare against a plain run of the same
-    ok("embed " + fa + " --weights " + kLm + " --threads 1 --out-dir " + p("plain_mean"));
+    ok("embed " + fa + " --weights " + test::kEsm2Tiny + " --threads 1 --out-dir " + p("plain_mean"));
     ok("merge " + p("plain_mean") + " --out-dir " + p("plain_mean_m"), "", 0);
     EXPECT_EQ(differ(tree(p("snake/merged")), tree(p("plain_mean_m"))), "");
 }

@@ -3,7 +3,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
@@ -106,25 +108,32 @@ void write_npz(const std::string& path, const std::vector<NamedArray>& arrays) {
     write_file_atomic(path, zip);
 }
 
-std::map<std::string, LoadedArray> read_npz(const std::string& path) {
-    const std::string z = read_file(path);
-    std::map<std::string, LoadedArray> out;
-    size_t at = 0;
-    while (at + 30 <= z.size() && get32(z, at) == 0x04034b50) {
-        const uint16_t method = get16(z, at + 8);
-        const uint32_t csize = get32(z, at + 18);
-        const uint16_t nlen = get16(z, at + 26), xlen = get16(z, at + 28);
+namespace {
+
+// Walks an uncompressed npz member by member. `read(offset, n)` returns n bytes of the file at
+// offset (fewer at its end); `take(name, shape, data_offset, npy_bytes)` gets each float32
+// array, with the ".npy" suffix dropped from its name.
+template <typename Read, typename Take>
+void walk_npz(const std::string& path, const Read& read, const Take& take) {
+    size_t at = 0, members = 0;
+    for (;;) {
+        const std::string h = read(at, 30);
+        if (h.size() < 30 || get32(h, 0) != 0x04034b50) break;
+        const uint16_t method = get16(h, 8);
+        const uint32_t csize = get32(h, 18);
+        const uint16_t nlen = get16(h, 26), xlen = get16(h, 28);
+        std::string name = read(at + 30, nlen);
         BI_CHECK(method == 0, path, "compressed npz members are not supported");
-        std::string name = z.substr(at + 30, nlen);
         const size_t body = at + 30 + nlen + xlen;
-        BI_CHECK(body + csize <= z.size(), path, "truncated member '", name, "'");
-        BI_CHECK(z.compare(body, 6, "\x93NUMPY") == 0, path, "member '", name, "' is not .npy");
-        const size_t hl = get16(z, body + 8);
-        const std::string hdr = z.substr(body + 10, hl);
+        const std::string magic = read(body, 10);
+        BI_CHECK(magic.size() == 10 && magic.compare(0, 6, "\x93NUMPY") == 0, path, "member '", name,
+                 "' is not .npy");
+        const size_t hl = get16(magic, 8);
+        const std::string hdr = read(body + 10, hl);
         BI_CHECK(hdr.find("'<f4'") != std::string::npos &&
                      hdr.find("'fortran_order': False") != std::string::npos,
                  path, "member '", name, "' is not C-order float32");
-        LoadedArray arr;
+        Shape shape;
         size_t lp = hdr.find('(', hdr.find("'shape'"));
         size_t rp = hdr.find(')', lp);
         std::string dims = hdr.substr(lp + 1, rp - lp - 1);
@@ -133,18 +142,51 @@ std::map<std::string, LoadedArray> read_npz(const std::string& path) {
             size_t q = dims.find(',', p);
             if (q == std::string::npos) q = dims.size();
             std::string tok = dims.substr(p, q - p);
-            if (tok.find_first_not_of(' ') != std::string::npos) arr.shape.push_back(std::stoll(tok));
+            if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(tok));
             p = q + 1;
         }
-        const size_t n = size_t(shape_numel(arr.shape));
-        BI_CHECK(10 + hl + n * 4 <= csize, path, "member '", name, "' is truncated");
-        arr.data.resize(n);
-        std::memcpy(arr.data.data(), z.data() + body + 10 + hl, n * 4);
+        BI_CHECK(10 + hl + size_t(shape_numel(shape)) * 4 <= csize, path, "member '", name, "' is truncated");
         if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
-        out[name] = std::move(arr);
+        take(name, shape, body + 10 + hl, csize);
         at = body + csize;
+        ++members;
     }
-    BI_CHECK(!out.empty(), path, "no arrays found (not an npz file?)");
+    BI_CHECK(members > 0, path, "no arrays found (not an npz file?)");
+}
+
+}  // namespace
+
+std::map<std::string, LoadedArray> read_npz(const std::string& path) {
+    const std::string z = read_file(path);
+    std::map<std::string, LoadedArray> out;
+    walk_npz(
+        path, [&](size_t at, size_t n) { return at < z.size() ? z.substr(at, n) : std::string(); },
+        [&](const std::string& name, const Shape& shape, size_t data, size_t) {
+            LoadedArray arr;
+            arr.shape = shape;
+            arr.data.resize(size_t(shape_numel(shape)));
+            BI_CHECK(data + arr.data.size() * 4 <= z.size(), path, "member '", name, "' is truncated");
+            std::memcpy(arr.data.data(), z.data() + data, arr.data.size() * 4);
+            out[name] = std::move(arr);
+        });
+    return out;
+}
+
+std::map<std::string, Shape> npz_shapes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    BI_CHECK(f.good(), path, "cannot read");
+    std::map<std::string, Shape> out;
+    walk_npz(
+        path,
+        [&](size_t at, size_t n) {
+            std::string s(n, '\0');
+            f.clear();
+            f.seekg(std::streamoff(at));
+            f.read(s.data(), std::streamsize(n));
+            s.resize(size_t(std::max<std::streamsize>(0, f.gcount())));
+            return s;
+        },
+        [&](const std::string& name, const Shape& shape, size_t, size_t) { out[name] = shape; });
     return out;
 }
 

@@ -24,5 +24,7 @@ struct LoadedArray {
 };
 // Reads float32 C-order arrays from an npz written by write_npz or numpy.savez.
 std::map<std::string, LoadedArray> read_npz(const std::string& path);
+// The arrays' names and shapes only: reads each member's headers and seeks past its data.
+std::map<std::string, Shape> npz_shapes(const std::string& path);
 
 }  // namespace bioinfer::io

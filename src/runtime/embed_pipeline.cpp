@@ -52,6 +52,10 @@ std::vector<EmbedRecord> collect_records(const std::string& input, int64_t trunc
     return out;
 }
 
+std::string h5_dataset(const std::string& array, const std::string& stem, size_t n_arrays) {
+    return n_arrays == 1 ? "/" + stem : "/" + array + "/" + stem;
+}
+
 void parse_include(const std::string& list, EmbedOptions& o) {
     o.per_tok = o.mean = o.bos = o.contacts = o.logits = false;
     size_t p = 0;
@@ -100,10 +104,6 @@ std::vector<std::string> array_names(const std::vector<int>& layers, const Embed
     return n;
 }
 
-// UniProt's layout when there is one array per record: /<accession>; else /<array>/<accession>.
-std::string h5_dataset(const std::string& key, const std::string& stem, size_t n_arrays) {
-    return n_arrays == 1 ? "/" + stem : "/" + key + "/" + stem;
-}
 // Extracts one record's outputs from a batch result (special tokens stripped).
 RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vector<int>& layers,
                      const EmbedOptions& opts, int64_t D, int64_t V) {
@@ -260,11 +260,11 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
                 if (format == "npz") {
                     const fs::path f = out_dir / (stem + ".npz");
                     if (!fs::exists(f)) continue;
-                    auto arrays = io::read_npz(f.string());
+                    const auto arrays = io::npz_shapes(f.string());  // headers only
                     for (const auto& n : names) {
                         auto it = arrays.find(n);
                         if (it == arrays.end()) break;
-                        shapes.emplace_back(n, it->second.shape);
+                        shapes.emplace_back(n, it->second);
                     }
                 } else {
                     if (!fs::exists(h5_path)) break;
@@ -332,11 +332,12 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         }
         progress.stage(cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"),
                            " (", ntok, " tokens)"), "language model", w.index);
+        std::vector<const TargetResult*> finished;  // for the journal, once the batch is written
         auto fail_record = [&](size_t m, const std::string& why, int64_t tokens) {
             results[m].status = "failed";
             results[m].error = why;
             progress.failed(records[m].id, why, tokens, w.index);
-            if (journal) journal->add(results[m]);
+            finished.push_back(&results[m]);
         };
         lm::Output out;
         try {
@@ -345,6 +346,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             for (size_t r : batch)
                 for (size_t m : members[r])
                     if (results[m].status == "pending") fail_record(m, e.what(), m == r ? int64_t(records[r].tokens.size()) + 2 : 0);
+            if (journal) journal->add(finished);
             return;
         }
         const double per_rec = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count() /
@@ -380,10 +382,11 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
                 }
                 results[m].status = "ok";
                 results[m].seconds = m == r ? per_rec : 0.0;
-                if (journal && format == "npz") journal->add(results[m]);
+                if (format == "npz") finished.push_back(&results[m]);
                 progress.done(records[m].id, work, results[m].seconds, w.index);
             }
         }
+        if (journal) journal->add(finished);
         std::lock_guard<std::mutex> lock(mu);
         stats.sequences += int64_t(batch.size());
         stats.tokens += ntok;
@@ -404,8 +407,10 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             for (auto& [k, a] : arrays)
                 h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape, a.data.data());
         if (any_output) h5->commit();
+        std::vector<const TargetResult*> written;
         for (const auto& r : results)
-            if (r.status == "ok" && journal) journal->add(r);
+            if (r.status == "ok") written.push_back(&r);
+        if (journal) journal->add(written);
     }
     json layers_json = any_hidden ? json(layers) : json::array();
     std::vector<std::string> include;

@@ -27,26 +27,20 @@ struct EmbedRecord {
 std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate,
                                          esm::Vocab vocab = esm::Vocab::Esm2);
 
-struct EmbedOptions {
+struct EmbedOptions : JobOptions {
     std::vector<int> repr_layers{-1};  // fair-esm style, negative counts from the end
     bool per_tok = false, mean = true, bos = false, contacts = false, logits = false;
     int64_t toks_per_batch = 4096;
-    std::string format = "npz";  // npz | h5
-    std::string out_dir;
-    std::string model_label;  // for the manifest
+    std::string format = "npz";      // npz | h5
     std::string precision = "fp32";  // GEMM compute dtype, for the manifest
-    bool quiet = false;
-    bool override_existing = false;  // recompute records whose outputs already exist
-    std::string log_path;            // progress events as JSON lines
-    std::vector<Worker> workers;     // empty: one worker on the process's threads
-    Progress* progress = nullptr;    // the caller's (it showed the weights loading); null: own
-    double load_seconds = -1;        // the caller's weight loading, noted once options check out
-    Shard shard;                     // this process's part of the input (0/1: all of it)
-    bool dedup = true;               // compute identical sequences once
 };
 
 // How embed's progress reads: sequences, tokens, the log file.
 ProgressOptions embed_progress_options(const EmbedOptions& o);
+
+// Where a record's array sits in embeddings.h5: UniProt's layout /<id> when each record has one
+// array, else /<array>/<id>.
+std::string h5_dataset(const std::string& array, const std::string& stem, size_t n_arrays);
 
 // Parses "mean,per_tok,bos,contacts,logits" into opts (error on unknown words).
 void parse_include(const std::string& list, EmbedOptions& opts);

@@ -25,22 +25,12 @@ struct FoldRecord {
 // its error.
 std::vector<FoldRecord> collect_fold_records(const std::string& input);
 
-struct PredictOptions {
-    std::string out_dir;
+struct PredictOptions : JobOptions {
     std::string format = "pdb";  // pdb | cif
     bool write_pae = false;
     int num_recycles = -1;       // -1: the model's default
     int64_t chunk = 0;           // 0: automatic
-    std::string model_label;
-    bool quiet = false;
-    bool override_existing = false;  // fold again targets whose outputs exist
-    std::string log_path;            // progress events as JSON lines
-    int64_t memory_budget = 0;       // bytes a fold may use (0: no check); split among workers
-    std::vector<Worker> workers;     // empty: one worker on the process's threads
-    Progress* progress = nullptr;    // the caller's (it showed the weights loading); null: own
-    double load_seconds = -1;        // the caller's weight loading, noted once options check out
-    Shard shard;                     // this process's part of the input (0/1: all of it)
-    bool dedup = true;               // fold identical sequences once
+    int64_t memory_budget = 0;   // bytes a fold may use (0: no check); split among workers
 };
 
 // How predict's progress reads: targets, residues, the log file.

@@ -169,13 +169,6 @@ CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap) {
     return c;
 }
 
-std::string human_bytes(int64_t b) {
-    char buf[32];
-    if (b >= (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.1f GB", double(b) / 1e9);
-    else if (b >= (int64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.1f MB", double(b) / 1e6);
-    else std::snprintf(buf, sizeof buf, "%lld bytes", (long long)b);
-    return buf;
-}
 
 // An exclusive lock on .locks/<repo folder>/<name>.lock, as huggingface_hub takes, so that two
 // processes do not write one blob at once.
@@ -337,7 +330,7 @@ struct Hub {
         if (!(fs::exists(blob) && (size < 0 || int64_t(fs::file_size(blob, ec)) == size))) {
             const std::string part = blob.string() + ".incomplete";
             const auto t0 = std::chrono::steady_clock::now();
-            progress.stage(file, size >= 0 ? "downloading " + human_bytes(size) : "downloading");
+            progress.stage(file, size >= 0 ? "downloading " + format_bytes(size) : "downloading");
             int64_t have = fs::exists(part) ? int64_t(fs::file_size(part, ec)) : 0;
             if (size >= 0 && have > size) {  // not a prefix of this file
                 fs::remove(part, ec);
@@ -518,7 +511,7 @@ std::vector<std::string> prune_cache(const HubOptions& o, int64_t* freed_bytes) 
                 fs::remove(e.path(), ec);
                 freed += sz;
                 lines.push_back((partial ? "removed partial download " : "removed unused blob ") +
-                                e.path().string() + " (" + human_bytes(sz) + ")");
+                                e.path().string() + " (" + format_bytes(sz) + ")");
             }
         }
     }

@@ -167,12 +167,17 @@ Journal::Journal(const std::string& out_dir) {
     BI_CHECK(f_ != nullptr, path, "cannot open the journal for writing");
 }
 
-void Journal::add(const TargetResult& r) {
-    json j = {{"index", r.index}, {"id", r.id}, {"status", r.status}, {"files", r.files}};
-    if (!r.duplicate_of.empty()) j["duplicate_of"] = r.duplicate_of;
-    if (!r.error.empty()) j["error"] = r.error;
+void Journal::add(const std::vector<const TargetResult*>& rs) {
+    if (rs.empty()) return;
+    std::string lines;
+    for (const TargetResult* r : rs) {
+        json j = {{"index", r->index}, {"id", r->id}, {"status", r->status}, {"files", r->files}};
+        if (!r->duplicate_of.empty()) j["duplicate_of"] = r->duplicate_of;
+        if (!r->error.empty()) j["error"] = r->error;
+        lines += j.dump() + "\n";
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    std::fprintf(f_.get(), "%s\n", j.dump().c_str());
+    std::fputs(lines.c_str(), f_.get());
     std::fflush(f_.get());
     ::fsync(fileno(f_.get()));
 }

@@ -57,7 +57,9 @@ std::vector<size_t> dedup_groups(const std::vector<std::string>& keys);
 class Journal {
 public:
     explicit Journal(const std::string& out_dir);
-    void add(const TargetResult& r);
+    void add(const TargetResult& r) { add(std::vector<const TargetResult*>{&r}); }
+    // Several at once (a batch): one write to disk for all.
+    void add(const std::vector<const TargetResult*>& rs);
 
 private:
     std::mutex mu_;
@@ -94,6 +96,20 @@ struct Worker {
 
 // `workers` CPU workers over `threads` cores (0: all); each gets threads / workers (at least 1).
 std::vector<Worker> cpu_workers(int workers, int threads);
+
+// What every batch job (embed, predict) takes besides its own options.
+struct JobOptions {
+    std::string out_dir;
+    std::string model_label;         // for manifests and results
+    bool quiet = false;
+    bool override_existing = false;  // compute again targets whose outputs already exist
+    std::string log_path;            // progress events as JSON lines
+    std::vector<Worker> workers;     // empty: one worker on the process's threads
+    Progress* progress = nullptr;    // the caller's (it showed the weights loading); null: own
+    double load_seconds = -1;        // the caller's weight loading, noted once options check out
+    Shard shard;                     // this process's part of the input (0/1: all of it)
+    bool dedup = true;               // compute identical inputs once
+};
 
 // `workers`, or one worker on the process's threads when empty.
 std::vector<Worker> workers_or_default(const std::vector<Worker>& workers);

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/h5.h"
 #include "io/npy.h"
+#include "runtime/embed_pipeline.h"
 
 namespace bioinfer::runtime {
 
@@ -46,10 +47,6 @@ void copy_atomic(const fs::path& from, const fs::path& to) {
     io::AtomicFile f(to.string());
     fs::copy_file(from, f.tmp_path(), fs::copy_options::overwrite_existing);
     f.commit();
-}
-
-std::string h5_dataset(const std::string& key, const std::string& stem, size_t n_arrays) {
-    return n_arrays == 1 ? "/" + stem : "/" + key + "/" + stem;
 }
 
 }  // namespace

@@ -28,6 +28,14 @@ std::string format_duration(double s) {
     return buf;
 }
 
+std::string format_bytes(int64_t b) {
+    char buf[32];
+    if (b >= int64_t(1) << 30) std::snprintf(buf, sizeof buf, "%.1f GB", double(b) / 1e9);
+    else if (b >= int64_t(1) << 20) std::snprintf(buf, sizeof buf, "%.1f MB", double(b) / 1e6);
+    else std::snprintf(buf, sizeof buf, "%lld bytes", (long long)b);
+    return buf;
+}
+
 namespace {
 
 std::string timestamp() {
@@ -40,12 +48,7 @@ std::string timestamp() {
     return buf;
 }
 
-std::string amount(int64_t v, bool bytes) {
-    if (!bytes) return std::to_string(v);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f MB", double(v) / 1e6);
-    return buf;
-}
+std::string amount(int64_t v, bool bytes) { return bytes ? format_bytes(v) : std::to_string(v); }
 
 int terminal_width() {
     winsize w{};
@@ -68,19 +71,19 @@ Progress::Progress(ProgressOptions o, int64_t total_items, int64_t total_tokens)
         BI_CHECK(log_ != nullptr, o_.log_path, "cannot open the log file for writing");
     }
     std::lock_guard<std::mutex> lock(mu_);
-    log_locked(json{{"event", "start"}, {"total", total_}, {"total_" + o_.tokens, total_tokens_}}.dump());
+    log_locked(json{{"event", "start"}, {"total", total_}, {"total_" + o_.tokens, total_tokens_}});
 }
 
 Progress::~Progress() {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
-    log_locked(json{{"event", "aborted"}, {"done", done_}, {"skipped", skipped_}, {"failed", failed_}}.dump());
+    log_locked(json{{"event", "aborted"}, {"done", done_}, {"skipped", skipped_}, {"failed", failed_}});
     if (!o_.quiet && tty_ && last_draw_ > start_) std::fprintf(stderr, "\r\x1b[K");
 }
 
 void Progress::note(const std::string& text) {
     std::lock_guard<std::mutex> lock(mu_);
-    log_locked(json{{"event", "note"}, {"text", text}}.dump());
+    log_locked(json{{"event", "note"}, {"text", text}});
     if (o_.quiet) return;
     if (tty_) {
         std::fprintf(stderr, "\r\x1b[K%s: %s\n", o_.label.c_str(), text.c_str());
@@ -100,11 +103,10 @@ void Progress::set_total(int64_t total_items, int64_t total_tokens) {
     total_tokens_ = total_tokens;
 }
 
-void Progress::log_locked(const std::string& line) {
+void Progress::log_locked(json event) {
     if (!log_) return;
-    json j = json::parse(line);
     json out = {{"time", timestamp()}, {"elapsed_s", std::round(elapsed() * 1000) / 1000}, {"job", o_.label}};
-    out.update(j);
+    out.update(event);
     std::fprintf(log_.get(), "%s\n", out.dump().c_str());
     std::fflush(log_.get());
 }
@@ -158,7 +160,7 @@ void Progress::stage(const std::string& target, const std::string& stage, int wo
     const std::string d = target + ": " + stage;
     if (doing_[worker] == d) return;
     doing_[worker] = d;
-    log_locked(json{{"event", "stage"}, {"target", target}, {"stage", stage}, {"worker", worker}}.dump());
+    log_locked(json{{"event", "stage"}, {"target", target}, {"stage", stage}, {"worker", worker}});
     if (o_.quiet) return;
     if (tty_) {
         if (std::chrono::duration<double>(clk::now() - last_draw_).count() >= 0.1) draw_locked(false);
@@ -185,7 +187,7 @@ void Progress::done(const std::string& target, int64_t tokens, double seconds, i
     tokens_ += tokens;
     doing_.erase(worker);
     log_locked(json{{"event", "done"}, {"target", target}, {o_.tokens, tokens}, {"seconds", seconds},
-                    {"worker", worker}}.dump());
+                    {"worker", worker}});
     if (o_.quiet) return;
     if (tty_) {
         if (std::chrono::duration<double>(clk::now() - last_draw_).count() >= 0.1 ||
@@ -201,7 +203,7 @@ void Progress::skipped(const std::string& target, int64_t tokens) {
     ++skipped_;
     tokens_ += tokens;
     skipped_tokens_ += tokens;
-    log_locked(json{{"event", "skipped"}, {"target", target}, {o_.tokens, tokens}}.dump());
+    log_locked(json{{"event", "skipped"}, {"target", target}, {o_.tokens, tokens}});
 }
 
 void Progress::failed(const std::string& target, const std::string& error, int64_t tokens, int worker) {
@@ -210,7 +212,7 @@ void Progress::failed(const std::string& target, const std::string& error, int64
     tokens_ += tokens;
     skipped_tokens_ += tokens;  // no work was done for them: keep them out of the rate
     doing_.erase(worker);
-    log_locked(json{{"event", "failed"}, {"target", target}, {"error", error}, {"worker", worker}}.dump());
+    log_locked(json{{"event", "failed"}, {"target", target}, {"error", error}, {"worker", worker}});
     if (o_.quiet) return;
     if (tty_) std::fprintf(stderr, "\r\x1b[K");
     if (tty_) std::fprintf(stderr, "failed: %s: %s\n", target.c_str(), error.c_str());
@@ -225,7 +227,7 @@ void Progress::finish() {
     finished_ = true;
     doing_.clear();
     log_locked(json{{"event", "finish"}, {"done", done_}, {"skipped", skipped_}, {"failed", failed_},
-                    {"total", total_}, {"seconds", elapsed()}}.dump());
+                    {"total", total_}, {"seconds", elapsed()}});
     if (o_.quiet) return;
     if (tty_) draw_locked(true);
     else plain_line_locked(cat(counts_locked(), " in ", format_duration(elapsed())));

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace bioinfer::runtime {
@@ -54,7 +55,7 @@ public:
 private:
     void draw_locked(bool final);
     void plain_line_locked(const std::string& text);
-    void log_locked(const std::string& json_line);
+    void log_locked(nlohmann::json event);
     std::string counts_locked() const;
     ProgressOptions o_;
     std::mutex mu_;
@@ -70,5 +71,7 @@ private:
 void warn(const std::string& msg);
 // "1h02m", "4m05s", "12s".
 std::string format_duration(double seconds);
+// "8.4 GB", "31.4 MB", "512 bytes".
+std::string format_bytes(int64_t bytes);
 
 }  // namespace bioinfer::runtime

@@ -111,13 +111,6 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
     return a;
 }
 
-}  // namespace bioinfer::cli
-
-#include "runtime/hub.h"
-#include "runtime/jobs.h"
-
-namespace bioinfer::cli {
-
 runtime::HubOptions hub_options(const Args& a) {
     runtime::HubOptions o = runtime::HubOptions::from_env(a.get("cache-dir"), a.has("offline"));
     o.quiet = a.has("quiet");
@@ -130,7 +123,8 @@ std::string weights_dir_from(const Args& a) {
     return a.has("weights") ? a.get("weights") : runtime::ensure_model(hub_options(a), a.get("model"));
 }
 
-std::vector<runtime::Worker> workers_from(const Args& a) {
+// --workers N over --threads T (sets the process's thread count too).
+static std::vector<runtime::Worker> workers_from(const Args& a) {
     const long long threads = a.get_int("threads", 0);
     BI_CHECK(threads >= 0, "--threads", "must be >= 0");
     const long long workers = a.get_int("workers", 1);
@@ -141,13 +135,35 @@ std::vector<runtime::Worker> workers_from(const Args& a) {
     return runtime::cpu_workers(int(workers), int(threads));
 }
 
-const std::set<std::string>& job_options() {
-    static const std::set<std::string> o = {"workers", "threads", "log", "cache-dir", "accelerator", "shard"};
-    return o;
+Args parse_job_args(int argc, char** argv, std::set<std::string> valued, std::set<std::string> flags) {
+    valued.insert({"workers", "threads", "log", "cache-dir", "accelerator", "shard"});
+    flags.insert({"override", "offline", "quiet", "help"});
+    return parse_args(argc, argv, valued, flags);
 }
-const std::set<std::string>& job_flags() {
-    static const std::set<std::string> f = {"override", "offline", "quiet", "help"};
-    return f;
+
+void apply_job_options(const Args& a, runtime::JobOptions& o) {
+    BI_CHECK(a.has("out-dir"), "arguments", "--out-dir is required");
+    o.out_dir = a.get("out-dir");
+    o.quiet = a.has("quiet");
+    o.override_existing = a.has("override");
+    o.log_path = a.get("log");
+    o.workers = workers_from(a);
+    o.shard = runtime::shard_from(a.get("shard"));
+}
+
+const char* job_options_help() {
+    return R"(  --threads N          threads in all (default: all cores)
+  --workers N          run N targets (embed: batches) at once, the threads and memory split
+                       among them (default 1)
+  --override           compute again targets whose outputs already exist (default: skip them)
+  --log FILE           also write progress events to FILE as JSON lines
+  --shard I/N          process part I (0-based) of N, into OUT/shard-I-of-N (default: the MPI
+                       rank and size, or the Slurm array task, when present); `bioinfer merge`
+                       assembles the parts
+  --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
+  --offline            never use the network (as HF_HUB_OFFLINE=1)
+  --quiet              no progress output
+)";
 }
 
 std::string apply_precision(const Args& a) {

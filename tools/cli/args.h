@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/hub.h"
+#include "runtime/jobs.h"
+
 namespace bioinfer::cli {
 
 struct Args {
@@ -22,23 +25,21 @@ struct Args {
 Args parse_args(int argc, char** argv, const std::set<std::string>& valued,
                 const std::set<std::string>& flags);
 
-}  // namespace bioinfer::cli
 
-#include "runtime/hub.h"
-#include "runtime/jobs.h"
-
-namespace bioinfer::cli {
-// Options every batch job (embed, predict) takes: --workers, --threads, --log, --cache-dir,
-// --accelerator; flags --override, --offline, --quiet, --help.
-const std::set<std::string>& job_options();
-const std::set<std::string>& job_flags();
+// parse_args for a batch job (embed, predict): the options every job takes are added to its own
+// (--workers, --threads, --log, --shard, --cache-dir, --accelerator; flags --override,
+// --offline, --quiet, --help).
+Args parse_job_args(int argc, char** argv, std::set<std::string> valued, std::set<std::string> flags);
+// Fills the options every job shares from them (and --out-dir, which is required).
+void apply_job_options(const Args& a, runtime::JobOptions& o);
+// The --help lines for those shared options.
+const char* job_options_help();
 // The hub settings: environment (HF_ENDPOINT, HF_HUB_CACHE, HF_HOME, HF_TOKEN, HF_HUB_OFFLINE)
 // with --cache-dir and --offline.
 runtime::HubOptions hub_options(const Args& a);
 // --weights DIR, or --model NAME from the Hugging Face cache, downloaded on first use.
 std::string weights_dir_from(const Args& a);
-// --workers N over --threads T (sets the process's thread count too).
-std::vector<runtime::Worker> workers_from(const Args& a);
+
 // --precision fp32|bf16 (or --fast = bf16): sets the GEMM compute dtype; returns its name.
 std::string apply_precision(const Args& a);
 }  // namespace bioinfer::cli

@@ -22,41 +22,32 @@ INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
   --toks-per-batch N   tokens per batch, run packed (default 4096)
   --truncate N         keep the first N residues of longer records (default 1022; 0 = off)
   --format npz|h5      one npz per record, or one HDF5 file for all (default npz)
-  --threads N          threads in all (default: all cores)
-  --workers N          run N batches at once, the threads split among them (default 1)
-  --override           recompute records whose outputs already exist (default: skip them)
-  --log FILE           also write progress events to FILE as JSON lines
-  --shard I/N          process part I (0-based) of N, into OUT/shard-I-of-N (default: the MPI
-                       rank and size, or the Slurm array task, when present); `bioinfer merge`
-                       assembles the parts
-  --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
-  --offline            never use the network (as HF_HUB_OFFLINE=1)
   --precision P        fp32 (exact, default) or bf16: linear layers on bf16 weights with fp32
                        accumulation (AMX / AVX-512-BF16 where present)
   --fast               same as --precision bf16
-  --quiet              no progress output
+)";
 
+static const char* kEmbedHelpTail = R"(
 A record that cannot run (a letter outside the alphabet, a duplicate id) is reported and the
 others go on. Exit status: 0 all records done, 1 all failed, 2 some failed (results.json lists them).
 Snake-case spellings (--out_dir, --repr_layers, --toks_per_batch) are accepted too.
 )";
 
 int embed_main(int argc, char** argv) {
-    std::set<std::string> valued = {"weights", "model", "out-dir", "repr-layers", "include",
-                                    "toks-per-batch", "truncate", "format", "precision"};
-    std::set<std::string> flags = {"fast"};
-    valued.insert(job_options().begin(), job_options().end());
-    flags.insert(job_flags().begin(), job_flags().end());
-    Args a = parse_args(argc, argv, valued, flags);
+    Args a = parse_job_args(argc, argv,
+                            {"weights", "model", "out-dir", "repr-layers", "include", "toks-per-batch",
+                             "truncate", "format", "precision"},
+                            {"fast"});
     if (a.has("help")) {
         std::fputs(kEmbedHelp, stdout);
+        std::fputs(job_options_help(), stdout);
+        std::fputs(kEmbedHelpTail, stdout);
         return 0;
     }
     BI_CHECK(a.positional.size() == 1, "arguments", "expected one INPUT, got ", a.positional.size(),
              " (see --help)");
-    BI_CHECK(a.has("out-dir"), "arguments", "--out-dir is required");
     runtime::EmbedOptions opts;
-    opts.out_dir = a.get("out-dir");
+    apply_job_options(a, opts);
     opts.repr_layers = a.get_int_list("repr-layers", {-1});
     if (a.has("include")) runtime::parse_include(a.get("include"), opts);
     opts.toks_per_batch = a.get_int("toks-per-batch", 4096);
@@ -66,11 +57,6 @@ int embed_main(int argc, char** argv) {
     opts.format = a.get("format", "npz");
     BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "expected npz or h5, got '",
              opts.format, "'");
-    opts.quiet = a.has("quiet");
-    opts.override_existing = a.has("override");
-    opts.log_path = a.get("log");
-    opts.workers = workers_from(a);
-    opts.shard = runtime::shard_from(a.get("shard"));
     opts.precision = apply_precision(a);
 
     const std::string dir = weights_dir_from(a);

@@ -28,18 +28,9 @@ and <id>.json: mean pLDDT, pTM, per-residue pLDDT, timings.
   --chunk-size N       pair rows processed at a time in the trunk (default: automatic)
   --max-memory GIB     memory a fold may use (default: what the system has available); longer
                        targets are refused before any work starts
-  --threads N          threads in all (default: all cores)
-  --workers N          fold N targets at once, the threads and memory split among them
-                       (default 1)
-  --override           fold again targets whose outputs already exist (default: skip them)
-  --log FILE           also write progress events to FILE as JSON lines
-  --shard I/N          process part I (0-based) of N, into OUT/shard-I-of-N (default: the MPI
-                       rank and size, or the Slurm array task, when present); `bioinfer merge`
-                       assembles the parts
-  --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
-  --offline            never use the network (as HF_HUB_OFFLINE=1)
-  --quiet              no progress output
+)";
 
+static const char* kPredictHelpTail = R"(
 A target that fails (bad letters, too long for the memory) is reported and the others go on.
 Exit status: 0 all targets done, 1 all failed, 2 some failed (results.json lists them).
 Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --cache, --devices,
@@ -47,21 +38,20 @@ Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --cac
 )";
 
 int predict_main(int argc, char** argv) {
-    std::set<std::string> valued = {"model", "weights", "out-dir", "output-format", "num-recycles",
-                                    "chunk-size", "max-memory"};
-    std::set<std::string> flags = {"write-pae"};
-    valued.insert(job_options().begin(), job_options().end());
-    flags.insert(job_flags().begin(), job_flags().end());
-    Args a = parse_args(argc, argv, valued, flags);
+    Args a = parse_job_args(argc, argv,
+                            {"model", "weights", "out-dir", "output-format", "num-recycles",
+                             "chunk-size", "max-memory"},
+                            {"write-pae"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
+        std::fputs(job_options_help(), stdout);
+        std::fputs(kPredictHelpTail, stdout);
         return 0;
     }
     BI_CHECK(a.positional.size() == 1, "arguments", "expected one INPUT, got ", a.positional.size(),
              " (see --help)");
-    BI_CHECK(a.has("out-dir"), "arguments", "--out-dir is required");
     runtime::PredictOptions opts;
-    opts.out_dir = a.get("out-dir");
+    apply_job_options(a, opts);
     opts.format = a.get("output-format", "pdb");
     if (opts.format == "mmcif") opts.format = "cif";
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
@@ -72,11 +62,6 @@ int predict_main(int argc, char** argv) {
     opts.num_recycles = int(recycles);
     opts.chunk = a.get_int("chunk-size", 0);
     BI_CHECK(opts.chunk >= 0, "--chunk-size", "must be >= 0");
-    opts.quiet = a.has("quiet");
-    opts.override_existing = a.has("override");
-    opts.log_path = a.get("log");
-    opts.workers = workers_from(a);
-    opts.shard = runtime::shard_from(a.get("shard"));
 
     const std::string dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;

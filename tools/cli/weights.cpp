@@ -6,6 +6,7 @@
 #include "args.h"
 #include "bioinfer/error.h"
 #include "runtime/hub.h"
+#include "runtime/progress.h"
 
 namespace bioinfer::cli {
 
@@ -27,17 +28,6 @@ The hub is $HF_ENDPOINT (default https://huggingface.co); $HF_TOKEN (or $HF_HOME
 for gated repositories.
 )";
 
-namespace {
-
-std::string size_text(int64_t b) {
-    char buf[32];
-    if (b >= int64_t(1) << 30) std::snprintf(buf, sizeof buf, "%.1f GB", double(b) / 1e9);
-    else std::snprintf(buf, sizeof buf, "%.0f MB", double(b) / 1e6);
-    return buf;
-}
-
-}  // namespace
-
 int weights_main(int argc, char** argv) {
     Args a = parse_args(argc, argv, {"cache-dir"}, {"help", "download", "prune", "json", "offline", "quiet"});
     if (a.has("help")) {
@@ -58,7 +48,7 @@ int weights_main(int argc, char** argv) {
     if (a.has("prune")) {
         int64_t freed = 0;
         for (const auto& line : runtime::prune_cache(hub, &freed)) std::printf("%s\n", line.c_str());
-        std::printf("freed %s\n", size_text(freed).c_str());
+        std::printf("freed %s\n", runtime::format_bytes(freed).c_str());
         return 0;
     }
     nlohmann::json list = nlohmann::json::array();
@@ -82,7 +72,7 @@ int weights_main(int argc, char** argv) {
                         {"family", k.family},
                         {"repos", k.repos},
                         {"params", k.params},
-                        {"size", found.complete() ? size_text(found.bytes) : k.approx_size},
+                        {"size", found.complete() ? runtime::format_bytes(found.bytes) : k.approx_size},
                         {"license", k.license},
                         {"status", status},
                         {"repo", found.repo},
