@@ -359,14 +359,14 @@ DType compute_dtype(const std::string& dtype) { return dtype == "bf16" ? DType::
 // Runs f under the reference backend.
 template <typename F>
 void on_ref(F f) {
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     try {
         f();
     } catch (...) {
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend("cpu");
         throw;
     }
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend("cpu");
 }
 
 // y = act(x . w^T + b): the reference is fp64 over a sample of rows (all N columns).
