@@ -7,7 +7,7 @@
 
 #include "bioinfer/error.h"
 #include "ops/ops.h"
-#include "tuning/tuned_table.h"
+#include "tuning/defaults.h"
 
 namespace bioinfer::nn {
 namespace {
@@ -57,8 +57,8 @@ Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int
 int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested) {
     if (requested > 0) return std::min(requested, L);
     const int64_t cap = default_pair_chunk(L, C);
-    const int64_t tuned = tuning::lookup(ops::backend_name(), op, "fp32", {{"seq", L}, {"channels", C}})
-                              .param("chunk", 0);
+    const int64_t tuned = tuning::choose(ops::backend_name(), op, "fp32", {{"seq", L}, {"channels", C}})
+                              .param("chunk");
     return std::clamp<int64_t>(tuned > 0 ? std::min(tuned, cap) : cap, 1, L);
 }
 
