@@ -102,7 +102,8 @@ std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
     while (m.has(cat("transformer.blocks.", c.layers, ".attn.out_proj.weight"))) ++c.layers;
     // The state dict does not store the head count; every released ESM C (300M, 600M, 6B) uses
     // 64-wide heads (960/15, 1152/18, 2560/40).
-    BI_CHECK(c.layers > 0 && c.hidden % 64 == 0, where, "width ", c.hidden,
+    BI_CHECK(c.layers > 0, where, "missing tensor 'transformer.blocks.0.attn.out_proj.weight'");
+    BI_CHECK(c.hidden % 64 == 0, where, "width ", c.hidden,
              " is not a multiple of ESM C's 64-wide heads");
     c.heads = c.hidden / 64;
     BI_CHECK(c.vocab >= kVocab, where, "embedding has ", c.vocab, " rows, fewer than the alphabet");
@@ -162,7 +163,7 @@ EsmcLayout EsmcLayout::original() {
     b.qkv = "attn.layernorm_qkv.1";
     b.o = "attn.out_proj";
     b.q_ln = "attn.q_ln", b.k_ln = "attn.k_ln";
-    b.ln_ffn = "ffn.0";                   // nn.Sequential(LayerNorm, Linear(D, 2F), SwiGLU, Linear)
+    b.ln_ffn = "ffn.0";  // nn.Sequential(LayerNorm, Linear(D, 2F), SwiGLU, Linear)
     b.gate_up = "ffn.1";
     b.down = "ffn.3";
     b.linear_bias = false;

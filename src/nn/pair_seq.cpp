@@ -99,8 +99,8 @@ void SequenceToPair::add_to(const Tensor& s, Tensor& z, int64_t chunk) const {
     }
 }
 
-ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim,
-                            int64_t inner, const ResidueMlpNames& n) {
+ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t inner,
+                            const ResidueMlpNames& n) {
     return {LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f),
             Linear::load(m, p + "." + n.up, dim, inner),
             Linear::load(m, p + "." + n.down, inner, dim)};

@@ -38,9 +38,8 @@ struct GatedBiasedAttentionNames {
 struct GatedBiasedAttention {
     int64_t heads = 0, head_dim = 0;
     Linear q, k, v, g, o;
-    static GatedBiasedAttention load(const io::ModelDir& m, const std::string& prefix,
-                                     int64_t dim, int64_t head_dim,
-                                     const GatedBiasedAttentionNames& names = {});
+    static GatedBiasedAttention load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                                     int64_t head_dim, const GatedBiasedAttentionNames& names = {});
     void add_to(const Tensor& y, const Tensor& bias, Tensor& s) const;
 };
 

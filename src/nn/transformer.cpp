@@ -62,8 +62,8 @@ Rotary Rotary::at_least(int64_t n_pos) {
     return *this;
 }
 
-PreLnBlock PreLnBlock::load(const io::ModelDir& m, const std::string& p,
-                            const PreLnBlockNames& n, int64_t d, int64_t f, float eps) {
+PreLnBlock PreLnBlock::load(const io::ModelDir& m, const std::string& p, const PreLnBlockNames& n,
+                            int64_t d, int64_t f, float eps) {
     const bool bias = n.linear_bias;
     PreLnBlock b;
     b.ln_attn = LayerNorm::load(m, p + n.ln_attn, d, eps);
@@ -90,8 +90,8 @@ PreLnBlock PreLnBlock::load(const io::ModelDir& m, const std::string& p,
         b.ffn.up = Linear::load(m, p + n.up, d, f, bias);
     }
     b.ffn.down = Linear::load(m, p + n.down, f, d, bias);
-    b.ffn.act = n.gate.empty() && n.gate_up.empty() ? FeedForward::Act::Gelu
-                                                    : FeedForward::Act::SwiGlu;
+    b.ffn.act =
+        n.gate.empty() && n.gate_up.empty() ? FeedForward::Act::Gelu : FeedForward::Act::SwiGlu;
     return b;
 }
 

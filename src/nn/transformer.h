@@ -67,8 +67,9 @@ struct FeedForward {
     Linear gate;      // SwiGlu: down(silu(gate(x)) * up(x))
 };
 
-// Checkpoint names of one pre-LN block, relative to the block's prefix (e.g. "esm.encoder.layer.3.").
-// The defaults are transformers' EsmLayer (ESM-2); ESM C's two layouts are two other maps.
+// Checkpoint names of one pre-LN block, relative to the block's prefix (e.g.
+// "esm.encoder.layer.3."). The defaults are transformers' EsmLayer (ESM-2); ESM C's two layouts are
+// two other maps.
 struct PreLnBlockNames {
     std::string ln_attn = "attention.LayerNorm";
     // q, k and v as three (D, D) linears, or, when `qkv` is set, one fused (3D, D) matrix whose

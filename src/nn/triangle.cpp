@@ -107,9 +107,8 @@ TriangleMultiplicationNames TriangleMultiplicationNames::boltz2() {
     return n;
 }
 
-TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m,
-                                                    const std::string& p, int64_t c,
-                                                    bool outgoing,
+TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const std::string& p,
+                                                    int64_t c, bool outgoing,
                                                     const TriangleMultiplicationNames& n) {
     TriangleMultiplication t;
     t.outgoing = outgoing;

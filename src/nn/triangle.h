@@ -56,7 +56,8 @@ struct TriangleMultiplication {
     Linear z;
     // prefix: e.g. "trunk.blocks.0.tri_mul_out".
     static TriangleMultiplication load(const io::ModelDir& m, const std::string& prefix, int64_t c,
-                                       bool outgoing, const TriangleMultiplicationNames& names = {});
+                                       bool outgoing,
+                                       const TriangleMultiplicationNames& names = {});
     void add_to(Tensor& z, int64_t chunk = 0) const;
 };
 

@@ -158,15 +158,14 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
                                                            t.seq_head_width, n.seq_attention_names);
         blk.mlp_seq = nn::ResidueMlp::load(m, p + n.mlp_seq, cs, 4 * cs, n.mlp_names);
         blk.mlp_pair = nn::ResidueMlp::load(m, p + n.mlp_pair, cz, 4 * cz, n.mlp_names);
-        blk.seq_to_pair = nn::SequenceToPair::load(m, p + n.seq_to_pair, cs, cz / 2, cz,
-                                                   n.seq_to_pair_names);
-        blk.tri_mul_out = nn::TriangleMultiplication::load(m, p + n.tri_mul_out, cz, true,
-                                                           n.tri_mul_names);
-        blk.tri_mul_in = nn::TriangleMultiplication::load(m, p + n.tri_mul_in, cz, false,
-                                                          n.tri_mul_names);
-        blk.tri_att_start = nn::TriangleAttention::load(m, p + n.tri_att_start, cz,
-                                                        t.pair_head_width, pair_heads, true,
-                                                        n.tri_att_names);
+        blk.seq_to_pair =
+            nn::SequenceToPair::load(m, p + n.seq_to_pair, cs, cz / 2, cz, n.seq_to_pair_names);
+        blk.tri_mul_out =
+            nn::TriangleMultiplication::load(m, p + n.tri_mul_out, cz, true, n.tri_mul_names);
+        blk.tri_mul_in =
+            nn::TriangleMultiplication::load(m, p + n.tri_mul_in, cz, false, n.tri_mul_names);
+        blk.tri_att_start = nn::TriangleAttention::load(
+            m, p + n.tri_att_start, cz, t.pair_head_width, pair_heads, true, n.tri_att_names);
         blk.tri_att_end = nn::TriangleAttention::load(m, p + n.tri_att_end, cz, t.pair_head_width,
                                                       pair_heads, false, n.tri_att_names);
         model->blocks_.push_back(std::move(blk));

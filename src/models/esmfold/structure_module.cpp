@@ -68,9 +68,9 @@ StructureModule StructureModule::load(const io::ModelDir& m, const std::string& 
     sm.angle_out_ = nn::Linear::load(m, a + n.angle_out, c.resnet_dim, c.angles * 2);
     for (int64_t l = 0; l < c.resnet_blocks; ++l)
         for (int k = 1; k <= 2; ++k)
-            sm.angle_blocks_.push_back(nn::Linear::load(
-                m, cat(a, n.angle_layers, ".", l, ".", n.angle_linear, k), c.resnet_dim,
-                c.resnet_dim));
+            sm.angle_blocks_.push_back(
+                nn::Linear::load(m, cat(a, n.angle_layers, ".", l, ".", n.angle_linear, k),
+                                 c.resnet_dim, c.resnet_dim));
     BI_CHECK(c.angles == 7, p, "num_angles ", c.angles, " is not AlphaFold's 7 torsions");
     return sm;
 }
