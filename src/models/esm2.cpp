@@ -82,29 +82,23 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
     }
     model->rotary_.ensure(c.max_positions);
 
+    const nn::PreLnBlockNames block;  // transformers' EsmLayer: the map's defaults
     for (int64_t l = 0; l < c.layers; ++l) {
-        const std::string lp = p + "encoder.layer." + std::to_string(l) + ".";
-        nn::PreLnBlock b;
-        b.ln_attn = nn::LayerNorm::load(m, lp + "attention.LayerNorm", D, c.ln_eps);
-        b.attn.q = nn::Linear::load(m, lp + "attention.self.query", D, D);
-        b.attn.k = nn::Linear::load(m, lp + "attention.self.key", D, D);
-        b.attn.v = nn::Linear::load(m, lp + "attention.self.value", D, D);
-        b.attn.o = nn::Linear::load(m, lp + "attention.output.dense", D, D);
+        nn::PreLnBlock b = nn::PreLnBlock::load(m, p + "encoder.layer." + std::to_string(l) + ".",
+                                                block, D, F, c.ln_eps);
         b.attn.heads = c.heads;
         b.attn.q_scale = float(std::pow(double(Dh), -0.5));
-        b.ln_ffn = nn::LayerNorm::load(m, lp + "LayerNorm", D, c.ln_eps);
-        b.ffn.up = nn::Linear::load(m, lp + "intermediate.dense", D, F);
-        b.ffn.down = nn::Linear::load(m, lp + "output.dense", F, D);
         model->blocks_.push_back(std::move(b));
     }
     model->final_ln_ = nn::LayerNorm::load(m, p + "encoder.emb_layer_norm_after", D, c.ln_eps);
 
-    if (m.has("lm_head.dense.weight")) {
+    const nn::MaskedLmHeadNames head;  // EsmLMHead: its bias sits beside the decoder, not in it
+    if (m.has(head.dense + ".weight")) {
         auto& h = model->lm_head_;
-        h.dense = nn::Linear::load(m, "lm_head.dense", D, D);
-        h.ln = nn::LayerNorm::load(m, "lm_head.layer_norm", D, c.ln_eps);
-        const Tensor dec = m.has("lm_head.decoder.weight")
-                               ? m.get_f32("lm_head.decoder.weight", {c.vocab, D})
+        h.dense = nn::Linear::load(m, head.dense, D, D);
+        h.ln = nn::LayerNorm::load(m, head.ln, D, c.ln_eps);
+        const Tensor dec = m.has(head.decoder + ".weight")
+                               ? m.get_f32(head.decoder + ".weight", {c.vocab, D})
                                : model->word_emb_;  // tied, as save_pretrained drops it
         h.decoder = nn::Linear::from(dec, m.get_f32("lm_head.bias", {c.vocab}));
     }
@@ -113,7 +107,32 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
                                 .reshape({c.layers * c.heads});
         model->contact_b_ = m.get_f32(p + "contact_head.regression.bias", {1}).f32()[0];
     }
+    if (!folding_stem) {
+        std::vector<std::string> ignorable = esm2_ignorable_tensors(p);
+        // EsmForSequenceClassification / EsmForTokenClassification heads of fine-tuned
+        // checkpoints: the encoder is the same, the classifier is not run.
+        ignorable.push_back("classifier.*");
+        m.check_consumed(ignorable, "ESM-2");
+    }
     return model;
+}
+
+std::vector<std::string> esm2_ignorable_tensors(const std::string& p) {
+    return {
+        // Per-layer copies of the rotary inverse frequencies (a persistent buffer of each
+        // EsmSelfAttention in transformers 4.x): only layer 0's is read, and only when the
+        // model-level one is absent. transformers 5's save_pretrained writes a single copy under
+        // a literal '*' in place of the layer index (the fixtures hold one), matched here too.
+        p + "encoder.layer.*.attention.self.rotary_embeddings.inv_freq",
+        // EsmEmbeddings' position_ids buffer (persistent in early transformers releases).
+        p + "embeddings.position_ids",
+        // An absolute position table the first converted checkpoints carry although rotary
+        // models never use it (transformers lists it in _keys_to_ignore_on_load_unexpected).
+        p + "embeddings.position_embeddings.weight",
+        // EsmModel(add_pooling_layer=True)'s pooler, in checkpoints saved from a bare EsmModel.
+        p + "pooler.dense.weight",
+        p + "pooler.dense.bias",
+    };
 }
 
 lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
