@@ -158,8 +158,10 @@ TEST_P(LmParity, RotaryTablesGrowOnDemand) {
     const Tensor& a = before.hidden.at(f.layers);
     const Tensor& b = after.hidden.at(f.layers);
     ASSERT_EQ(a.shape(), b.shape());
-    EXPECT_TRUE(std::equal(a.f32(), a.f32() + a.numel(), b.f32())) << "hidden changed after the tables grew";
-    EXPECT_TRUE(std::equal(before.logits.f32(), before.logits.f32() + before.logits.numel(), after.logits.f32()))
+    EXPECT_TRUE(std::equal(a.f32(), a.f32() + a.numel(), b.f32()))
+        << "hidden changed after the tables grew";
+    EXPECT_TRUE(std::equal(before.logits.f32(), before.logits.f32() + before.logits.numel(),
+                           after.logits.f32()))
         << "logits changed after the tables grew";
 }
 

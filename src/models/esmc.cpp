@@ -1,7 +1,8 @@
 // ESM C forward, following transformers' EsmcForMaskedLM and the esm package's ESMC: embedding
 // (no scaling), then the shared encoder stack: pre-LN blocks with q/k LayerNorm over the full
 // width, rotary on positions 0..T-1, attention between non-pad tokens, SwiGLU FFN, both residual
-// branches divided by sqrt(n_layers / 36), final LayerNorm without bias; sequence head to 64 logits.
+// branches divided by sqrt(n_layers / 36), final LayerNorm without bias; sequence head to 64
+// logits.
 #include "models/esmc.h"
 
 #include <algorithm>
@@ -184,7 +185,8 @@ lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
     lm::Output out;
     out.offsets = batch.ctx.cu_seqlens;
     const nn::StackRequest stack{.layers = req.layers, .tap = req.tap};
-    const Tensor last = nn::encoder_stack(blocks_, final_ln_, batch.ctx, batch.x, stack, out.hidden);
+    const Tensor last =
+        nn::encoder_stack(blocks_, final_ln_, batch.ctx, batch.x, stack, out.hidden);
     if (req.logits) {
         out.logits = Tensor::empty({N, c.vocab});
         head_(last, out.logits);

@@ -147,8 +147,9 @@ EncoderBatch::EncoderBatch(const std::vector<std::vector<int32_t>>& tokens, cons
     ops::embedding(ids, embedding, x);
 }
 
-Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& final_ln, BatchCtx& ctx,
-                     Tensor& x, const StackRequest& req, std::map<int, Tensor>& hidden) {
+Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& final_ln,
+                     BatchCtx& ctx, Tensor& x, const StackRequest& req,
+                     std::map<int, Tensor>& hidden) {
     const int64_t n = int64_t(blocks.size()), N = ctx.rows(), D = x.size(-1);
     auto keep = [&](int layer) {
         return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
@@ -158,7 +159,8 @@ Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& fin
     if (req.attention_probs && n > 0)
         probs = Tensor::empty({ctx.batch(), blocks[0].attn.heads, ctx.longest, ctx.longest});
     for (int64_t l = 0; l < n; ++l) {
-        if (req.tap) ctx.tap = [&](const std::string& name, const Tensor& t) { req.tap(int(l), name, t); };
+        if (req.tap)
+            ctx.tap = [&](const std::string& name, const Tensor& t) { req.tap(int(l), name, t); };
         pre_ln_block(blocks[size_t(l)], ctx, x, req.attention_probs ? &probs : nullptr);
         if (req.after_block) req.after_block(l, req.attention_probs ? &probs : nullptr);
         if (l + 1 < n && keep(int(l + 1))) hidden[int(l + 1)] = x.clone();

@@ -181,7 +181,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     for (size_t i = 0; i < records.size(); ++i)
         results.push_back(target_result(i, records[i].id, records[i].source, records[i].error));
     std::vector<json> rec_json(records.size());
-    // Records whose outputs are written (or already there): their manifest entry; returns their files.
+    // A record whose outputs are written (or already there): its manifest entry; returns its files.
     auto manifest_entry = [&](size_t i, const std::vector<std::pair<std::string, Shape>>& shapes) {
         const EmbedRecord& rec = records[i];
         const std::string stem = safe_file_stem(rec.id);
@@ -201,21 +201,26 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         rec_json[i] = rj;
         return json{{"file", rj["file"]}};
     };
-    auto length = [&](size_t i) { return int64_t(records[i].tokens.size()) + 2; };  // with <cls>, <eos>
+    // tokens with <cls> and <eos>
+    auto length = [&](size_t i) { return int64_t(records[i].tokens.size()) + 2; };
 
     JobSpec spec;
     spec.tool = "bioinfer embed";
-    spec.job = {{"format", opts.format}, {"include", include}, {"layers", layers_json},
+    spec.job = {{"format", opts.format},
+                {"include", include},
+                {"layers", layers_json},
                 {"precision", opts.precision}};
-    spec.progress = write_outputs ? embed_progress_options(opts)
-                                  : ProgressOptions{.label = "embed", .quiet = true, .log_path = ""};
+    spec.progress = write_outputs
+                        ? embed_progress_options(opts)
+                        : ProgressOptions{.label = "embed", .quiet = true, .log_path = ""};
     spec.write_outputs = write_outputs;
     // h5: every record's arrays go into one file, in place once committed at the end
     spec.journal_when_written = format == "npz";
     spec.run_time = RunTime::ComputeShare;
     // identical inputs: the same tokens after truncation
     spec.dedup_key = [&](size_t i) {
-        return std::string(reinterpret_cast<const char*>(records[i].tokens.data()), records[i].tokens.size() * 4);
+        return std::string(reinterpret_cast<const char*>(records[i].tokens.data()),
+                           records[i].tokens.size() * 4);
     };
     spec.cost = length;
     spec.work = length;
@@ -230,7 +235,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             lengths.push_back(length(r));
             all_tokens += lengths.back();
         }
-        const int64_t per_batch = std::min<int64_t>(opts.toks_per_batch, std::max<int64_t>(1, (all_tokens + 31) / 32));
+        const int64_t per_batch =
+            std::min<int64_t>(opts.toks_per_batch, std::max<int64_t>(1, (all_tokens + 31) / 32));
         std::vector<std::vector<size_t>> batches = make_batches(lengths, per_batch);
         for (auto& b : batches)
             for (auto& j : b) j = reps[j];
@@ -275,7 +281,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     spec.label = [&](const std::vector<size_t>& batch) {
         int64_t ntok = 0;
         for (size_t i : batch) ntok += length(i);
-        return cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"), " (", ntok, " tokens)");
+        return cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"), " (",
+                   ntok, " tokens)");
     };
     std::unique_ptr<io::H5Writer> h5;
     spec.start = [&] {
@@ -287,7 +294,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         std::vector<size_t> records;  // the representatives, in batch order
         lm::Output out;
         size_t extracted = size_t(-1);  // the position in the batch `arrays` holds
-        RecordArrays arrays;
+        RecordArrays arrays = {};
     };
     std::mutex mu;  // the HDF5 writer, the manifest and the stats
     spec.unit = unit_of_work<Batch>(
@@ -309,7 +316,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             if (!write_outputs) return json::object();
             if (b.extracted != bi) {
                 const int64_t L = int64_t(records[b.records[bi]].tokens.size());
-                b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(), model.logits_width());
+                b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(),
+                                   model.logits_width());
                 b.extracted = bi;
             }
             const RecordArrays& ra = b.arrays;
@@ -339,7 +347,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         if (h5) {  // the journal lists h5 records once the file is in place
             for (auto& [i, arrays] : carried)
                 for (auto& [k, a] : arrays)
-                    h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape, a.data.data());
+                    h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape,
+                              a.data.data());
             if (any_output) h5->commit();
             std::vector<const TargetResult*> written;
             for (const auto& r : results)

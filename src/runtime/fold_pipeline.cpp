@@ -217,14 +217,18 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
     const int64_t budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
     for (size_t i = 0; i < recs.size(); ++i) {
         const FoldRecord& r = recs[i];
-        results.push_back(target_result(i, r.id, r.source,
-                                        r.error.empty() ? fold_memory_error(model.config(), r, budget) : r.error));
+        results.push_back(target_result(
+            i, r.id, r.source,
+            r.error.empty() ? fold_memory_error(model.config(), r, budget) : r.error));
     }
-    const int num_recycles = opts.num_recycles < 0 ? int(model.config().trunk.max_recycles) - 1 : opts.num_recycles;
+    const int num_recycles =
+        opts.num_recycles < 0 ? int(model.config().trunk.max_recycles) - 1 : opts.num_recycles;
 
     JobSpec spec;
     spec.tool = "bioinfer predict";
-    spec.job = {{"output_format", opts.format}, {"write_pae", opts.write_pae}, {"num_recycles", num_recycles}};
+    spec.job = {{"output_format", opts.format},
+                {"write_pae", opts.write_pae},
+                {"num_recycles", num_recycles}};
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;
@@ -243,7 +247,9 @@ PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<F
             if (!fs::exists(fs::path(out_dir) / f.get<std::string>())) return std::nullopt;
         return files;
     };
-    spec.label = [&](const std::vector<size_t>& unit) { return cat(recs[unit[0]].id, " (", recs[unit[0]].residues, " aa)"); };
+    spec.label = [&](const std::vector<size_t>& unit) {
+        return cat(recs[unit[0]].id, " (", recs[unit[0]].residues, " aa)");
+    };
     std::mutex mu;  // the stats
     // A unit is one target: folded once, its files written for it and each duplicate.
     spec.unit = unit_of_work<Folded>(

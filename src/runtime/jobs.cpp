@@ -259,7 +259,9 @@ void run_on_workers_pulled(const std::vector<Worker>& workers, const std::functi
 
 double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetResult>& results) {
     using clock = std::chrono::steady_clock;
-    auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    auto since = [](clock::time_point t) {
+        return std::chrono::duration<double>(clock::now() - t).count();
+    };
     const Shard& shard = opts.shard;
     const std::string out_dir = shard_dir(opts.out_dir, shard);
     const std::vector<Worker> workers = workers_or_default(opts.workers);
@@ -270,19 +272,24 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
     // Identical inputs are computed once, on their first record.
     std::vector<std::string> keys(results.size());
     for (size_t i = 0; i < results.size(); ++i)
-        if (results[i].status != "failed") keys[i] = opts.dedup ? spec.dedup_key(i) : std::to_string(i);
+        if (results[i].status != "failed")
+            keys[i] = opts.dedup ? spec.dedup_key(i) : std::to_string(i);
     const std::vector<size_t> rep = dedup_groups(keys);
     std::vector<std::vector<size_t>> members(results.size());  // representative -> its group
     std::vector<size_t> reps;
     for (size_t i = 0; i < results.size(); ++i) {
         if (results[i].status == "failed") continue;
         members[rep[i]].push_back(i);
-        if (rep[i] != i) results[i].duplicate_of = results[rep[i]].id;
-        else reps.push_back(i);
+        if (rep[i] != i)
+            results[i].duplicate_of = results[rep[i]].id;
+        else
+            reps.push_back(i);
     }
     std::vector<std::vector<size_t>> units;
-    if (spec.make_units) units = spec.make_units(reps);
-    else for (size_t r : reps) units.push_back({r});
+    if (spec.make_units)
+        units = spec.make_units(reps);
+    else
+        for (size_t r : reps) units.push_back({r});
     std::vector<int64_t> cost;
     for (const auto& u : units) {
         int64_t c = 0;
@@ -332,7 +339,8 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
     if (spec.write_outputs) {
         std::error_code ec;
         fs::create_directories(out_dir, ec);
-        BI_CHECK(!ec && fs::is_directory(out_dir), out_dir, "cannot create output folder: ", ec.message());
+        BI_CHECK(!ec && fs::is_directory(out_dir), out_dir,
+                 "cannot create output folder: ", ec.message());
         journal = std::make_unique<Journal>(out_dir);
     }
     if (spec.start) spec.start();
@@ -341,7 +349,8 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
                                             opts.model_label, opts.load_seconds);
     if (queue) {  // the counts are the whole run's, shared with the other ranks
         progress.set_total(int64_t(results.size()), 0);
-        progress.note(cat("rank ", shard.index, " of ", shard.count, ": targets handed out by rank 0"));
+        progress.note(
+            cat("rank ", shard.index, " of ", shard.count, ": targets handed out by rank 0"));
     }
 
     std::atomic<size_t> next_todo{0};
@@ -390,8 +399,10 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
                     res.error = error;
                 }
                 res.status = res.error.empty() ? "ok" : "failed";
-                if (spec.run_time == RunTime::UntilWritten) res.seconds = m == r ? since(t0) : 0.0;
-                else if (res.status == "ok") res.seconds = m == r ? share : 0.0;
+                if (spec.run_time == RunTime::UntilWritten)
+                    res.seconds = m == r ? since(t0) : 0.0;
+                else if (res.status == "ok")
+                    res.seconds = m == r ? share : 0.0;
                 if (res.status == "ok") {
                     if (spec.journal_when_written) finished.push_back(&res);
                     progress.done(res.id, work, res.seconds, w.index);

@@ -127,12 +127,12 @@ void run_on_workers_pulled(const std::vector<Worker>& workers, const std::functi
 
 // ---- The job skeleton ----
 // A job runs over input records (one TargetResult each, in input order). Records with identical
-// inputs form a group: the first (the representative) is computed, the others (members too,
-// duplicate_of the representative) get its outputs written under their own names. Work is done
-// in units (a predict target, an embed batch), each one or more representatives; units are dealt
-// to shards by cost, members whose outputs exist are skipped, units with a member left run on
-// the workers, every member's outcome goes to the journal as soon as its outputs are in place,
-// and results.json ends the job.
+// inputs form a group whose members share one computation: the first (the representative) is
+// computed, and every member gets the outputs written under its own name (the others are
+// duplicate_of the representative). Work is done in units (a predict target, an embed batch) of
+// one or more representatives; units are dealt to shards by cost, members whose outputs exist are
+// skipped, units with a member left run on the workers, each unit's members go to the journal
+// once their outputs are in place, and results.json ends the job.
 
 // Reports the stage a unit is in to progress ("language model", "trunk pass 2/4", "writing").
 using StageFn = std::function<void(const std::string& stage)>;
@@ -142,18 +142,22 @@ using StageFn = std::function<void(const std::string& stage)>;
 using MemberWriter = std::function<nlohmann::json(size_t pos, size_t member, const StageFn& stage)>;
 // Computes a unit (its representatives' input indices) on a worker and returns the writer of its
 // members' outputs. Throws when the unit fails (every member left fails with the message).
-using UnitOfWork =
-    std::function<MemberWriter(const Worker& w, const std::vector<size_t>& unit, const StageFn& stage)>;
+using UnitOfWork = std::function<MemberWriter(const Worker& w, const std::vector<size_t>& unit,
+                                              const StageFn& stage)>;
 
 // A unit of work from typed halves: compute(worker, unit, stage) -> Out, then
 // write(out, pos, member, stage) -> files for each member, the unit's Out kept in between.
 template <class Out>
-UnitOfWork unit_of_work(std::function<Out(const Worker&, const std::vector<size_t>&, const StageFn&)> compute,
-                        std::function<nlohmann::json(Out&, size_t, size_t, const StageFn&)> write) {
+UnitOfWork unit_of_work(
+    std::function<Out(const Worker&, const std::vector<size_t>&, const StageFn&)> compute,
+    std::function<nlohmann::json(Out&, size_t, size_t, const StageFn&)> write) {
     return [compute = std::move(compute), write = std::move(write)](
-               const Worker& w, const std::vector<size_t>& unit, const StageFn& stage) -> MemberWriter {
+               const Worker& w, const std::vector<size_t>& unit,
+               const StageFn& stage) -> MemberWriter {
         auto out = std::make_shared<Out>(compute(w, unit, stage));
-        return [out, write](size_t pos, size_t member, const StageFn& st) { return write(*out, pos, member, st); };
+        return [out, write](size_t pos, size_t member, const StageFn& st) {
+            return write(*out, pos, member, st);
+        };
     };
 }
 
@@ -165,16 +169,16 @@ enum class RunTime {
 
 // What a job says about itself; run_job does the rest.
 struct JobSpec {
-    std::string tool;                 // results.json's tool ("bioinfer embed")
-    nlohmann::json job;               // results.json's job; run_job adds model, workers, shard,
-                                      // input_records and dedup
-    ProgressOptions progress;         // how progress reads
-    bool write_outputs = true;        // false: units are only computed (benchmarks): no skip check,
-                                      // output folder, journal or results.json
-    bool mpi_queue = false;           // under mpirun (MPI build): rank 0 hands units out to whichever
-                                      // rank is free instead of dealing them up front
-    bool journal_when_written = true; // false: members written fine are journaled by `finish`
-                                      // (their outputs land in a file committed there)
+    std::string tool;           // results.json's tool ("bioinfer embed")
+    nlohmann::json job;         // results.json's job; run_job adds model, workers, shard,
+                                // input_records and dedup
+    ProgressOptions progress;   // how progress reads
+    bool write_outputs = true;  // false: units are only computed (benchmarks): no skip check,
+                                // output folder, journal or results.json
+    bool mpi_queue = false;     // under mpirun (MPI build): rank 0 hands units out to whichever
+                                // rank is free instead of dealing them up front
+    bool journal_when_written = true;  // false: members written fine are journaled by `finish`
+                                       // (their outputs land in a file committed there)
     RunTime run_time = RunTime::ComputeShare;
 
     // Record i's input (i not failed): records with the same key are computed once.
@@ -193,7 +197,7 @@ struct JobSpec {
     std::function<void()> start;
     UnitOfWork unit;
     // After the units (and progress) finished, before results.json: manifests, shared files.
-    // `journal` is null when !write_outputs (then `finish` is not called).
+    // Not called when !write_outputs.
     std::function<void(Journal* journal)> finish;
 };
 
