@@ -1,7 +1,8 @@
 // ESM C forward, following transformers' EsmcForMaskedLM and the esm package's ESMC: embedding
-// (no scaling), pre-LN blocks with q/k LayerNorm over the full width, rotary on positions 0..T-1,
-// attention between non-pad tokens, SwiGLU FFN, both residual branches divided by
-// sqrt(n_layers / 36), final LayerNorm without bias, sequence head to 64 logits.
+// (no scaling), then the shared encoder stack: pre-LN blocks with q/k LayerNorm over the full
+// width, rotary on positions 0..T-1, attention between non-pad tokens, SwiGLU FFN, both residual
+// branches divided by sqrt(n_layers / 36), final LayerNorm without bias; sequence head to 64
+// logits.
 #include "models/esmc.h"
 
 #include <algorithm>
@@ -65,8 +66,7 @@ void EsmcModel::init_common() {
     // As upstream: 1 / base^(arange(0, Dh, 2) / Dh) in fp32.
     for (int64_t i = 0; i < Dh / 2; ++i)
         f.f32()[i] = 1.0f / std::pow(cfg_.rope_theta, float(2 * i) / float(Dh));
-    rotary_.inv_freq = f;
-    rotary_.ensure(1026);
+    rotary_.inv_freq = f;  // the tables grow with the longest sequence a forward pass sees
     const float s = 1.0f / std::sqrt(float(cfg_.layers) / 36.0f);
     for (auto& b : blocks_) {
         b.attn.heads = cfg_.heads;
@@ -192,35 +192,19 @@ void EsmcModel::load_weights(const io::ModelDir& m, const EsmcLayout& n) {
 lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const EsmcConfig& c = cfg_;
-    const int64_t D = c.hidden;
     BI_CHECK(!req.logits || has_logits(), "esmc", "logits requested but the checkpoint has no ",
              "sequence head");
     BI_CHECK(!req.contacts, "esmc", "ESM C has no contact head");
     for (int l : req.layers)
         BI_CHECK(l >= 0 && l <= c.layers, "esmc.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
-    nn::BatchCtx ctx;
-    const std::vector<int32_t> ids = nn::pack_batch(tokens, ctx, "esmc.forward");
-    const int64_t N = ctx.rows();
+    nn::EncoderBatch batch(tokens, embed_, rotary_, "esmc.forward");
+    const int64_t N = batch.ctx.rows();
     lm::Output out;
-    out.offsets = ctx.cu_seqlens;
-    nn::Rotary rotary = rotary_.at_least(ctx.longest);
-    ctx.rotary = &rotary;
-
-    Tensor x = Tensor::empty({N, D});
-    ops::embedding(ids, embed_, x);
-    auto keep = [&](int layer) {
-        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
-    };
-    if (keep(0)) out.hidden[0] = x.clone();
-    for (int64_t l = 0; l < c.layers; ++l) {
-        if (req.tap) ctx.tap = [&](const std::string& n, const Tensor& t) { req.tap(int(l), n, t); };
-        nn::pre_ln_block(blocks_[size_t(l)], ctx, x, nullptr);
-        if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
-    }
-    Tensor last = Tensor::empty({N, D});
-    final_ln_(x, last);
-    if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
+    out.offsets = batch.ctx.cu_seqlens;
+    const nn::StackRequest stack{.layers = req.layers, .tap = req.tap};
+    const Tensor last =
+        nn::encoder_stack(blocks_, final_ln_, batch.ctx, batch.x, stack, out.hidden);
     if (req.logits) {
         out.logits = Tensor::empty({N, c.vocab});
         head_(last, out.logits);

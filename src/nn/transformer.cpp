@@ -1,4 +1,4 @@
-// Transformer blocks: weights by checkpoint name, forward by ops.
+// Transformer blocks: weights by checkpoint name, forward by ops; the encoder stack on them.
 #include "nn/transformer.h"
 
 #include <algorithm>
@@ -168,6 +168,40 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
     }
     if (ctx.tap) ctx.tap("ffn_up", up);
     f.down(up, x, {.scale = s, .accumulate = true});  // x += s * down(act(ln(x)))
+}
+
+EncoderBatch::EncoderBatch(const std::vector<std::vector<int32_t>>& tokens, const Tensor& embedding,
+                           Rotary& shared_rotary, const char* where) {
+    ids = pack_batch(tokens, ctx, where);
+    rotary = shared_rotary.at_least(ctx.longest);
+    ctx.rotary = &rotary;
+    x = Tensor::empty({ctx.rows(), embedding.size(1)});
+    ops::embedding(ids, embedding, x);
+}
+
+Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& final_ln,
+                     BatchCtx& ctx, Tensor& x, const StackRequest& req,
+                     std::map<int, Tensor>& hidden) {
+    const int64_t n = int64_t(blocks.size()), N = ctx.rows(), D = x.size(-1);
+    auto keep = [&](int layer) {
+        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
+    };
+    if (keep(0)) hidden[0] = x.clone();
+    Tensor probs;
+    if (req.attention_probs && n > 0)
+        probs = Tensor::empty({ctx.batch(), blocks[0].attn.heads, ctx.longest, ctx.longest});
+    for (int64_t l = 0; l < n; ++l) {
+        if (req.tap)
+            ctx.tap = [&](const std::string& name, const Tensor& t) { req.tap(int(l), name, t); };
+        pre_ln_block(blocks[size_t(l)], ctx, x, req.attention_probs ? &probs : nullptr);
+        if (req.after_block) req.after_block(l, req.attention_probs ? &probs : nullptr);
+        if (l + 1 < n && keep(int(l + 1))) hidden[int(l + 1)] = x.clone();
+    }
+    ctx.tap = nullptr;
+    Tensor last = Tensor::empty({N, D});
+    final_ln(x, last);
+    if (keep(int(n))) hidden[int(n)] = last;
+    return last;
 }
 
 }  // namespace bioinfer::nn

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -139,5 +140,42 @@ std::vector<int32_t> pack_batch(const std::vector<std::vector<int32_t>>& tokens,
 // probs (B, H, P, P), P >= ctx.longest, when given, receives this block's attention probabilities
 // (each sequence in its top-left corner).
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs);
+
+// A batch packed for an encoder stack: the context (offsets, rotary tables covering its longest
+// sequence) and the token embeddings. Not copyable: ctx points at its own rotary tables.
+struct EncoderBatch {
+    // Packs `tokens` (see pack_batch; `where` names the caller in errors), takes a copy of
+    // `rotary` grown to the longest sequence (Rotary::at_least), and looks the ids up in
+    // `embedding` (V, D).
+    EncoderBatch(const std::vector<std::vector<int32_t>>& tokens, const Tensor& embedding,
+                 Rotary& rotary, const char* where);
+    EncoderBatch(const EncoderBatch&) = delete;
+    EncoderBatch& operator=(const EncoderBatch&) = delete;
+    BatchCtx ctx;
+    Rotary rotary;
+    std::vector<int32_t> ids;  // (rows) the packed tokens
+    Tensor x;                  // (rows, D) their embeddings
+};
+
+// What a run of an encoder stack keeps and reports besides its output.
+struct StackRequest {
+    // Hidden states to keep, in [0, blocks]: 0 the stack's input, l in 1..blocks-1 the output of
+    // block l, `blocks` the final LayerNorm's output.
+    std::vector<int> layers = {};
+    // Observer of block intermediates: (block index from 0, name, tensor (rows, ...)).
+    std::function<void(int layer, const std::string& name, const Tensor& t)> tap = {};
+    // Whether after_block gets the blocks' attention probabilities.
+    bool attention_probs = false;
+    // Called after block l (from 0) with its attention probabilities (B, H, P, P), P = ctx.longest,
+    // each sequence in its top-left corner, when attention_probs (else null).
+    std::function<void(int64_t l, const Tensor* probs)> after_block = {};
+};
+
+// The pre-LN encoder stack of ESM-2 and ESM C: x (rows, D) goes through `blocks` in order
+// (updated in place) and then `final_ln`, whose output (rows, D) is returned. `hidden` receives
+// the layers req asks for.
+Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& final_ln,
+                     BatchCtx& ctx, Tensor& x, const StackRequest& req,
+                     std::map<int, Tensor>& hidden);
 
 }  // namespace bioinfer::nn
