@@ -11,10 +11,14 @@ namespace bioinfer::fold {
 
 const char* entity_kind_name(EntityKind k) {
     switch (k) {
-        case EntityKind::Protein: return "protein";
-        case EntityKind::Dna: return "dna";
-        case EntityKind::Rna: return "rna";
-        case EntityKind::Ligand: return "ligand";
+        case EntityKind::Protein:
+            return "protein";
+        case EntityKind::Dna:
+            return "dna";
+        case EntityKind::Rna:
+            return "rna";
+        case EntityKind::Ligand:
+            return "ligand";
     }
     return "?";
 }
@@ -31,7 +35,8 @@ void ModelSpec::check_entities(const Input& in) const {
     for (const Entity& e : in.entities) {
         if (std::find(kinds.begin(), kinds.end(), e.kind) == kinds.end()) {
             std::string takes;
-            for (EntityKind k : kinds) takes += (takes.empty() ? "" : ", ") + std::string(entity_kind_name(k));
+            for (EntityKind k : kinds)
+                takes += (takes.empty() ? "" : ", ") + std::string(entity_kind_name(k));
             fail(in.where, cat("chain ", e.chain_id, " is a ", entity_kind_name(e.kind), ", but ",
                                architecture(), " takes only ", takes));
         }

@@ -44,9 +44,9 @@ struct Input {
 std::string chain_id(int32_t k);
 
 struct Options {
-    int num_recycles = -1;    // extra passes through the trunk; -1: the model's default
-    int num_samples = 1;      // structures to draw (diffusion models); ESMFold makes one
-    int64_t chunk = 0;        // pair rows per chunk in the trunk; 0: automatic
+    int num_recycles = -1;  // extra passes through the trunk; -1: the model's default
+    int num_samples = 1;    // structures to draw (diffusion models); ESMFold makes one
+    int64_t chunk = 0;      // pair rows per chunk in the trunk; 0: automatic
     // Progress: (stage, step, steps); steps 0 when the stage has no count, e.g.
     // ("language model", 0, 0), ("trunk pass", 1, 4).
     std::function<void(const std::string& stage, int step, int steps)> progress;
@@ -64,12 +64,12 @@ struct Chain {
     int64_t first_token = 0, tokens = 0;
 };
 struct Token {
-    int32_t chain = 0;        // index into Prediction::chains
-    int32_t residue = 0;      // residue number written out (1-based within the chain)
-    std::string name;         // residue name: "ALA", "DA", "U", a CCD code
-    char letter = 'X';        // one-letter code (X when none)
+    int32_t chain = 0;                  // index into Prediction::chains
+    int32_t residue = 0;                // residue number written out (1-based within the chain)
+    std::string name;                   // residue name: "ALA", "DA", "U", a CCD code
+    char letter = 'X';                  // one-letter code (X when none)
     int64_t first_atom = 0, atoms = 0;  // its atoms are [first_atom, first_atom + atoms)
-    int64_t rep_atom = -1;    // Calpha of an amino acid (C1' of a nucleotide); -1: none
+    int64_t rep_atom = -1;              // Calpha of an amino acid (C1' of a nucleotide); -1: none
 };
 struct Atom {
     int64_t token = 0;

@@ -16,7 +16,8 @@ namespace bioinfer::nn {
 struct DistogramHead {
     Linear proj;  // C -> bins
     int64_t bins = 64;
-    static DistogramHead load(const io::ModelDir& m, const std::string& prefix, int64_t c, int64_t bins);
+    static DistogramHead load(const io::ModelDir& m, const std::string& prefix, int64_t c,
+                              int64_t bins);
     // z (L, L, C) -> (L, L, bins), symmetric in (i, j)
     Tensor operator()(const Tensor& z) const;
 };

@@ -5,8 +5,8 @@
 
 namespace bioinfer::nn {
 
-RelativePosition RelativePosition::load(const io::ModelDir& m, const std::string& prefix, int64_t bins,
-                                        int64_t c) {
+RelativePosition RelativePosition::load(const io::ModelDir& m, const std::string& prefix,
+                                        int64_t bins, int64_t c) {
     RelativePosition r;
     r.bins = bins;
     r.table = m.get_f32(prefix + ".embedding.weight", {2 * bins + 2, c});

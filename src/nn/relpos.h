@@ -15,7 +15,8 @@ struct RelativePosition {
     int64_t bins = 32;  // offsets clipped to [-bins, bins]
     Tensor table;       // (2 * bins + 2, C); row 0 is upstream's padding class, never picked
     // <prefix>.embedding.weight
-    static RelativePosition load(const io::ModelDir& m, const std::string& prefix, int64_t bins, int64_t c);
+    static RelativePosition load(const io::ModelDir& m, const std::string& prefix, int64_t bins,
+                                 int64_t c);
     // (L * L) table rows, pair (i, j) at i * L + j: clamp(r_j - r_i, -bins, bins) + bins + 1.
     std::vector<int32_t> classes(const std::vector<int64_t>& residue_index) const;
 };

@@ -1,7 +1,7 @@
-// The structure-prediction job behind `bioinfer predict`: collect and validate targets, check
-// each fits in memory before any work starts, fold them one at a time with the weights resident,
-// and write per target a structure (PDB or mmCIF), a confidence JSON and optionally the PAE
-// matrix (npy) with a pLDDT/PAE plot (PNG).
+// The structure-prediction job behind `bioinfer predict`, for any fold::StructureModel: collect
+// and validate targets, check each fits in memory before any work starts, fold them one at a time
+// with the weights resident, and write per target and sample a structure (PDB or mmCIF), a
+// confidence JSON and optionally the PAE (and PDE) matrices (npy) with a pLDDT/PAE plot (PNG).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -35,7 +35,8 @@ fold::Input EsmFoldSpec::from_fasta(const io::FastaRecord& rec, const std::strin
 
 EncodedTarget encode_input(const fold::Input& in) {
     std::string joined;
-    for (size_t k = 0; k < in.entities.size(); ++k) joined += (k ? ":" : "") + in.entities[k].sequence;
+    for (size_t k = 0; k < in.entities.size(); ++k)
+        joined += (k ? ":" : "") + in.entities[k].sequence;
     return encode_sequence(joined, in.where);
 }
 
@@ -78,7 +79,8 @@ std::unique_ptr<EsmFoldStructureModel> EsmFoldStructureModel::load(const io::Mod
 EsmFoldStructureModel::EsmFoldStructureModel(std::unique_ptr<EsmFoldModel> model)
     : model_(std::move(model)), spec_(model_->config()) {}
 
-fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in, const fold::Options& opts) const {
+fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
+                                                const fold::Options& opts) const {
     BI_CHECK(opts.num_samples == 1, in.where, "esmfold predicts one structure per target, not ",
              opts.num_samples);
     const EncodedTarget enc = encode_input(in);
@@ -89,8 +91,10 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in, const fol
     fo.trunk_profile = opts.trunk_profile;
     if (opts.progress)
         fo.progress = [&](const std::string& what, int step, int steps) {
-            if (step < steps) opts.progress(what + " pass", step, steps);
-            else opts.progress("structure module and heads", 0, 0);
+            if (step < steps)
+                opts.progress(what + " pass", step, steps);
+            else
+                opts.progress("structure module and heads", 0, 0);
         };
     if (opts.progress) opts.progress("language model", 0, 0);
     const FoldOutput out = model_->fold(enc.target, fo);
@@ -125,8 +129,10 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in, const fol
         for (int a = 0; a < rc::kNumAtom37; ++a) {
             if (out.atom37_exists.f32()[i * 37 + a] == 0.0f) continue;
             if (a == 1) t.rep_atom = int64_t(p.atoms.size());  // CA
-            p.atoms.push_back({int64_t(p.tokens.size()), rc::kAtomTypes[a], std::string(1, rc::kAtomTypes[a][0])});
-            xyz.insert(xyz.end(), out.atom37.f32() + (i * 37 + a) * 3, out.atom37.f32() + (i * 37 + a) * 3 + 3);
+            p.atoms.push_back({int64_t(p.tokens.size()), rc::kAtomTypes[a],
+                               std::string(1, rc::kAtomTypes[a][0])});
+            xyz.insert(xyz.end(), out.atom37.f32() + (i * 37 + a) * 3,
+                       out.atom37.f32() + (i * 37 + a) * 3 + 3);
             plddt.push_back(out.plddt.f32()[i * 37 + a]);
         }
         t.atoms = int64_t(p.atoms.size()) - t.first_atom;

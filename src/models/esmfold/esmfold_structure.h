@@ -14,7 +14,9 @@ public:
     explicit EsmFoldSpec(EsmFoldConfig c) : cfg_(std::move(c)) {}
     const EsmFoldConfig& config() const { return cfg_; }
     std::string architecture() const override { return "esmfold"; }
-    std::vector<fold::EntityKind> entity_kinds() const override { return {fold::EntityKind::Protein}; }
+    std::vector<fold::EntityKind> entity_kinds() const override {
+        return {fold::EntityKind::Protein};
+    }
     bool takes_msa() const override { return false; }
     int default_num_recycles() const override { return int(cfg_.trunk.max_recycles) - 1; }
     // Letters A-Z in either case (those outside the 20 amino acids fold as X, as upstream), ':'
