@@ -1,11 +1,14 @@
-// Op tests: every optimized CPU kernel against its plain fp32 reference, over odd and even sizes,
-// masks and strides (the same binary runs whichever ISA the dispatcher picks).
+// Op tests: every registered backend's kernels (the CPU's ISAs this machine runs, and any other
+// backend registered) against the plain fp32 reference, over odd and even sizes, masks and strides.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "backend/registry.h"
 #include "bioinfer/error.h"
+#include "nn/rigid.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -16,16 +19,42 @@ using bioinfer::test::random_tensor;
 
 namespace {
 
-// Runs f under the reference and then the optimized backend on copies of the same inputs.
-template <typename F>
-void both(F f) {
-    ops::set_backend(ops::Backend::Ref);
-    f(true);
-    ops::set_backend(ops::Backend::Cpu);
-    f(false);
+// The backends under test: every registered one but the reference itself.
+std::vector<std::string> tested_backends() {
+    std::vector<std::string> names;
+    for (const backend::Backend* b : backend::backends())
+        if (b->name != "ref") names.push_back(b->name);
+    return names;
 }
 
-class OpSizes : public ::testing::TestWithParam<int> {};
+std::string param_name(std::string s) {
+    for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+// A test run for one backend under test (and one size, for OpSizes); the process default
+// backend goes back to "cpu" afterwards.
+class OpBackend : public ::testing::TestWithParam<std::string> {
+protected:
+    const std::string& tested() const { return GetParam(); }
+    void TearDown() override { ops::set_backend("cpu"); }
+};
+
+class OpSizes : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+protected:
+    const std::string& tested() const { return std::get<0>(GetParam()); }
+    int size() const { return std::get<1>(GetParam()); }
+    void TearDown() override { ops::set_backend("cpu"); }
+    // Runs f under the reference and then the backend under test on copies of the same inputs.
+    template <typename F>
+    void both(F f) {
+        ops::set_backend("ref");
+        f(true);
+        ops::set_backend(tested());
+        f(false);
+    }
+};
 
 }  // namespace
 
@@ -37,7 +66,7 @@ TEST(Ops, KernelTableIsOptimized) {
 }
 
 TEST_P(OpSizes, Linear) {
-    const int64_t n = GetParam();
+    const int64_t n = size();
     for (int64_t M : {int64_t(1), n, 2 * n + 3}) {
         Tensor x = random_tensor({M, n + 5}, 1), w = random_tensor({n, n + 5}, 2),
                b = random_tensor({n}, 3), res = random_tensor({M, n}, 4);
@@ -53,7 +82,7 @@ TEST_P(OpSizes, Linear) {
             });
             compare(got, ref, 1e-5, 1e-5, "linear");
             // The same product through weights packed once into the backend's GEMM layout.
-            ops::set_backend(ops::Backend::Cpu);
+            ops::set_backend(tested());
             auto packed = ops::pack_linear_weight(w);
             Tensor out = mode == 2 ? res.clone() : Tensor::empty({M, n});
             ops::linear(x, w, mode == 1 ? nullptr : &b, out,
@@ -66,14 +95,14 @@ TEST_P(OpSizes, Linear) {
 // bf16 GEMM (AMX / AVX-512-BF16 where present, fp32 accumulation): x and w rounded to bf16, so
 // the bar is the fast path's (PCC >= 0.999), not fp32's. Weights are packed straight from bf16
 // storage or from fp32.
-TEST(Ops, LinearBf16Packed) {
+TEST_P(OpBackend, LinearBf16Packed) {
     for (int64_t n : {7, 64, 100}) {
         const int64_t M = 2 * n + 3, K = 3 * n + 5;
         Tensor x = random_tensor({M, K}, 41), w = random_tensor({n, K}, 42), b = random_tensor({n}, 43);
         Tensor ref = Tensor::empty({M, n});
-        ops::set_backend(ops::Backend::Ref);
+        ops::set_backend("ref");
         ops::linear(x, w, &b, ref, {.act = Act::Gelu});
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend(tested());
         Tensor wb = Tensor::empty({n, K}, DType::BF16);
         for (int64_t i = 0; i < w.numel(); ++i)
             static_cast<uint16_t*>(wb.raw())[i] = f32_to_bf16(w.f32()[i]);
@@ -90,42 +119,42 @@ TEST(Ops, LinearBf16Packed) {
     }
 }
 
-TEST(Ops, PackedWeightIsIgnoredUnderAnotherBackend) {
+TEST_P(OpBackend, PackedWeightIsIgnoredUnderAnotherBackend) {
     Tensor x = random_tensor({5, 9}, 1), w = random_tensor({4, 9}, 2);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     auto packed = ops::pack_linear_weight(w);
     Tensor got = Tensor::empty({5, 4}), ref = Tensor::empty({5, 4});
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::linear(x, w, nullptr, ref);
     ops::linear(x, w, nullptr, got, {}, packed.get());
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     compare(got, ref, 0, 0, "linear (packed for cpu, run on ref)");
 }
 
 TEST_P(OpSizes, LayerNorm) {
-    const int64_t d = GetParam();
+    const int64_t d = size();
     Tensor x = random_tensor({7, d}, 5, 3.0f, 1.5f), g = random_tensor({d}, 6), b = random_tensor({d}, 7);
     Tensor ref = Tensor::empty({7, d}), got = Tensor::empty({7, d});
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::layer_norm(x, g, b, 1e-5f, ref);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     ops::layer_norm(x, g, b, 1e-5f, got);
     compare(got, ref, 2e-6, 1e-6, "layer_norm");
 }
 
 TEST_P(OpSizes, Gelu) {
-    const int64_t n = GetParam() * 7;
+    const int64_t n = size() * 7;
     Tensor x = random_tensor({n}, 8, 0.0f, 4.0f);
     Tensor ref = Tensor::empty({n}), got = Tensor::empty({n});
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::gelu(x, ref);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     ops::gelu(x, got);
     compare(got, ref, 1e-6, 2e-6, "gelu");
 }
 
 TEST_P(OpSizes, SoftmaxWithMasks) {
-    const int64_t c = GetParam();
+    const int64_t c = size();
     std::vector<uint8_t> keep(size_t(c), 1);
     for (int64_t i = 0; i < c; i += 3) keep[size_t(i)] = 0;
     keep[size_t(c - 1)] = 1;
@@ -135,9 +164,9 @@ TEST_P(OpSizes, SoftmaxWithMasks) {
         Tensor ref = x.clone(), got = x.clone();
         const Tensor* a = variant == 1 ? &add : nullptr;
         const uint8_t* k = variant == 2 ? keep.data() : nullptr;
-        ops::set_backend(ops::Backend::Ref);
+        ops::set_backend("ref");
         ops::softmax(ref, a, k);
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend(tested());
         ops::softmax(got, a, k);
         compare(got, ref, 1e-6, 1e-6, "softmax");
         if (!k) continue;
@@ -151,7 +180,7 @@ TEST_P(OpSizes, SoftmaxWithMasks) {
 }
 
 TEST_P(OpSizes, Rotary) {
-    const int64_t dh = 2 * GetParam();
+    const int64_t dh = 2 * size();
     const int64_t B = 2, L = 9, H = 3;
     Tensor inv = Tensor::empty({dh / 2});
     for (int64_t i = 0; i < dh / 2; ++i) inv.f32()[i] = 1.0f / std::pow(10000.0f, float(2 * i) / float(dh));
@@ -159,9 +188,9 @@ TEST_P(OpSizes, Rotary) {
     ops::rotary_tables(inv, L, cos, sin);
     Tensor x = random_tensor({B, L, H, dh}, 11);
     Tensor ref = x.clone(), got = x.clone();
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::rotary(ref, cos, sin);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     ops::rotary(got, cos, sin);
     compare(got, ref, 1e-6, 1e-6, "rotary");
     // Position 0 is the identity rotation.
@@ -169,16 +198,16 @@ TEST_P(OpSizes, Rotary) {
 }
 
 TEST_P(OpSizes, AttentionWithKeyPadding) {
-    const int64_t L = GetParam(), H = 2, Dh = 12, B = 3;
+    const int64_t L = size(), H = 2, Dh = 12, B = 3;
     Tensor q = random_tensor({B, L, H * Dh}, 12), k = random_tensor({B, L, H * Dh}, 13),
            v = random_tensor({B, L, H * Dh}, 14);
     std::vector<uint8_t> valid(size_t(B * L), 1);
     for (int64_t t = L / 2 + 1; t < L; ++t) valid[size_t(1 * L + t)] = 0;  // batch 1 padded
     Tensor ref_o = Tensor::empty({B, L, H * Dh}), got_o = Tensor::empty({B, L, H * Dh});
     Tensor ref_p = Tensor::empty({B, H, L, L}), got_p = Tensor::empty({B, H, L, L});
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::attention(q, k, v, H, 0.3f, valid, ref_o, &ref_p);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     ops::attention(q, k, v, H, 0.3f, valid, got_o, &got_p);
     compare(got_o, ref_o, 1e-5, 1e-5, "attention out");
     compare(got_p, ref_p, 1e-6, 1e-6, "attention probs");
@@ -212,7 +241,7 @@ TEST_P(OpSizes, AttentionWithKeyPadding) {
 // the batch or one per sequence, with key padding, through the materialised and the tiled kernel,
 // against the reference and against scores written out here.
 TEST_P(OpSizes, AttentionWithPairBias) {
-    const int64_t L = GetParam(), H = 3, Dh = 8, B = 2;
+    const int64_t L = size(), H = 3, Dh = 8, B = 2;
     Tensor q = random_tensor({B, L, H * Dh}, 51), k = random_tensor({B, L, H * Dh}, 52),
            v = random_tensor({B, L, H * Dh}, 53);
     std::vector<uint8_t> valid(size_t(B * L), 1);
@@ -222,9 +251,9 @@ TEST_P(OpSizes, AttentionWithPairBias) {
                              : random_tensor({B, H, L, L}, 55, 0.0f, 2.0f);
         const ops::AttentionOpts opts{.bias = &bias};
         Tensor ref_o = Tensor::empty({B, L, H * Dh}), ref_p = Tensor::empty({B, H, L, L});
-        ops::set_backend(ops::Backend::Ref);
+        ops::set_backend("ref");
         ops::attention(q, k, v, H, 0.35f, valid, ref_o, &ref_p, opts);
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend(tested());
         for (bool with_probs : {true, false}) {
             Tensor o = Tensor::empty({B, L, H * Dh}), p = Tensor::empty({B, H, L, L});
             ops::attention(q, k, v, H, 0.35f, valid, o, with_probs ? &p : nullptr, opts);
@@ -264,7 +293,7 @@ TEST_P(OpSizes, AttentionWithPairBias) {
 
 // Long sequences cross several query and key tiles of the tiled kernel; the masks here are not
 // only trailing padding (holes, a fully masked sequence), and head dims are odd-sized multiples.
-TEST(Ops, AttentionTiledLongAndHoles) {
+TEST_P(OpBackend, AttentionTiledLongAndHoles) {
     for (int64_t Dh : {8, 24, 36, 64}) {
         const int64_t L = 300, H = 3, B = 3;
         Tensor q = random_tensor({B, L, H * Dh}, 31, 0.0f, 2.0f), k = random_tensor({B, L, H * Dh}, 32),
@@ -275,9 +304,9 @@ TEST(Ops, AttentionTiledLongAndHoles) {
         for (bool with_probs : {false, true}) {
             Tensor ref_o = Tensor::empty({B, L, H * Dh}), got_o = Tensor::empty({B, L, H * Dh});
             Tensor ref_p = Tensor::empty({B, H, L, L}), got_p = Tensor::empty({B, H, L, L});
-            ops::set_backend(ops::Backend::Ref);
+            ops::set_backend("ref");
             ops::attention(q, k, v, H, 0.2f, valid, ref_o, &ref_p);
-            ops::set_backend(ops::Backend::Cpu);
+            ops::set_backend(tested());
             ops::attention(q, k, v, H, 0.2f, valid, got_o, with_probs ? &got_p : nullptr);
             compare(got_o, ref_o, 1e-5, 1e-5, "attention (L 300, Dh " + std::to_string(Dh) + ")");
             if (with_probs) compare(got_p, ref_p, 1e-6, 1e-6, "attention probs (L 300)");
@@ -289,7 +318,7 @@ TEST(Ops, AttentionTiledLongAndHoles) {
 
 // Packed sequences (cu_seqlens) against each sequence run alone: attention, its probabilities
 // and rotary positions restart at every sequence, on both backends; lengths cross the tile sizes.
-TEST(Ops, AttentionAndRotaryVarlenEqualEachSequenceAlone) {
+TEST_P(OpBackend, AttentionAndRotaryVarlenEqualEachSequenceAlone) {
     const std::vector<int64_t> lens{1, 70, 300, 129, 5};
     std::vector<int64_t> cu{0};
     for (int64_t n : lens) cu.push_back(cu.back() + n);
@@ -301,7 +330,7 @@ TEST(Ops, AttentionAndRotaryVarlenEqualEachSequenceAlone) {
         ops::rotary_tables(inv, P, cos, sin);
         Tensor q = random_tensor({N, D}, 51, 0.0f, 2.0f), k = random_tensor({N, D}, 52),
                v = random_tensor({N, D}, 53);
-        for (auto backend : {ops::Backend::Ref, ops::Backend::Cpu}) {
+        for (const std::string& backend : {std::string("ref"), tested()}) {
             ops::set_backend(backend);
             const std::string tag = std::string(ops::backend_name()) + " Dh " + std::to_string(Dh);
             Tensor qr = q.clone(), out = Tensor::empty({N, D}), probs = Tensor::empty({B, H, P, P});
@@ -336,29 +365,30 @@ TEST(Ops, AttentionAndRotaryVarlenEqualEachSequenceAlone) {
             }
         }
     }
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     Tensor q = random_tensor({10, 8}, 1), out = Tensor::empty({10, 8});
     EXPECT_THROW(ops::attention_varlen(q, q, q, 2, 1.0f, {0, 4, 9}, out, nullptr), Error);
     EXPECT_THROW(ops::attention_varlen(q, q, q, 2, 1.0f, {0, 4, 4, 10}, out, nullptr), Error);
 }
 
 TEST_P(OpSizes, GemmStrided) {
-    const int64_t n = GetParam();
+    const int64_t n = size();
     const int64_t M = n + 1, N = n + 2, K = n, lda = K + 3, ldb = N + 5, ldc = N + 1;
     Tensor a = random_tensor({M, lda}, 15), b = random_tensor({K, ldb}, 16);
     Tensor ref = Tensor::zeros({M, ldc}), got = Tensor::zeros({M, ldc});
-    kernels::ref_kernels().gemm_nn(a.f32(), lda, b.f32(), ldb, ref.f32(), ldc, M, N, K);
-    kernels::cpu_kernels().gemm_nn(a.f32(), lda, b.f32(), ldb, got.f32(), ldc, M, N, K);
+    const kernels::Context ctx;
+    kernels::ref_kernels().gemm_nn(ctx, a.f32(), lda, b.f32(), ldb, ref.f32(), ldc, M, N, K);
+    backend::get(tested()).kernels->gemm_nn(ctx, a.f32(), lda, b.f32(), ldb, got.f32(), ldc, M, N, K);
     compare(got, ref, 1e-5, 1e-5, "gemm_nn");
 }
 
 TEST_P(OpSizes, AddScale) {
-    const int64_t n = GetParam() * 3 + 1;
+    const int64_t n = size() * 3 + 1;
     Tensor a = random_tensor({n}, 17), b = random_tensor({n}, 18);
     Tensor r1 = Tensor::empty({n}), g1 = Tensor::empty({n});
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::add(a, b, r1);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     ops::add(a, b, g1);
     compare(g1, r1, 0, 0, "add");
     ops::scale(a, -0.7f, g1);
@@ -366,12 +396,12 @@ TEST_P(OpSizes, AddScale) {
 }
 
 TEST_P(OpSizes, MulAndBatchedMatmul) {
-    const int64_t n = GetParam();
+    const int64_t n = size();
     Tensor a = random_tensor({3 * n + 1}, 61), b = random_tensor({3 * n + 1}, 62);
     Tensor r1 = Tensor::empty({3 * n + 1}), g1 = Tensor::empty({3 * n + 1});
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::mul(a, b, r1);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend(tested());
     ops::mul(a, b, g1);
     compare(g1, r1, 0, 0, "mul");
     for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(g1.f32()[i], a.f32()[i] * b.f32()[i]);
@@ -399,9 +429,15 @@ TEST_P(OpSizes, MulAndBatchedMatmul) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(OddEven, OpSizes, ::testing::Values(1, 7, 8, 16, 33, 64, 100));
+INSTANTIATE_TEST_SUITE_P(OddEven, OpSizes,
+                         ::testing::Combine(::testing::ValuesIn(tested_backends()),
+                                            ::testing::Values(1, 7, 8, 16, 33, 64, 100)),
+                         [](const auto& info) {
+                             return param_name(std::get<0>(info.param)) + "_" +
+                                    std::to_string(std::get<1>(info.param));
+                         });
 
-TEST(Ops, EmbeddingGatherAndBadId) {
+TEST_P(OpBackend, EmbeddingGatherAndBadId) {
     Tensor table = random_tensor({5, 4}, 19);
     Tensor out = Tensor::empty({3, 4});
     ops::embedding({4, 0, 4}, table, out);
@@ -412,7 +448,7 @@ TEST(Ops, EmbeddingGatherAndBadId) {
     EXPECT_THROW(ops::embedding({5, 0, 1}, table, out), Error);
 }
 
-TEST(Ops, ShapeErrorsNameTheOperand) {
+TEST_P(OpBackend, ShapeErrorsNameTheOperand) {
     Tensor x = random_tensor({3, 4}, 20), w = random_tensor({5, 6}, 21), out = Tensor::empty({3, 5});
     try {
         ops::linear(x, w, nullptr, out);
@@ -421,4 +457,257 @@ TEST(Ops, ShapeErrorsNameTheOperand) {
         EXPECT_NE(std::string(e.what()).find("[linear] x: expected last dim 6"), std::string::npos)
             << e.what();
     }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, OpBackend, ::testing::ValuesIn(tested_backends()),
+                         [](const auto& info) { return param_name(info.param); });
+
+// --- data movement and glue ops: each backend against values written out here ---
+
+namespace {
+
+// Runs f once under the reference and once under the backend under test.
+template <typename F>
+void on_ref_and(const std::string& tested, F f) {
+    for (const std::string& b : {std::string("ref"), tested}) {
+        ops::set_backend(b);
+        f(b);
+    }
+}
+
+}  // namespace
+
+TEST_P(OpBackend, CopyStridedViews) {
+    on_ref_and(tested(), [&](const std::string& b) {
+        for (int64_t n : {3, 40, 100}) {  // 100: past one 32-wide tile and the serial threshold
+            const int64_t A = 5, B = n, C = n + 3;
+            Tensor x = random_tensor({A, B, C}, 81);
+            const auto at = [&](int64_t i, int64_t j, int64_t k) { return x.f32()[(i * B + j) * C + k]; };
+            for (const std::vector<int>& p : std::vector<std::vector<int>>{
+                     {0, 1, 2}, {1, 0, 2}, {2, 1, 0}, {0, 2, 1}, {2, 0, 1}}) {
+                Tensor v = x.slice(1, 1, B).permute(p);
+                Tensor out = ops::contiguous(v);
+                Shape full{A, B - 1, C};
+                for (int64_t i = 0; i < out.size(0); ++i)
+                    for (int64_t j = 0; j < out.size(1); ++j)
+                        for (int64_t k = 0; k < out.size(2); ++k) {
+                            int64_t idx[3];
+                            idx[p[0]] = i, idx[p[1]] = j, idx[p[2]] = k;
+                            ASSERT_EQ(out.f32()[(i * out.size(1) + j) * out.size(2) + k],
+                                      at(idx[0], idx[1] + 1, idx[2]))
+                                << b << " permute " << p[0] << p[1] << p[2] << " n " << n;
+                        }
+                // accumulate into the strided view: every element of the slice doubles
+                Tensor y = x.clone();
+                Tensor yv = y.slice(1, 1, B).permute(p);
+                ops::add_into(out, yv);
+                for (int64_t i = 0; i < A; ++i)
+                    for (int64_t j = 0; j < B; ++j)
+                        for (int64_t k = 0; k < C; ++k)
+                            ASSERT_EQ(y.f32()[(i * B + j) * C + k], j == 0 ? at(i, j, k) : at(i, j, k) + at(i, j, k))
+                                << b << " add_into " << n;
+            }
+        }
+        // I32 and a broadcast source (stride 0)
+        Tensor ids = Tensor::of(std::vector<int32_t>{4, -2, 7}), ids3 = Tensor::empty({2, 3}, DType::I32);
+        ops::copy(ids.expand({2, 3}), ids3);
+        for (int i = 0; i < 6; ++i) EXPECT_EQ(ids3.i32()[i], ids.i32()[i % 3]) << b;
+        Tensor wrong = Tensor::empty({2, 4});
+        EXPECT_THROW(ops::copy(ids3, wrong), Error);
+    });
+}
+
+TEST_P(OpBackend, ElementwiseGlue) {
+    on_ref_and(tested(), [&](const std::string& b) {
+        const int64_t R = 37, C = 9;
+        Tensor a = random_tensor({R, 3 * C}, 82), x = random_tensor({R, C}, 83), y0 = random_tensor({R, C}, 84);
+        // 2-D views with contiguous rows: a's first C columns and its last C
+        Tensor av = a.slice(1, 0, C), bv = a.slice(1, 2 * C, 3 * C);
+        Tensor m = Tensor::empty({R, C}), s = Tensor::empty({R, C}), am = y0.clone();
+        ops::mul(av, bv, m);
+        ops::add(x, bv, s);
+        ops::add_mul(av, bv, am);
+        Tensor xs = x.clone(), f = random_tensor({R}, 85), sr = Tensor::empty({R, C});
+        ops::axpy(-0.75f, y0, xs);
+        ops::scale_rows(x, f, sr);
+        Tensor relu = Tensor::empty({R, C}), sig = Tensor::empty({R, C});
+        ops::activation(x, Act::Relu, relu, 0.25f);
+        ops::activation(x, Act::Sigmoid, sig, -0.5f);
+        for (int64_t r = 0; r < R; ++r)
+            for (int64_t c = 0; c < C; ++c) {
+                const float ai = a.f32()[r * 3 * C + c], bi = a.f32()[r * 3 * C + 2 * C + c];
+                const float xi = x.f32()[r * C + c], yi = y0.f32()[r * C + c];
+                const int64_t i = r * C + c;
+                ASSERT_EQ(m.f32()[i], ai * bi) << b;
+                ASSERT_EQ(s.f32()[i], xi + bi) << b;
+                ASSERT_NEAR(am.f32()[i], yi + ai * bi, 1e-6) << b;
+                ASSERT_NEAR(xs.f32()[i], xi - 0.75f * yi, 1e-6) << b;
+                ASSERT_EQ(sr.f32()[i], xi * f.f32()[r]) << b;
+                ASSERT_EQ(relu.f32()[i], std::max(xi + 0.25f, 0.0f)) << b;
+                ASSERT_NEAR(sig.f32()[i], 1.0 / (1.0 + std::exp(-(double(xi) - 0.5))), 1e-6) << b;
+            }
+        Tensor nx = random_tensor({R * 7, 2}, 86), nn_out = Tensor::empty({R * 7, 2});
+        ops::l2_normalize(nx, 1e-8f, nn_out);
+        for (int64_t r = 0; r < R * 7; ++r)
+            ASSERT_NEAR(std::hypot(nn_out.f32()[2 * r], nn_out.f32()[2 * r + 1]), 1.0, 1e-6) << b;
+        Tensor p = random_tensor({R, 11}, 87), v = random_tensor({11}, 88), e = Tensor::empty({R});
+        ops::bin_expectation(p, v, e);
+        for (int64_t r = 0; r < R; ++r) {
+            double want = 0;
+            for (int k = 0; k < 11; ++k) want += double(p.f32()[r * 11 + k]) * v.f32()[k];
+            ASSERT_NEAR(e.f32()[r], want, 1e-5) << b;
+        }
+        EXPECT_EQ(ops::max_value(p), *std::max_element(p.f32(), p.f32() + p.numel())) << b;
+    });
+}
+
+TEST_P(OpBackend, GathersAndSequenceGlue) {
+    on_ref_and(tested(), [&](const std::string& b) {
+        Tensor table = random_tensor({6, 5}, 89), out = random_tensor({4, 5}, 90), acc = out.clone();
+        const std::vector<int32_t> ids{5, 0, 5, 2};
+        ops::embedding(ids, table, acc, /*accumulate=*/true);
+        Tensor got = Tensor::empty({4, 5});
+        ops::embedding(Tensor::of(ids), table, got);
+        for (int i = 0; i < 4; ++i)
+            for (int d = 0; d < 5; ++d) {
+                ASSERT_EQ(got.f32()[i * 5 + d], table.f32()[ids[size_t(i)] * 5 + d]) << b;
+                ASSERT_EQ(acc.f32()[i * 5 + d], out.f32()[i * 5 + d] + table.f32()[ids[size_t(i)] * 5 + d]) << b;
+            }
+        // token dropout: two sequences, one with two <mask> (id 32) of 6 tokens
+        const std::vector<int64_t> cu{0, 6, 9};
+        const std::vector<int32_t> tok{0, 32, 5, 32, 7, 2, 0, 9, 2};
+        Tensor x = random_tensor({9, 4}, 91), xd = x.clone();
+        ops::token_dropout(xd, tok, cu, 32, 0.88f);
+        for (int64_t t = 0; t < 9; ++t)
+            for (int d = 0; d < 4; ++d) {
+                const float denom = t < 6 ? 1.0f - 2.0f / 6.0f : 1.0f;
+                const float want = tok[size_t(t)] == 32 ? 0.0f : x.f32()[t * 4 + d] * 0.88f / denom;
+                ASSERT_EQ(xd.f32()[t * 4 + d], want) << b << " token " << t;
+            }
+        // outer product and difference of [q | k], rows 1..3 of a 4-residue state
+        const int64_t L = 4, I = 3;
+        Tensor qk = random_tensor({L, 2 * I}, 92), pd = Tensor::empty({2 * L, 2 * I});
+        ops::outer_product_difference(qk, 1, 3, pd);
+        for (int64_t i = 1; i < 3; ++i)
+            for (int64_t j = 0; j < L; ++j)
+                for (int64_t c = 0; c < I; ++c) {
+                    const float q = qk.f32()[j * 2 * I + c], k = qk.f32()[i * 2 * I + I + c];
+                    ASSERT_EQ(pd.f32()[((i - 1) * L + j) * 2 * I + c], q * k) << b;
+                    ASSERT_EQ(pd.f32()[((i - 1) * L + j) * 2 * I + I + c], q - k) << b;
+                }
+    });
+}
+
+TEST_P(OpBackend, ContactApc) {
+    on_ref_and(tested(), [&](const std::string& b) {
+        const int64_t H = 3, P = 12, L = 9;  // <cls>, 9 residues, <eos>, one pad
+        Tensor probs = random_tensor({H, P, P}, 93, 0.5f, 0.2f), w = random_tensor({H}, 94);
+        Tensor acc = random_tensor({L, L}, 95), want = acc.clone();
+        ops::contact_apc(probs, w, acc);
+        for (int64_t h = 0; h < H; ++h) {
+            std::vector<double> row(static_cast<size_t>(L), 0.0);
+            double total = 0;
+            const auto sym = [&](int64_t i, int64_t j) {
+                return double(probs.f32()[(h * P + i + 1) * P + j + 1]) + probs.f32()[(h * P + j + 1) * P + i + 1];
+            };
+            for (int64_t i = 0; i < L; ++i)
+                for (int64_t j = 0; j < L; ++j) row[size_t(i)] += sym(i, j), total += sym(i, j);
+            for (int64_t i = 0; i < L; ++i)
+                for (int64_t j = 0; j < L; ++j)
+                    want.f32()[i * L + j] += float(w.f32()[h] * (sym(i, j) - row[size_t(i)] * row[size_t(j)] / total));
+        }
+        compare(acc, want, 1e-6, 1e-6, b + " contact_apc");
+    });
+}
+
+TEST_P(OpBackend, PairClassesAndBins) {
+    on_ref_and(tested(), [&](const std::string& b) {
+        const std::vector<int32_t> index{0, 1, 2, 40, 41, 600, 601};
+        const int64_t L = int64_t(index.size()), bins = 32;
+        Tensor cls = Tensor::empty({L, L}, DType::I32);
+        ops::relpos_classes(Tensor::of(index), bins, cls);
+        for (int64_t i = 0; i < L; ++i)
+            for (int64_t j = 0; j < L; ++j)
+                ASSERT_EQ(cls.i32()[i * L + j],
+                          std::clamp<int64_t>(index[size_t(j)] - index[size_t(i)], -bins, bins) + bins + 1) << b;
+        // virtual C-beta of an ideal backbone, then distance bins between residues 3.8 A apart
+        Tensor atoms = Tensor::zeros({3, 4, 3});
+        for (int64_t r = 0; r < 3; ++r) {
+            const float x0 = 3.8f * float(r);
+            const float n[3] = {x0 - 0.53f, 1.36f, 0}, ca[3] = {x0, 0, 0}, c[3] = {x0 + 1.52f, 0, 0};
+            for (int k = 0; k < 3; ++k) {
+                atoms.f32()[(r * 4 + 0) * 3 + k] = n[k];
+                atoms.f32()[(r * 4 + 1) * 3 + k] = ca[k];
+                atoms.f32()[(r * 4 + 2) * 3 + k] = c[k];
+            }
+        }
+        Tensor cb = Tensor::empty({3, 3});
+        ops::virtual_cb(atoms, cb);
+        for (int64_t r = 0; r < 3; ++r) {  // C-beta 1.5 A or so from C-alpha, as real ones are
+            const float* p = cb.f32() + r * 3;
+            EXPECT_NEAR(std::sqrt((p[0] - 3.8f * float(r)) * (p[0] - 3.8f * float(r)) + p[1] * p[1] + p[2] * p[2]), 1.53, 0.05) << b;
+        }
+        Tensor bounds = Tensor::of(std::vector<float>{1.0f, 16.0f, 100.0f}), bins_t = Tensor::empty({3, 3}, DType::I32);
+        ops::distance_bins(cb, bounds, bins_t);
+        for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) {
+                float d2 = 0;
+                for (int k = 0; k < 3; ++k) d2 += (cb.f32()[j * 3 + k] - cb.f32()[i * 3 + k]) * (cb.f32()[j * 3 + k] - cb.f32()[i * 3 + k]);
+                ASSERT_EQ(bins_t.i32()[i * 3 + j], int(d2 > 1.0f) + int(d2 > 16.0f) + int(d2 > 100.0f)) << b;
+            }
+    });
+}
+
+TEST_P(OpBackend, FramesIpaAndAtoms) {
+    const int64_t L = 7, H = 2, C = 5, Pq = 3, Pv = 4, Cz = 6;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    Tensor frames = Tensor::empty({L, 7}), upd = random_tensor({L, 6}, 96);
+    for (int64_t i = 0; i < L; ++i) {
+        nn::QuatRigid q;
+        const float u[6] = {nd(rng), nd(rng), nd(rng), 2 * nd(rng), 2 * nd(rng), 2 * nd(rng)};
+        const nn::QuatRigid r = q.compose_update(u);
+        std::copy(r.q.begin(), r.q.end(), frames.f32() + i * 7);
+        std::copy(r.trans.begin(), r.trans.end(), frames.f32() + i * 7 + 4);
+    }
+    Tensor q = random_tensor({L, H * C}, 97), kv = random_tensor({L, 2 * H * C}, 98),
+           qp = random_tensor({L, 3 * H * Pq}, 99), kvp = random_tensor({L, 3 * H * (Pq + Pv)}, 100),
+           bias = random_tensor({L * L, H}, 101), z = random_tensor({L, L, Cz}, 102),
+           hw = random_tensor({H}, 103, 0.5f, 0.1f);
+    Tensor ref_ipa;
+    on_ref_and(tested(), [&](const std::string& b) {
+        // the frame update: the quaternion rule, row by row
+        Tensor f = frames.clone();
+        ops::quat_update(f, upd);
+        for (int64_t i = 0; i < L; ++i) {
+            const float* r0 = frames.f32() + i * 7;
+            const nn::QuatRigid want = nn::QuatRigid{{r0[0], r0[1], r0[2], r0[3]}, {r0[4], r0[5], r0[6]}}
+                                           .compose_update(upd.f32() + i * 6);
+            for (int k = 0; k < 4; ++k) ASSERT_EQ(f.f32()[i * 7 + k], want.q[size_t(k)]) << b;
+            for (int k = 0; k < 3; ++k) ASSERT_EQ(f.f32()[i * 7 + 4 + k], want.trans[size_t(k)]) << b;
+        }
+        // IPA: the backend's fp32 kernel against the reference's double one
+        Tensor out = Tensor::empty({L, H * (C + 4 * Pv + Cz)});
+        ops::ipa({&q, &kv, &qp, &kvp, &bias, &z, &frames, &hw, H, Pq, Pv, 1e-8f}, out);
+        if (b == "ref") ref_ipa = out;
+        else compare(out, ref_ipa, 2e-5, 2e-5, b + " ipa");
+        // atoms: with zero torsions (sin 0, cos 1) and the identity frame, the backbone N of every
+        // residue type sits at its literature position
+        const int R = 3;
+        ops::ResidueTables t{random_tensor({R, 8, 4, 4}, 104), Tensor::of(std::vector<int32_t>(R * 14, 0), {R, 14}),
+                             Tensor::of(std::vector<float>(R * 14, 1.0f), {R, 14}), random_tensor({R, 14, 3}, 105)};
+        for (int r = 0; r < R; ++r) {  // group 0 (the backbone frame) is the identity
+            float* m = t.default_frames.f32() + r * 8 * 16;
+            for (int e = 0; e < 16; ++e) m[e] = (e % 5 == 0) ? 1.0f : 0.0f;
+        }
+        Tensor ident = Tensor::of(std::vector<float>{1, 0, 0, 0, 0, 0, 0}, {1, 7}), ang = Tensor::empty({1, 7, 2});
+        ops::copy(Tensor::of(std::vector<float>{0, 1}).expand({1, 7, 2}), ang);
+        for (int r = 0; r < R; ++r) {
+            Tensor fo = Tensor::empty({1, 7}), pos = Tensor::empty({1, 14, 3});
+            ops::atom_frames(ident, ang, Tensor::of(std::vector<int32_t>{r}), t, 10.0f, fo, pos);
+            for (int a = 0; a < 14; ++a)
+                for (int k = 0; k < 3; ++k)
+                    ASSERT_NEAR(pos.f32()[a * 3 + k], t.lit_positions.f32()[(r * 14 + a) * 3 + k], 1e-6) << b;
+        }
+    });
 }

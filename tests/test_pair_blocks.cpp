@@ -279,16 +279,20 @@ TEST(PairBlocks, InvariantPointAttention) {
     const Tensor s = random_tensor({L, Cs}, 12), z = random_tensor({L, L, Cz}, 13);
     // random frames: unit quaternions and translations
     std::vector<nn::Rigid> frames;
+    Tensor frame_t = Tensor::empty({L, 7});  // the same frames as (quaternion, translation) rows
     std::mt19937 rng(5);
     std::normal_distribution<float> nd;
     for (int64_t i = 0; i < L; ++i) {
         nn::QuatRigid q;
         const float u[6] = {nd(rng), nd(rng), nd(rng), 3 * nd(rng), 3 * nd(rng), 3 * nd(rng)};
-        frames.push_back(q.compose_update(u).rigid());
+        const nn::QuatRigid r = q.compose_update(u);
+        frames.push_back(r.rigid());
+        std::copy(r.q.begin(), r.q.end(), frame_t.f32() + i * 7);
+        std::copy(r.trans.begin(), r.trans.end(), frame_t.f32() + i * 7 + 4);
     }
     const auto ipa = nn::InvariantPointAttention::load(w.dir(), "ipa", Cs, Cz, D, H, Pq, Pv, 1e-8f);
     Tensor got = Tensor::empty({L, Cs});
-    ipa(s, z, frames, got);
+    ipa(s, z, frame_t, got);
 
     // reference, in double
     auto apply = [](const nn::Rigid& r, const Vec& p) {

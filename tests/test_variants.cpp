@@ -43,9 +43,9 @@ TEST(Variants, AttentionTilingsCausalAndGroupedHeads) {
             const ops::AttentionOpts opts{
                 .kv_heads = Hkv, .causal = causal, .bias = mode == 2 ? &bias : nullptr};
             Tensor ref = Tensor::empty({B, L, H * Dh});
-            ops::set_backend(ops::Backend::Ref);
+            ops::set_backend("ref");
             ops::attention(q, k, v, H, 0.25f, valid, ref, nullptr, opts);
-            ops::set_backend(ops::Backend::Cpu);
+            ops::set_backend("cpu");
             for (const auto& c : variants) {
                 tuning::Force f("attention", c);
                 Tensor got = Tensor::empty({B, L, H * Dh});
@@ -74,9 +74,9 @@ TEST(Variants, SoftmaxThreePassAndOnline) {
         for (int64_t c = 0; c < cols; c += 3) keep[size_t(c)] = 0;
         Tensor add = random_tensor({cols}, 62);
         Tensor ref = x.clone();
-        ops::set_backend(ops::Backend::Ref);
+        ops::set_backend("ref");
         ops::softmax(ref, &add, keep.data());
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend("cpu");
         for (const char* v : {"three_pass", "online"}) {
             tuning::Force f("softmax", variant(v));
             Tensor got = x.clone();
@@ -91,9 +91,9 @@ TEST(Variants, LayerNormAlgorithmsAndThreading) {
         Tensor x = random_tensor({37, d}, 71, 0.5f, 2.0f), g = random_tensor({d}, 72),
                b = random_tensor({d}, 73);
         Tensor ref = Tensor::empty({37, d});
-        ops::set_backend(ops::Backend::Ref);
+        ops::set_backend("ref");
         ops::layer_norm(x, g, b, 1e-5f, ref);
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend("cpu");
         for (const char* v : {"two_pass", "one_pass"})
             for (int64_t par : {0, 1}) {
                 tuning::Force f("layer_norm", variant(v, {{"parallel", par}}));
@@ -108,11 +108,11 @@ TEST(Variants, ElementwiseSerialAndParallel) {
     for (int64_t n : {1, 17, 4096, 4097, 20000}) {
         Tensor x = random_tensor({n}, 81, 0.0f, 3.0f), u = random_tensor({n}, 82);
         Tensor r_gelu = Tensor::empty({n}), r_tanh = Tensor::empty({n}), r_swi = Tensor::empty({n});
-        ops::set_backend(ops::Backend::Ref);
+        ops::set_backend("ref");
         ops::gelu(x, r_gelu);
         ops::gelu_tanh(x, r_tanh);
         ops::swiglu(x, u, r_swi);
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend("cpu");
         for (int64_t par : {0, 1}) {
             const auto c = variant("simd", {{"parallel", par}});
             Tensor got = Tensor::empty({n});
@@ -141,9 +141,9 @@ TEST(Variants, RotarySerialAndParallel) {
     Tensor cos = Tensor::empty({L, Dh / 2}), sin = Tensor::empty({L, Dh / 2});
     ops::rotary_tables(inv, L, cos, sin);
     Tensor ref = x.clone();
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     ops::rotary(ref, cos, sin);
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend("cpu");
     for (int64_t par : {0, 1}) {
         tuning::Force f("rotary", variant("simd", {{"parallel", par}}));
         Tensor got = x.clone();
@@ -179,9 +179,9 @@ TEST(Variants, LinearProvidersAndActivation) {
         for (const Tensor* wsrc : {&w, &wb}) {
             const Tensor& wf = wsrc == &w ? w : w_rounded;
             Tensor ref = res.clone();
-            ops::set_backend(ops::Backend::Ref);
+            ops::set_backend("ref");
             ops::linear(x, wf, &b, ref, ep);
-            ops::set_backend(ops::Backend::Cpu);
+            ops::set_backend("cpu");
             for (auto blk : {std::map<std::string, int64_t>{{"m_block", 96}, {"n_block", 256}, {"k_block", 256}},
                              {{"m_block", 10}, {"n_block", 33}, {"k_block", 70}}}) {
                 std::shared_ptr<const ops::PackedWeight> packed;

@@ -1,4 +1,5 @@
-// Storage dtypes (f32, bf16, f16) and scalar conversions; compute is always fp32.
+// Storage dtypes (f32, bf16, f16; i32 for index tensors such as bins and residue types) and
+// scalar conversions; compute is always fp32.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,15 +8,16 @@
 
 namespace bioinfer {
 
-enum class DType : uint8_t { F32, BF16, F16 };
+enum class DType : uint8_t { F32, BF16, F16, I32 };
 
-inline size_t dtype_size(DType dt) { return dt == DType::F32 ? 4 : 2; }
+inline size_t dtype_size(DType dt) { return dt == DType::F32 || dt == DType::I32 ? 4 : 2; }
 
 inline const char* dtype_name(DType dt) {
     switch (dt) {
         case DType::F32: return "F32";
         case DType::BF16: return "BF16";
         case DType::F16: return "F16";
+        case DType::I32: return "I32";
     }
     return "?";
 }

@@ -1,6 +1,7 @@
 // Tensor storage, views and conversions.
 #include "bioinfer/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "bioinfer/error.h"
@@ -40,23 +41,56 @@ void convert_to_f32(DType dt, const void* src, float* dst, size_t n) {
         case DType::F16:
             for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(h[i]);
             break;
+        case DType::I32:
+            for (size_t i = 0; i < n; ++i) dst[i] = float(static_cast<const int32_t*>(src)[i]);
+            break;
     }
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dt) {
+Tensor Tensor::empty(const Shape& shape, DType dt, Device device) {
     for (int64_t d : shape) BI_CHECK(d >= 0, "tensor", "negative dimension in ", shape_str(shape));
     Tensor t;
     t.shape_ = shape;
     t.strides_ = contiguous_strides(shape);
     t.dtype_ = dt;
-    t.buf_ = pooled_alloc(size_t(t.numel()) * dtype_size(dt));
+    t.device_ = device;
+    const size_t bytes = size_t(t.numel()) * dtype_size(dt);
+    if (device.is_host()) {
+        t.buf_ = pooled_alloc(bytes);
+    } else {
+        const DeviceMemory& m = device_memory(device);
+        void* p = m.alloc(device, std::max<size_t>(bytes, 1));
+        t.buf_ = std::shared_ptr<void>(p, [f = m.free, device](void* q) { f(device, q); });
+    }
     return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dt) {
-    Tensor t = empty(shape, dt);
-    std::memset(t.raw(), 0, size_t(t.numel()) * dtype_size(dt));
+Tensor Tensor::zeros(const Shape& shape, DType dt, Device device) {
+    Tensor t = empty(shape, dt, device);
+    const size_t bytes = size_t(t.numel()) * dtype_size(dt);
+    if (device.is_host()) std::memset(t.raw(), 0, bytes);
+    else device_memory(device).zero(device, t.raw(), bytes);
     return t;
+}
+
+namespace {
+template <typename T>
+Tensor tensor_of(const std::vector<T>& values, Shape shape, DType dt) {
+    if (shape.empty()) shape = {int64_t(values.size())};
+    BI_CHECK(shape_numel(shape) == int64_t(values.size()), "tensor.of", shape_str(shape), " holds ",
+             shape_numel(shape), " values, got ", values.size());
+    Tensor t = Tensor::empty(shape, dt);
+    if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
+    return t;
+}
+}  // namespace
+
+Tensor Tensor::of(const std::vector<float>& values, Shape shape) {
+    return tensor_of(values, std::move(shape), DType::F32);
+}
+
+Tensor Tensor::of(const std::vector<int32_t>& values, Shape shape) {
+    return tensor_of(values, std::move(shape), DType::I32);
 }
 
 Tensor Tensor::view_of(const void* data, const Shape& shape, DType dt,
@@ -81,6 +115,16 @@ const float* Tensor::f32() const {
     return static_cast<const float*>(raw());
 }
 
+int32_t* Tensor::i32() {
+    BI_CHECK(dtype_ == DType::I32, "tensor", "expected I32 data, got ", dtype_name(dtype_));
+    return static_cast<int32_t*>(raw());
+}
+
+const int32_t* Tensor::i32() const {
+    BI_CHECK(dtype_ == DType::I32, "tensor", "expected I32 data, got ", dtype_name(dtype_));
+    return static_cast<const int32_t*>(raw());
+}
+
 Tensor Tensor::reshape(const Shape& shape) const {
     BI_CHECK(is_contiguous(), "tensor.reshape", "tensor is not contiguous");
     BI_CHECK(shape_numel(shape) == numel(), "tensor.reshape", "cannot view ", shape_str(shape_),
@@ -100,7 +144,61 @@ Tensor Tensor::narrow0(int64_t begin, int64_t end) const {
     return t;
 }
 
+Tensor Tensor::slice(int dim, int64_t begin, int64_t end) const {
+    const int d = dim < 0 ? dim + ndim() : dim;
+    BI_CHECK(d >= 0 && d < ndim() && 0 <= begin && begin <= end && end <= shape_[size_t(d)],
+             "tensor.slice", "[", begin, ", ", end, ") along dim ", dim, " out of ",
+             shape_str(shape_));
+    Tensor t = *this;
+    t.shape_[size_t(d)] = end - begin;
+    t.offset_ += size_t(begin * strides_[size_t(d)]) * dtype_size(dtype_);
+    return t;
+}
+
+Tensor Tensor::permute(const std::vector<int>& dims) const {
+    BI_CHECK(int(dims.size()) == ndim(), "tensor.permute", "expected ", ndim(), " dims, got ",
+             dims.size());
+    std::vector<bool> seen(dims.size(), false);
+    Tensor t = *this;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        const int d = dims[i];
+        BI_CHECK(d >= 0 && d < ndim() && !seen[size_t(d)], "tensor.permute",
+                 "dims must be a permutation of 0..", ndim() - 1);
+        seen[size_t(d)] = true;
+        t.shape_[i] = shape_[size_t(d)];
+        t.strides_[i] = strides_[size_t(d)];
+    }
+    return t;
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+    const int extra = int(shape.size()) - ndim();
+    BI_CHECK(extra >= 0, "tensor.expand", "cannot expand ", shape_str(shape_), " to ", shape_str(shape));
+    Tensor t = *this;
+    t.shape_ = shape;
+    t.strides_.assign(shape.size(), 0);
+    for (int d = 0; d < ndim(); ++d) {
+        const size_t o = size_t(d + extra);
+        BI_CHECK(shape_[size_t(d)] == shape[o] || shape_[size_t(d)] == 1, "tensor.expand",
+                 "cannot expand ", shape_str(shape_), " to ", shape_str(shape));
+        t.strides_[o] = shape_[size_t(d)] == shape[o] ? strides_[size_t(d)] : 0;
+    }
+    return t;
+}
+
+Tensor Tensor::to(Device device) const {
+    if (device == device_) return *this;
+    BI_CHECK(is_contiguous(), "tensor.to", "copy a strided view to contiguous memory first");
+    Tensor t = empty(shape_, dtype_, device);
+    const size_t bytes = size_t(numel()) * dtype_size(dtype_);
+    // The device that is not the host does the copy (both not the host: the source's).
+    const Device driver = device_.is_host() ? device : device_;
+    device_memory(driver).copy(t.raw(), device, raw(), device_, bytes);
+    return t;
+}
+
 Tensor Tensor::to_f32() const {
+    BI_CHECK(is_host(), "tensor.to_f32", "tensor lives on ", device_.str(), ": copy it to the host first");
     BI_CHECK(is_contiguous(), "tensor.to_f32", "tensor is not contiguous");
     Tensor t = empty(shape_, DType::F32);
     convert_to_f32(dtype_, raw(), t.f32(), size_t(numel()));
@@ -109,8 +207,10 @@ Tensor Tensor::to_f32() const {
 
 Tensor Tensor::clone() const {
     BI_CHECK(is_contiguous(), "tensor.clone", "tensor is not contiguous");
-    Tensor t = empty(shape_, dtype_);
-    std::memcpy(t.raw(), raw(), size_t(numel()) * dtype_size(dtype_));
+    Tensor t = empty(shape_, dtype_, device_);
+    const size_t bytes = size_t(numel()) * dtype_size(dtype_);
+    if (is_host()) std::memcpy(t.raw(), raw(), bytes);
+    else device_memory(device_).copy(t.raw(), device_, raw(), device_, bytes);
     return t;
 }
 

@@ -116,30 +116,6 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
     return model;
 }
 
-namespace {
-
-// Adds one attention map's contact features into acc (L, L):
-// acc += w * APC(A + A^T), A = probs over residue positions 1..L (cls, eos, pads excluded).
-void add_contact_features(const float* probs, int64_t T, int64_t L, float w, float* acc,
-                          std::vector<double>& row) {
-    row.assign(size_t(L), 0.0);
-    double total = 0;
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-            const double s = double(probs[(i + 1) * T + j + 1]) + probs[(j + 1) * T + i + 1];
-            row[size_t(i)] += s;
-            total += s;
-        }
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-            const double s = double(probs[(i + 1) * T + j + 1]) + probs[(j + 1) * T + i + 1];
-            const double apc = total != 0 ? row[size_t(i)] * row[size_t(j)] / total : 0.0;
-            acc[i * L + j] += float(w * (s - apc));
-        }
-}
-
-}  // namespace
-
 lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const Esm2Config& c = cfg_;
@@ -163,22 +139,7 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
     // by (1 - 0.15 * 0.8) / (1 - observed mask ratio).
     Tensor x = Tensor::empty({N, D});
     ops::embedding(ids, word_emb_, x);
-    if (c.token_dropout) {
-        for (int64_t b = 0; b < B; ++b) {
-            const int64_t n = int64_t(tokens[b].size());
-            int64_t n_mask = 0;
-            for (int32_t id : tokens[b]) n_mask += id == c.mask_id;
-            const float denom = 1.0f - float(n_mask) / float(n);
-            float* xb = x.f32() + ctx.cu_seqlens[size_t(b)] * D;
-            for (int64_t t = 0; t < n; ++t) {
-                float* row = xb + t * D;
-                if (tokens[b][t] == c.mask_id)
-                    std::fill(row, row + D, 0.0f);
-                else
-                    for (int64_t d = 0; d < D; ++d) row[d] = row[d] * 0.88f / denom;
-            }
-        }
-    }
+    if (c.token_dropout) ops::token_dropout(x, ids, ctx.cu_seqlens, c.mask_id, 0.88f);
     auto keep = [&](int layer) {
         return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
     };
@@ -192,18 +153,13 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
             out.contacts.push_back(Tensor::zeros({L, L}));
         }
     }
-    std::vector<double> row;
     for (int64_t l = 0; l < c.layers; ++l) {
         if (req.tap) ctx.tap = [&](const std::string& n, const Tensor& t) { req.tap(int(l), n, t); };
         nn::pre_ln_block(blocks_[size_t(l)], ctx, x, req.contacts ? &probs : nullptr);
-        if (req.contacts) {
-#pragma omp parallel for schedule(dynamic, 1) private(row)
-            for (int64_t b = 0; b < B; ++b) {
-                const int64_t L = int64_t(tokens[b].size()) - 2;
-                for (int64_t h = 0; h < H; ++h)
-                    add_contact_features(probs.f32() + (b * H + h) * P * P, P, L,
-                                         contact_w_.f32()[l * H + h], out.contacts[b].f32(), row);
-            }
+        if (req.contacts) {  // this layer's heads' APC-corrected maps, weighted by the regression
+            const Tensor w = contact_w_.narrow0(l * H, (l + 1) * H);
+            for (int64_t b = 0; b < B; ++b)
+                ops::contact_apc(probs.narrow0(b, b + 1).reshape({H, P, P}), w, out.contacts[b]);
         }
         if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
     }
@@ -211,10 +167,7 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
     final_ln_(x, last);
     if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
     if (req.contacts)
-        for (auto& ct : out.contacts) {
-            float* p = ct.f32();
-            for (int64_t i = 0; i < ct.numel(); ++i) p[i] = 1.0f / (1.0f + std::exp(-(p[i] + contact_b_)));
-        }
+        for (auto& ct : out.contacts) ops::activation(ct, Act::Sigmoid, ct, contact_b_);
     if (req.logits) {
         out.logits = Tensor::empty({N, c.vocab});
         lm_head_(last, out.logits);

@@ -23,9 +23,9 @@ struct InvariantPointAttention {
     static InvariantPointAttention load(const io::ModelDir& m, const std::string& prefix,
                                         int64_t c_s, int64_t c_z, int64_t dim, int64_t heads,
                                         int64_t qk_points, int64_t v_points, float eps);
-    // update (L, c_s) from s (L, c_s), z (L, L, c_z) and the residues' frames (L).
-    void operator()(const Tensor& s, const Tensor& z, const std::vector<Rigid>& frames,
-                    Tensor& update) const;
+    // update (L, c_s) from s (L, c_s), z (L, L, c_z) and the residues' frames (L, 7):
+    // quaternion (w, x, y, z) and translation.
+    void operator()(const Tensor& s, const Tensor& z, const Tensor& frames, Tensor& update) const;
 };
 
 }  // namespace bioinfer::nn

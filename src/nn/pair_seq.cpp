@@ -71,28 +71,15 @@ SequenceToPair SequenceToPair::load(const io::ModelDir& m, const std::string& p,
 }
 
 void SequenceToPair::add_to(const Tensor& s, Tensor& z, int64_t chunk) const {
-    const int64_t L = s.size(0), D = s.size(1), I2 = proj.out_features(), I = I2 / 2,
-                  C = z.size(2);
+    const int64_t L = s.size(0), D = s.size(1), I2 = proj.out_features(), C = z.size(2);
     if (chunk <= 0) chunk = default_pair_chunk(L, C);
     Tensor sn = Tensor::empty({L, D}), qk = Tensor::empty({L, I2});
     ln(s, sn);
     proj(sn, qk);
-    const float* t = qk.f32();
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
         Tensor x = Tensor::empty({n, I2});
-        float* xd = x.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t i = r0; i < r1; ++i)
-            for (int64_t j = 0; j < L; ++j) {
-                const float* qj = t + j * I2;      // q of residue j
-                const float* ki = t + i * I2 + I;  // k of residue i
-                float* row = xd + ((i - r0) * L + j) * I2;
-                for (int64_t c = 0; c < I; ++c) {
-                    row[c] = qj[c] * ki[c];
-                    row[I + c] = qj[c] - ki[c];
-                }
-            }
+        ops::outer_product_difference(qk, r0, r1, x);
         Tensor zr = z.narrow0(r0, r1).reshape({n, C});
         o_proj(x, zr, {.accumulate = true});
     }

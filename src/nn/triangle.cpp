@@ -7,7 +7,7 @@
 
 #include "bioinfer/error.h"
 #include "ops/ops.h"
-#include "tuning/tuned_table.h"
+#include "tuning/defaults.h"
 
 namespace bioinfer::nn {
 namespace {
@@ -17,29 +17,9 @@ Tensor pair_rows(const Tensor& z, int64_t r0, int64_t r1) {
     return z.narrow0(r0, r1).reshape({(r1 - r0) * z.size(1), z.size(2)});
 }
 
-// out ((r1 - r0) * L, C) = columns [r0, r1) of z: out[r - r0, j] = z[j, r].
-void gather_columns(const Tensor& z, int64_t r0, int64_t r1, Tensor& out) {
-    const int64_t L = z.size(0), C = z.size(2);
-    const float* src = z.f32();
-    float* dst = out.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t r = r0; r < r1; ++r)
-        for (int64_t j = 0; j < L; ++j)
-            std::copy_n(src + (j * L + r) * C, C, dst + ((r - r0) * L + j) * C);
-}
-
-// z[j, r] += y[r - r0, j] for the columns [r0, r1).
-void scatter_add_columns(const Tensor& y, int64_t r0, int64_t r1, Tensor& z) {
-    const int64_t L = z.size(0), C = z.size(2);
-    const float* src = y.f32();
-    float* dst = z.f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < L; ++j)
-        for (int64_t r = r0; r < r1; ++r) {
-            const float* s = src + ((r - r0) * L + j) * C;
-            float* d = dst + (j * L + r) * C;
-            for (int64_t c = 0; c < C; ++c) d[c] += s[c];
-        }
+// Columns [r0, r1) of z (L, L, C) as a (r1 - r0, L, C) view: [r - r0, j] is z[j, r].
+Tensor pair_columns(const Tensor& z, int64_t r0, int64_t r1) {
+    return z.slice(1, r0, r1).permute({1, 0, 2});
 }
 
 void check_pair(const Tensor& z, int64_t C, const char* what) {
@@ -49,18 +29,6 @@ void check_pair(const Tensor& z, int64_t C, const char* what) {
 
 
 }  // namespace
-
-void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows,
-                     int64_t cols) {
-    constexpr int64_t T = 32;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t i0 = 0; i0 < rows; i0 += T)
-        for (int64_t j0 = 0; j0 < cols; j0 += T) {
-            const int64_t i1 = std::min(rows, i0 + T), j1 = std::min(cols, j0 + T);
-            for (int64_t j = j0; j < j1; ++j)
-                for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
-        }
-}
 
 int64_t default_pair_chunk(int64_t L, int64_t C) {
     // About 256 MiB of per-chunk temporaries: a chunk row holds up to ~8 (L, C) fp32 rows.
@@ -78,14 +46,10 @@ Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int
         Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
         ln(pair_rows(z, r0, r1), zn);
         linear(zn, b);
-        const float* src = b.f32();
-        float* dst = bias.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t h = 0; h < H; ++h)
-            for (int64_t r = r0; r < r1; ++r)
-                for (int64_t x = 0; x < L; ++x)
-                    dst[transposed ? (h * L + x) * L + r : (h * L + r) * L + x] =
-                        src[((r - r0) * L + x) * H + h];
+        // b (rows, L, H) to head-major: bias[h, r, x] = b[r - r0, x, h], or bias[h, x, r].
+        const Tensor bv = b.reshape({r1 - r0, L, H});
+        Tensor dst = transposed ? bias.slice(2, r0, r1) : bias.slice(1, r0, r1);
+        ops::copy(transposed ? bv.permute({2, 1, 0}) : bv.permute({2, 0, 1}), dst);
     }
     return bias;
 }
@@ -93,8 +57,8 @@ Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int
 int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested) {
     if (requested > 0) return std::min(requested, L);
     const int64_t cap = default_pair_chunk(L, C);
-    const int64_t tuned = tuning::lookup(ops::backend_name(), op, "fp32", {{"seq", L}, {"channels", C}})
-                              .param("chunk", 0);
+    const int64_t tuned = tuning::choose(ops::backend_name(), op, "fp32", {{"seq", L}, {"channels", C}})
+                              .param("chunk");
     return std::clamp<int64_t>(tuned > 0 ? std::min(tuned, cap) : cap, 1, L);
 }
 
@@ -141,18 +105,14 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
         ln_in(pair_rows(z_pair, r0, r1), zn);
         proj(zn, t);                        // [a_p | b_p]
         gate(zn, s, {.act = Act::Sigmoid});  // sigmoid of [a_g | b_g | g]
-        float* td = t.f32();
-        const float* sd = s.f32();
-        float* gd = G.f32() + r0 * L * C;
-#pragma omp parallel for schedule(static)
-        for (int64_t m = 0; m < n; ++m) {
-            float* row = td + m * 2 * C;
-            const float* g = sd + m * 3 * C;
-            for (int64_t c = 0; c < 2 * C; ++c) row[c] *= g[c];  // a, b
-            std::copy_n(g + 2 * C, C, gd + m * C);
-        }
-        transpose_block(td, 2 * C, A.f32() + r0 * L, LL, n, C);
-        transpose_block(td + C, 2 * C, B.f32() + r0 * L, LL, n, C);
+        ops::mul(t, s.slice(1, 0, 2 * C), t);  // a, b
+        Tensor g_rows = G.narrow0(r0 * L, r0 * L + n);
+        ops::copy(s.slice(1, 2 * C, 3 * C), g_rows);
+        // channel-major: A[c, r0 * L + m] = a[m, c], B likewise
+        Tensor a_cols = A.reshape({C, LL}).slice(1, r0 * L, r0 * L + n),
+               b_cols = B.reshape({C, LL}).slice(1, r0 * L, r0 * L + n);
+        ops::copy(t.slice(1, 0, C).permute({1, 0}), a_cols);
+        ops::copy(t.slice(1, C, 2 * C).permute({1, 0}), b_cols);
     }
     Tensor P = Tensor::empty({C, L, L});  // P_c[i][j]
     ops::bmm(A, B, P, /*trans_a=*/!outgoing, /*trans_b=*/outgoing);
@@ -161,14 +121,11 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
         Tensor x = Tensor::empty({n, C}), xn = Tensor::empty({n, C}), y = Tensor::empty({n, C});
-        transpose_block(P.f32() + r0 * L, LL, x.f32(), C, C, n);
+        ops::copy(P.reshape({C, LL}).slice(1, r0 * L, r0 * L + n).permute({1, 0}), x);
         ln_out(x, xn);
         z(xn, y);
-        float* zd = z_pair.f32() + r0 * L * C;
-        const float* yd = y.f32();
-        const float* gd = G.f32() + r0 * L * C;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n * C; ++i) zd[i] += yd[i] * gd[i];
+        Tensor z_rows = pair_rows(z_pair, r0, r1);
+        ops::add_mul(y, G.narrow0(r0 * L, r0 * L + n), z_rows);  // z += y * g
     }
 }
 
@@ -205,7 +162,8 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
             x = pair_rows(z, r0, r1);
         } else {
             x = Tensor::empty({n, C});
-            gather_columns(z, r0, r1, x);
+            Tensor x3 = x.reshape({rows, L, C});
+            ops::copy(pair_columns(z, r0, r1), x3);
         }
         Tensor xn = Tensor::empty({n, C});
         ln(x, xn);
@@ -225,7 +183,8 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
             o(o2, x, {.accumulate = true});  // x is a view of z's rows
         } else {
             o(o2, xn);
-            scatter_add_columns(xn, r0, r1, z);
+            Tensor columns = pair_columns(z, r0, r1);
+            ops::add_into(xn.reshape({rows, L, C}), columns);
         }
     }
 }

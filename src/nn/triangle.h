@@ -24,11 +24,6 @@ int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested);
 Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int64_t chunk,
                  bool transposed);
 
-// dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols: a strided transpose in cache-sized
-// tiles over all threads (the pair's (rows, channels) <-> (channels, rows) relayouts).
-void transpose_block(const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows,
-                     int64_t cols);
-
 // z += g * linear_z(LN_out(p)), p[i,j] = sum_k a[i,k] * b[j,k] (outgoing) or a[k,i] * b[k,j]
 // (incoming) per channel, with a = sigmoid(a_g(LN_in(z))) * a_p(LN_in(z)) and b likewise,
 // g = sigmoid(linear_g(LN_in(z))). (AlphaFold 2 algorithms 11 and 12.)

@@ -2,26 +2,45 @@
 #include "ops/ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "bioinfer/error.h"
+#include "ops/glue_units.h"
 #include "ops/kernels.h"
 
 namespace bioinfer::ops {
 namespace {
 
-Backend g_backend = Backend::Cpu;
+std::atomic<const backend::Backend*> g_default{nullptr};
+thread_local const backend::Backend* t_scope = nullptr;
+thread_local void* t_stream = nullptr;
 
-const kernels::KernelTable& table() {
-    return g_backend == Backend::Ref ? kernels::ref_kernels() : kernels::cpu_kernels();
+const backend::Backend& current() {
+    if (t_scope) return *t_scope;
+    const backend::Backend* d = g_default.load(std::memory_order_acquire);
+    if (!d) {
+        d = &backend::get("cpu");
+        g_default.store(d, std::memory_order_release);
+    }
+    return *d;
+}
+
+const kernels::KernelTable& table() { return *current().kernels; }
+kernels::Context ctx() { return {current().device, t_stream}; }
+
+void check_device(const Tensor& t, const char* op, const char* name) {
+    BI_CHECK(t.device() == current().device, op, name, " lives on ", t.device().str(),
+             ", the backend '", current().name, "' runs on ", current().device.str());
 }
 
 void check_f32_contig(const Tensor& t, const char* op, const char* name) {
     BI_CHECK(t.defined(), op, name, " is undefined");
     BI_CHECK(t.dtype() == DType::F32, op, name, ": expected F32, got ", dtype_name(t.dtype()));
     BI_CHECK(t.is_contiguous(), op, name, " is not contiguous");
+    check_device(t, op, name);
 }
 
 }  // namespace
@@ -30,7 +49,7 @@ class PackedWeight {
 public:
     PackedWeight(const kernels::KernelTable* t, void* h, int64_t K, int64_t N)
         : table(t), handle(h), k(K), n(N) {}
-    ~PackedWeight() { table->free_packed(handle); }
+    ~PackedWeight() { table->free_packed(kernels::Context{}, handle); }
     PackedWeight(const PackedWeight&) = delete;
     PackedWeight& operator=(const PackedWeight&) = delete;
     const kernels::KernelTable* table;
@@ -38,9 +57,23 @@ public:
     int64_t k, n;
 };
 
-void set_backend(Backend b) { g_backend = b; }
-Backend backend() { return g_backend; }
+void set_backend(const std::string& name) {
+    g_default.store(&backend::get(name), std::memory_order_release);
+}
+const backend::Backend& current_backend() { return current(); }
 const char* backend_name() { return table().name; }
+kernels::Context current_context() { return ctx(); }
+
+BackendScope::BackendScope(const backend::Backend& b, void* stream)
+    : prev_(t_scope), prev_stream_(t_stream) {
+    t_scope = &b;
+    t_stream = stream;
+}
+
+BackendScope::~BackendScope() {
+    t_scope = prev_;
+    t_stream = prev_stream_;
+}
 
 PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute) {
     BI_CHECK(w.defined() && w.is_contiguous(), "pack_linear_weight", "w is undefined or strided");
@@ -48,7 +81,7 @@ PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute) {
     const auto& t = table();
     if (!t.pack_linear) return nullptr;
     const int64_t N = w.size(0), K = w.size(1);
-    void* h = t.pack_linear(w.raw(), w.dtype(), K, N, compute);
+    void* h = t.pack_linear(ctx(), w.raw(), w.dtype(), K, N, compute);
     return h ? std::make_shared<const PackedWeight>(&t, h, K, N) : nullptr;
 }
 
@@ -83,7 +116,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
     if (M == 0) return;
     BI_CHECK(!use_packed || (packed->k == K && packed->n == N), "linear", "packed weight is ",
              packed->n, " x ", packed->k, ", w is ", shape_str(w.shape()));
-    t.linear(x.f32(), use_packed ? nullptr : w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
+    t.linear(ctx(), x.f32(), use_packed ? nullptr : w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
              out.f32(), M, K, N, ep.act, ep.scale, ep.accumulate);
 }
 
@@ -95,21 +128,21 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float 
              "], got ", shape_str(gamma.shape()), " / ", shape_str(beta.shape()));
     BI_CHECK(out.numel() == x.numel(), "layer_norm", "out: expected ", shape_str(x.shape()),
              ", got ", shape_str(out.shape()));
-    table().layer_norm(x.f32(), gamma.f32(), beta.f32(), out.f32(), x.numel() / D, D, eps);
+    table().layer_norm(ctx(), x.f32(), gamma.f32(), beta.f32(), out.f32(), x.numel() / D, D, eps);
 }
 
 void gelu(const Tensor& x, Tensor& out) {
     check_f32_contig(x, "gelu", "x");
     check_f32_contig(out, "gelu", "out");
     BI_CHECK(out.numel() == x.numel(), "gelu", "out size ", out.numel(), " != ", x.numel());
-    table().gelu(x.f32(), out.f32(), x.numel());
+    table().gelu(ctx(), x.f32(), out.f32(), x.numel());
 }
 
 void gelu_tanh(const Tensor& x, Tensor& out) {
     check_f32_contig(x, "gelu_tanh", "x");
     check_f32_contig(out, "gelu_tanh", "out");
     BI_CHECK(out.numel() == x.numel(), "gelu_tanh", "out size ", out.numel(), " != ", x.numel());
-    table().gelu_tanh(x.f32(), out.f32(), x.numel());
+    table().gelu_tanh(ctx(), x.f32(), out.f32(), x.numel());
 }
 
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
@@ -118,7 +151,7 @@ void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
     check_f32_contig(out, "swiglu", "out");
     BI_CHECK(gate.numel() == up.numel() && out.numel() == gate.numel(), "swiglu", "sizes differ: gate ",
              shape_str(gate.shape()), ", up ", shape_str(up.shape()), ", out ", shape_str(out.shape()));
-    table().swiglu(gate.f32(), up.f32(), out.f32(), gate.numel());
+    table().swiglu(ctx(), gate.f32(), up.f32(), out.f32(), gate.numel());
 }
 
 void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep) {
@@ -129,7 +162,7 @@ void softmax(Tensor& x, const Tensor* additive, const uint8_t* keep) {
         BI_CHECK(additive->numel() == C, "softmax", "additive mask: expected [", C, "], got ",
                  shape_str(additive->shape()));
     }
-    table().softmax(x.f32(), x.numel() / C, C, additive ? additive->f32() : nullptr, keep);
+    table().softmax(ctx(), x.f32(), x.numel() / C, C, additive ? additive->f32() : nullptr, keep);
 }
 
 void rotary_tables(const Tensor& inv_freq, int64_t n_pos, Tensor& cos, Tensor& sin) {
@@ -157,7 +190,7 @@ void rotary(Tensor& x, const Tensor& cos, const Tensor& sin) {
                  sin.shape() == cos.shape(),
              "rotary", "tables: expected (>= ", L, ", ", Dh / 2, "), got ", shape_str(cos.shape()));
     for (int64_t b = 0; b < B; ++b)
-        table().rotary(x.f32() + b * L * H * Dh, L, H * Dh, H, Dh, cos.f32(), sin.f32());
+        table().rotary(ctx(), x.f32() + b * L * H * Dh, L, H * Dh, H, Dh, cos.f32(), sin.f32());
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, float scale,
@@ -197,7 +230,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
     }
     std::vector<int64_t> cu(size_t(B + 1));
     for (int64_t b = 0; b <= B; ++b) cu[size_t(b)] = b * L;
-    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu.data(), B, heads, Hkv, Dh, scale,
+    table().attention(ctx(), q.f32(), k.f32(), v.f32(), out.f32(), cu.data(), B, heads, Hkv, Dh, scale,
                       opts.causal, key_valid.data(), probs ? probs->f32() : nullptr, L,
                       opts.bias ? opts.bias->f32() : nullptr, bias_stride);
 }
@@ -242,7 +275,7 @@ void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t
                  "attention_varlen", "probs: expected (", B, ", ", heads, ", P, P) with P >= ",
                  longest, ", got ", shape_str(probs->shape()));
     }
-    table().attention(q.f32(), k.f32(), v.f32(), out.f32(), cu_seqlens.data(), B, heads, heads,
+    table().attention(ctx(), q.f32(), k.f32(), v.f32(), out.f32(), cu_seqlens.data(), B, heads, heads,
                       D / heads, scale, false, nullptr, probs ? probs->f32() : nullptr, P, nullptr, 0);
 }
 
@@ -259,47 +292,103 @@ void rotary_varlen(Tensor& x, const std::vector<int64_t>& cu_seqlens, const Tens
              shape_str(cos.shape()));
     const int64_t B = int64_t(cu_seqlens.size()) - 1;
     const auto& t = table();
+    const kernels::Context c = ctx();  // read here: the team's threads have no scope of their own
     // Sequences over the threads; one sequence alone runs outside a parallel region, so the
     // kernel spreads its positions over the threads instead.
 #pragma omp parallel for schedule(dynamic, 1) if (B > 1)
     for (int64_t b = 0; b < B; ++b) {
         const int64_t r0 = cu_seqlens[size_t(b)];
-        t.rotary(x.f32() + r0 * H * Dh, cu_seqlens[size_t(b) + 1] - r0, H * Dh, H, Dh, cos.f32(),
+        t.rotary(c, x.f32() + r0 * H * Dh, cu_seqlens[size_t(b) + 1] - r0, H * Dh, H, Dh, cos.f32(),
                  sin.f32());
     }
 }
 
-void embedding(const std::vector<int32_t>& ids, const Tensor& table_t, Tensor& out) {
+void embedding(const std::vector<int32_t>& ids, const Tensor& table_t, Tensor& out,
+               bool accumulate) {
     check_f32_contig(table_t, "embedding", "table");
     check_f32_contig(out, "embedding", "out");
     const int64_t V = table_t.size(0), D = table_t.size(1);
     BI_CHECK(out.numel() == int64_t(ids.size()) * D, "embedding", "out: expected ", ids.size(),
              " x ", D, ", got ", shape_str(out.shape()));
-    // A row copy is already memory-bound optimal: one implementation serves every backend.
-    for (size_t i = 0; i < ids.size(); ++i) {
-        BI_CHECK(ids[i] >= 0 && ids[i] < V, "embedding", "token id ", ids[i], " outside [0, ", V,
-                 ")");
-        std::memcpy(out.f32() + i * D, table_t.f32() + int64_t(ids[i]) * D, size_t(D) * 4);
+    for (int32_t id : ids)
+        BI_CHECK(id >= 0 && id < V, "embedding", "token id ", id, " outside [0, ", V, ")");
+    // The ids are the caller's host data; a device backend reads them from a copy.
+    const Device dev = current().device;
+    if (dev.is_host()) {
+        table().embedding(ctx(), ids.data(), int64_t(ids.size()), table_t.f32(), D, out.f32(), accumulate);
+        return;
     }
+    Tensor host = Tensor::empty({int64_t(ids.size())}, DType::I32);
+    std::copy(ids.begin(), ids.end(), host.i32());
+    embedding(host.to(dev), table_t, out, accumulate);
 }
 
-// The checks of an elementwise a (op) b -> out.
-static void check_binary(const Tensor& a, const Tensor& b, const Tensor& out, const char* op) {
-    check_f32_contig(a, op, "a");
-    check_f32_contig(b, op, "b");
-    check_f32_contig(out, op, "out");
-    BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), op, "sizes differ: ",
-             shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
+void embedding(const Tensor& ids, const Tensor& table_t, Tensor& out, bool accumulate) {
+    check_f32_contig(table_t, "embedding", "table");
+    check_f32_contig(out, "embedding", "out");
+    BI_CHECK(ids.dtype() == DType::I32 && ids.is_contiguous(), "embedding",
+             "ids: expected contiguous I32, got ", dtype_name(ids.dtype()));
+    check_device(ids, "embedding", "ids");
+    const int64_t D = table_t.size(1);
+    BI_CHECK(out.numel() == ids.numel() * D, "embedding", "out: expected ", ids.numel(), " x ", D,
+             ", got ", shape_str(out.shape()));
+    table().embedding(ctx(), ids.i32(), ids.numel(), table_t.f32(), D, out.f32(), accumulate);
 }
+
+namespace {
+
+// A binary elementwise operand as rows: contiguous (one row of all elements), or a 2-D view
+// whose columns are contiguous (row stride ld).
+struct Rows {
+    int64_t rows = 0, cols = 0, ld = 0;
+    bool contiguous = false;
+};
+
+Rows rows_of(const Tensor& t, const char* op, const char* name) {
+    BI_CHECK(t.defined(), op, name, " is undefined");
+    BI_CHECK(t.dtype() == DType::F32, op, name, ": expected F32, got ", dtype_name(t.dtype()));
+    check_device(t, op, name);
+    if (t.is_contiguous()) return {1, t.numel(), t.numel(), true};
+    BI_CHECK(t.ndim() == 2 && t.strides()[1] == 1, op, name,
+             " is neither contiguous nor a 2-D view with contiguous rows");
+    return {t.size(0), t.size(1), t.strides()[0], false};
+}
+
+// Runs a binary op over a, b, out: the contiguous kernel when all three are contiguous, else the
+// row-strided one over 2-D views of one shape.
+template <typename F>
+void binary(const Tensor& a, const Tensor& b, Tensor& out, const char* op, int row_op, F contig) {
+    const Rows ra = rows_of(a, op, "a"), rb = rows_of(b, op, "b"), ro = rows_of(out, op, "out");
+    if (ra.contiguous && rb.contiguous && ro.contiguous) {
+        BI_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), op, "sizes differ: ",
+                 shape_str(a.shape()), " ", shape_str(b.shape()), " ", shape_str(out.shape()));
+        contig(a.numel());
+        return;
+    }
+    BI_CHECK(a.ndim() == 2 && a.shape() == b.shape() && a.shape() == out.shape(), op,
+             "strided operands must be 2-D of one shape, got ", shape_str(a.shape()), " ",
+             shape_str(b.shape()), " ", shape_str(out.shape()));
+    const int64_t lda = ra.contiguous ? a.size(1) : ra.ld, ldb = rb.contiguous ? b.size(1) : rb.ld,
+                  ldo = ro.contiguous ? out.size(1) : ro.ld;
+    table().binary_rows(ctx(), row_op, a.f32(), lda, b.f32(), ldb, out.f32(), ldo,
+                        a.size(0), a.size(1));
+}
+
+}  // namespace
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-    check_binary(a, b, out, "add");
-    table().add(a.f32(), b.f32(), out.f32(), a.numel());
+    binary(a, b, out, "add", kernels::kBinaryAdd,
+           [&](int64_t n) { table().add(ctx(), a.f32(), b.f32(), out.f32(), n); });
 }
 
 void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-    check_binary(a, b, out, "mul");
-    table().mul(a.f32(), b.f32(), out.f32(), a.numel());
+    binary(a, b, out, "mul", kernels::kBinaryMul,
+           [&](int64_t n) { table().mul(ctx(), a.f32(), b.f32(), out.f32(), n); });
+}
+
+void add_mul(const Tensor& a, const Tensor& b, Tensor& out) {
+    binary(a, b, out, "add_mul", kernels::kBinaryAddMul,
+           [&](int64_t n) { table().add_mul(ctx(), a.f32(), b.f32(), out.f32(), n); });
 }
 
 void bmm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool trans_b) {
@@ -315,7 +404,7 @@ void bmm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a, bool trans
     BI_CHECK(b.shape() == want_b && out.shape() == (Shape{G, M, N}), "bmm", "expected b ",
              shape_str(want_b), " and out ", shape_str({G, M, N}), ", got ", shape_str(b.shape()),
              " ", shape_str(out.shape()));
-    table().bmm(a.f32(), b.f32(), out.f32(), G, M, N, K, trans_a, trans_b);
+    table().bmm(ctx(), a.f32(), b.f32(), out.f32(), G, M, N, K, trans_a, trans_b);
 }
 
 void scale(const Tensor& a, float s, Tensor& out) {
@@ -323,7 +412,221 @@ void scale(const Tensor& a, float s, Tensor& out) {
     check_f32_contig(out, "scale", "out");
     BI_CHECK(a.numel() == out.numel(), "scale", "sizes differ: ", shape_str(a.shape()), " ",
              shape_str(out.shape()));
-    table().scale(a.f32(), s, out.f32(), a.numel());
+    table().scale(ctx(), a.f32(), s, out.f32(), a.numel());
+}
+
+// --- data movement and glue ---
+
+namespace {
+
+void copy_checked(const Tensor& src, Tensor& dst, bool accumulate, const char* op) {
+    BI_CHECK(src.defined() && dst.defined(), op, "src or dst is undefined");
+    BI_CHECK(src.shape() == dst.shape(), op, "shapes differ: src ", shape_str(src.shape()), ", dst ",
+             shape_str(dst.shape()));
+    BI_CHECK(src.dtype() == dst.dtype() && dtype_size(src.dtype()) == 4, op,
+             "expected F32 or I32 on both sides, got ", dtype_name(src.dtype()), " and ",
+             dtype_name(dst.dtype()));
+    BI_CHECK(!accumulate || src.dtype() == DType::F32, op, "accumulates F32 only");
+    BI_CHECK(src.ndim() <= 8, op, "at most 8 dims, got ", src.ndim());
+    check_device(src, op, "src");
+    check_device(dst, op, "dst");
+    table().copy_strided(ctx(), src.raw(), dst.raw(), src.ndim(), src.shape().data(),
+                         src.strides().data(), dst.strides().data(), accumulate);
+}
+
+void check_i32(const Tensor& t, const char* op, const char* name) {
+    BI_CHECK(t.defined() && t.dtype() == DType::I32 && t.is_contiguous(), op, name,
+             ": expected contiguous I32");
+    check_device(t, op, name);
+}
+
+}  // namespace
+
+void copy(const Tensor& src, Tensor& dst) { copy_checked(src, dst, false, "copy"); }
+
+void add_into(const Tensor& src, Tensor& dst) { copy_checked(src, dst, true, "add_into"); }
+
+Tensor contiguous(const Tensor& t) {
+    Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
+    copy(t, out);
+    return out;
+}
+
+void axpy(float alpha, const Tensor& x, Tensor& y) {
+    check_f32_contig(x, "axpy", "x");
+    check_f32_contig(y, "axpy", "y");
+    BI_CHECK(x.numel() == y.numel(), "axpy", "sizes differ: ", shape_str(x.shape()), " ",
+             shape_str(y.shape()));
+    table().axpy(ctx(), alpha, x.f32(), y.f32(), x.numel());
+}
+
+void scale_rows(const Tensor& x, const Tensor& factors, Tensor& out) {
+    check_f32_contig(x, "scale_rows", "x");
+    check_f32_contig(factors, "scale_rows", "factors");
+    check_f32_contig(out, "scale_rows", "out");
+    const int64_t R = factors.numel();
+    BI_CHECK(R > 0 && x.numel() % R == 0 && out.numel() == x.numel(), "scale_rows", "x ",
+             shape_str(x.shape()), " is not ", R, " rows, or out ", shape_str(out.shape()),
+             " differs");
+    table().scale_rows(ctx(), x.f32(), factors.f32(), out.f32(), R, x.numel() / R);
+}
+
+void activation(const Tensor& x, Act act, Tensor& out, float shift) {
+    check_f32_contig(x, "activation", "x");
+    check_f32_contig(out, "activation", "out");
+    BI_CHECK(x.numel() == out.numel(), "activation", "sizes differ: ", shape_str(x.shape()), " ",
+             shape_str(out.shape()));
+    table().activation(ctx(), act, x.f32(), shift, out.f32(), x.numel());
+}
+
+void token_dropout(Tensor& x, const std::vector<int32_t>& ids, const std::vector<int64_t>& cu,
+                   int32_t mask_id, float keep) {
+    check_f32_contig(x, "token_dropout", "x");
+    BI_CHECK(x.ndim() == 2 && int64_t(ids.size()) == x.size(0), "token_dropout", "expected ",
+             x.size(0), " ids for x ", shape_str(x.shape()), ", got ", ids.size());
+    const int64_t longest = check_cu_seqlens(cu, x.size(0), "token_dropout");
+    (void)longest;
+    BI_CHECK(current().device.is_host(), "token_dropout", "runs on the host backend only");
+    table().token_dropout(ctx(), x.f32(), ids.data(), cu.data(), int64_t(cu.size()) - 1, x.size(1),
+                          mask_id, keep);
+}
+
+void outer_product_difference(const Tensor& qk, int64_t r0, int64_t r1, Tensor& out) {
+    check_f32_contig(qk, "outer_product_difference", "qk");
+    check_f32_contig(out, "outer_product_difference", "out");
+    BI_CHECK(qk.ndim() == 2 && qk.size(1) % 2 == 0, "outer_product_difference",
+             "qk: expected (L, 2I), got ", shape_str(qk.shape()));
+    const int64_t L = qk.size(0), I2 = qk.size(1);
+    BI_CHECK(0 <= r0 && r0 <= r1 && r1 <= L && out.numel() == (r1 - r0) * L * I2,
+             "outer_product_difference", "rows [", r0, ", ", r1, ") of ", L, " need out of ",
+             (r1 - r0) * L, " x ", I2, ", got ", shape_str(out.shape()));
+    table().outer_product_difference(ctx(), qk.f32(), L, I2 / 2, r0, r1, out.f32());
+}
+
+void contact_apc(const Tensor& probs, const Tensor& weights, Tensor& acc) {
+    check_f32_contig(probs, "contact_apc", "probs");
+    check_f32_contig(weights, "contact_apc", "weights");
+    check_f32_contig(acc, "contact_apc", "acc");
+    BI_CHECK(probs.ndim() == 3 && probs.size(1) == probs.size(2) && acc.ndim() == 2 &&
+                 acc.size(0) == acc.size(1) && acc.size(0) + 2 <= probs.size(1) &&
+                 weights.numel() == probs.size(0),
+             "contact_apc", "expected probs (H, P, P), weights (H) and acc (L, L) with L + 2 <= P, got ",
+             shape_str(probs.shape()), " ", shape_str(weights.shape()), " ", shape_str(acc.shape()));
+    table().contact_apc(ctx(), probs.f32(), probs.size(0), probs.size(1), acc.size(0),
+                        weights.f32(), acc.f32());
+}
+
+void l2_normalize(const Tensor& x, float eps, Tensor& out) {
+    check_f32_contig(x, "l2_normalize", "x");
+    check_f32_contig(out, "l2_normalize", "out");
+    BI_CHECK(x.numel() == out.numel() && x.ndim() >= 1, "l2_normalize", "sizes differ: ",
+             shape_str(x.shape()), " ", shape_str(out.shape()));
+    const int64_t d = x.size(-1);
+    table().l2_normalize(ctx(), x.f32(), out.f32(), d ? x.numel() / d : 0, d, eps);
+}
+
+void bin_expectation(const Tensor& probs, const Tensor& values, Tensor& out) {
+    check_f32_contig(probs, "bin_expectation", "probs");
+    check_f32_contig(values, "bin_expectation", "values");
+    check_f32_contig(out, "bin_expectation", "out");
+    const int64_t K = values.numel();
+    BI_CHECK(K > 0 && probs.size(-1) == K && out.numel() * K == probs.numel(), "bin_expectation",
+             "expected probs (..., ", K, ") and out of ", probs.numel() / std::max<int64_t>(K, 1),
+             ", got ", shape_str(probs.shape()), " ", shape_str(out.shape()));
+    table().bin_expectation(ctx(), probs.f32(), values.f32(), out.f32(), out.numel(), K);
+}
+
+float max_value(const Tensor& x) {
+    check_f32_contig(x, "max_value", "x");
+    BI_CHECK(x.numel() > 0, "max_value", "x is empty");
+    Tensor r = Tensor::empty({1}, DType::F32, current().device);
+    table().max_value(ctx(), x.f32(), x.numel(), r.f32());
+    return r.to(kHost).f32()[0];
+}
+
+void relpos_classes(const Tensor& index, int64_t bins, Tensor& out) {
+    check_i32(index, "relpos_classes", "index");
+    check_i32(out, "relpos_classes", "out");
+    const int64_t L = index.numel();
+    BI_CHECK(out.shape() == (Shape{L, L}) && bins >= 0, "relpos_classes", "out: expected ",
+             shape_str({L, L}), ", got ", shape_str(out.shape()));
+    table().relpos_classes(ctx(), index.i32(), L, bins, out.i32());
+}
+
+void virtual_cb(const Tensor& atoms, Tensor& out) {
+    check_f32_contig(atoms, "virtual_cb", "atoms");
+    check_f32_contig(out, "virtual_cb", "out");
+    BI_CHECK(atoms.ndim() == 3 && atoms.size(1) >= 3 && atoms.size(2) == 3 &&
+                 out.shape() == (Shape{atoms.size(0), 3}),
+             "virtual_cb", "expected atoms (L, >= 3, 3) and out (L, 3), got ",
+             shape_str(atoms.shape()), " ", shape_str(out.shape()));
+    table().virtual_cb(ctx(), atoms.f32(), atoms.size(0), atoms.size(1), out.f32());
+}
+
+void distance_bins(const Tensor& points, const Tensor& bounds_sq, Tensor& out) {
+    check_f32_contig(points, "distance_bins", "points");
+    check_f32_contig(bounds_sq, "distance_bins", "bounds_sq");
+    check_i32(out, "distance_bins", "out");
+    const int64_t L = points.size(0);
+    BI_CHECK(points.ndim() == 2 && points.size(1) == 3 && out.shape() == (Shape{L, L}),
+             "distance_bins", "expected points (L, 3) and out (L, L), got ",
+             shape_str(points.shape()), " ", shape_str(out.shape()));
+    table().distance_bins(ctx(), points.f32(), L, bounds_sq.f32(), bounds_sq.numel(), out.i32());
+}
+
+void quat_update(Tensor& frames, const Tensor& update) {
+    check_f32_contig(frames, "quat_update", "frames");
+    check_f32_contig(update, "quat_update", "update");
+    const int64_t L = frames.numel() / 7;
+    BI_CHECK(frames.numel() == L * 7 && update.numel() == L * 6, "quat_update",
+             "expected frames (L, 7) and updates (L, 6), got ", shape_str(frames.shape()), " ",
+             shape_str(update.shape()));
+    table().quat_update(ctx(), frames.f32(), update.f32(), L);
+}
+
+void ipa(const IpaInputs& in, Tensor& out) {
+    const char* op = "ipa";
+    for (const Tensor* t : {in.q, in.kv, in.q_points, in.kv_points, in.bias, in.z, in.frames,
+                            in.head_weights})
+        check_f32_contig(*t, op, "input");
+    check_f32_contig(out, op, "out");
+    const int64_t L = in.q->size(0), H = in.heads, Pq = in.qk_points, Pv = in.v_points;
+    BI_CHECK(H > 0 && in.q->ndim() == 2 && in.q->size(1) % H == 0, op, "q: expected (L, H*C), got ",
+             shape_str(in.q->shape()));
+    const int64_t C = in.q->size(1) / H, Cz = in.z->size(-1);
+    BI_CHECK(Pv <= kernels::glue::kIpaMaxValuePoints, op, Pv, " value points, at most ",
+             kernels::glue::kIpaMaxValuePoints);
+    BI_CHECK(in.kv->shape() == (Shape{L, 2 * H * C}) &&
+                 in.q_points->shape() == (Shape{L, 3 * H * Pq}) &&
+                 in.kv_points->shape() == (Shape{L, 3 * H * (Pq + Pv)}) &&
+                 in.bias->numel() == L * L * H && in.z->shape() == (Shape{L, L, Cz}) &&
+                 in.frames->numel() == L * 7 && in.head_weights->numel() == H &&
+                 out.shape() == (Shape{L, H * (C + 4 * Pv + Cz)}),
+             op, "inconsistent shapes for L ", L, ", H ", H, ", C ", C, ", points ", Pq, "/", Pv,
+             ", c_z ", Cz);
+    table().ipa(ctx(), {in.q->f32(), in.kv->f32(), in.q_points->f32(), in.kv_points->f32(),
+                        in.bias->f32(), in.z->f32(), in.frames->f32(), in.head_weights->f32(),
+                        out.f32(), L, H, C, Pq, Pv, Cz, in.eps});
+}
+
+void atom_frames(const Tensor& backbone, const Tensor& angles, const Tensor& aatype,
+                 const ResidueTables& t, float trans_scale, Tensor& frames_out, Tensor& positions) {
+    const char* op = "atom_frames";
+    for (const Tensor* x : {&backbone, &angles, &t.default_frames, &t.atom_mask, &t.lit_positions})
+        check_f32_contig(*x, op, "input");
+    check_i32(aatype, op, "aatype");
+    check_i32(t.group_of_atom, op, "group_of_atom");
+    check_f32_contig(frames_out, op, "frames_out");
+    check_f32_contig(positions, op, "positions");
+    const int64_t L = aatype.numel(), R = t.atom_mask.size(0);
+    BI_CHECK(backbone.numel() == L * 7 && angles.numel() == L * 14 && frames_out.numel() == L * 7 &&
+                 positions.numel() == L * 42 && t.default_frames.numel() == R * 8 * 16 &&
+                 t.group_of_atom.numel() == R * 14 && t.atom_mask.numel() == R * 14 &&
+                 t.lit_positions.numel() == R * 42,
+             op, "inconsistent shapes for ", L, " residues of ", R, " types");
+    table().atom_frames(ctx(), {backbone.f32(), angles.f32(), aatype.i32(), t.default_frames.f32(),
+                                t.group_of_atom.i32(), t.atom_mask.f32(), t.lit_positions.f32(),
+                                frames_out.f32(), positions.f32(), L, trans_scale});
 }
 
 }  // namespace bioinfer::ops

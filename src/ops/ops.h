@@ -1,19 +1,38 @@
-// THE op list. Each op checks shapes and dtypes, then runs the selected backend's kernel.
-// Every op has a plain fp32 reference (src/ops/ref/) that the op tests hold the fast kernels to.
+// THE op list. Each op checks shapes, dtypes and devices, then runs the kernel of the calling
+// thread's backend. Every op has a plain fp32 reference (src/ops/ref/) that the op tests hold
+// every registered backend to.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "backend/registry.h"
 #include "bioinfer/tensor.h"
 #include "ops/kernels.h"
 
 namespace bioinfer::ops {
 
-enum class Backend { Ref, Cpu };
-void set_backend(Backend b);
-Backend backend();
-const char* backend_name();
+// The backend ops run on: the process default (set_backend; "cpu" unless changed), or on a thread
+// inside a BackendScope, that scope's (a worker runs on its device's backend this way).
+void set_backend(const std::string& name);  // a registered name (backend::find), or "cpu"
+const backend::Backend& current_backend();
+const char* backend_name();  // the current backend's kernel table name (the tuned table's key)
+// The context kernels receive on this thread: the backend's device and the scope's stream.
+kernels::Context current_context();
+
+class BackendScope {
+public:
+    explicit BackendScope(const backend::Backend& b, void* stream = nullptr);
+    explicit BackendScope(const std::string& name) : BackendScope(backend::get(name)) {}
+    ~BackendScope();
+    BackendScope(const BackendScope&) = delete;
+    BackendScope& operator=(const BackendScope&) = delete;
+
+private:
+    const backend::Backend* prev_;
+    void* prev_stream_;
+};
 
 struct Epilogue {
     Act act = Act::None;      // activation after the bias (GELU erf or tanh form)
@@ -71,14 +90,79 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
 void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                       float scale, const std::vector<int64_t>& cu_seqlens, Tensor& out,
                       Tensor* probs);
-// out (n, D) = table (V, D) rows at ids; an id outside [0, V) is an error.
-void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out);
+// out (n, D) = table (V, D) rows at ids (out += them with accumulate); an id outside [0, V) is
+// an error.
+void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out,
+               bool accumulate = false);
+// The same with ids an I32 tensor (n) on the backend's device (computed by an op: bins, classes);
+// ids are trusted to lie in [0, V).
+void embedding(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate = false);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
-// out = a * b elementwise (may alias a or b).
+// out = a * b elementwise (may alias a or b); contiguous, or 2-D views with contiguous rows.
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
 // out[g] (M, N) = op(a[g]) . op(b[g]) for every g of G: a (G, M, K), or (G, K, M) read
 // transposed when trans_a; b (G, K, N), or (G, N, K) read transposed when trans_b.
 void bmm(const Tensor& a, const Tensor& b, Tensor& out, bool trans_a = false, bool trans_b = false);
 void scale(const Tensor& a, float s, Tensor& out);
+
+// --- data movement and glue ---
+// dst = src elementwise (same shape; F32 or I32); either may be a strided view (slice, permute).
+void copy(const Tensor& src, Tensor& dst);
+// dst += src elementwise (F32); either may be a strided view.
+void add_into(const Tensor& src, Tensor& dst);
+// A contiguous copy of a (possibly strided) tensor.
+Tensor contiguous(const Tensor& t);
+// out += a * b elementwise. a, b and out are contiguous, or 2-D views whose rows are
+// (as mul and add also accept).
+void add_mul(const Tensor& a, const Tensor& b, Tensor& out);
+// y += alpha * x elementwise.
+void axpy(float alpha, const Tensor& x, Tensor& y);
+// out (R, C) = x (R, C) with row r multiplied by factors (R); may run in place.
+void scale_rows(const Tensor& x, const Tensor& factors, Tensor& out);
+// out = act(x + shift) elementwise (Relu, Sigmoid, Gelu, GeluTanh); may run in place.
+void activation(const Tensor& x, Act act, Tensor& out, float shift = 0.0f);
+// ESM's token dropout at inference on packed rows x (N, D) of sequences cu_seqlens with token ids
+// (N): <mask> rows zeroed, the others scaled by keep / (1 - the sequence's masked fraction).
+void token_dropout(Tensor& x, const std::vector<int32_t>& ids,
+                   const std::vector<int64_t>& cu_seqlens, int32_t mask_id, float keep);
+// Pair rows [r0, r1) of the outer product and difference of qk (L, 2I) = [q | k]:
+// out ((r1 - r0) * L, 2I), row (i - r0) * L + j = [q_j * k_i | q_j - k_i].
+void outer_product_difference(const Tensor& qk, int64_t r0, int64_t r1, Tensor& out);
+// ESM-2's contact features of one sequence: acc (L, L) += sum over heads of
+// weights[h] * APC(A + A^T), A = probs[h] (P, P) over positions 1..L.
+void contact_apc(const Tensor& probs, const Tensor& weights, Tensor& acc);
+// out (..., d) = x / sqrt(max(sum over the last dim of x^2, eps)); may run in place.
+void l2_normalize(const Tensor& x, float eps, Tensor& out);
+// out (R) = sum_k probs (R, K)[:, k] * values (K)[k], in k order: the expected value over bins.
+void bin_expectation(const Tensor& probs, const Tensor& values, Tensor& out);
+// The largest element (read back to the host).
+float max_value(const Tensor& x);
+// out (L, L) I32 = clamp(index[j] - index[i], -bins, bins) + bins + 1 for index (L) I32.
+void relpos_classes(const Tensor& index, int64_t bins, Tensor& out);
+// AlphaFold's virtual C-beta (L, 3) from atoms (L, A, 3) whose first three are N, CA, C.
+void virtual_cb(const Tensor& atoms, Tensor& out);
+// out (L, L) I32 = the number of squared distance bounds (K, ascending) below
+// |points[j] - points[i]|^2, points (L, 3).
+void distance_bins(const Tensor& points, const Tensor& bounds_sq, Tensor& out);
+// frames (L, 7) (quaternion, translation) composed in place with updates (L, 6).
+void quat_update(Tensor& frames, const Tensor& update);
+// Invariant point attention's core (see kernels::IpaArgs for the layouts): out (L, H*(C+4Pv+Cz)).
+struct IpaInputs {
+    const Tensor *q, *kv, *q_points, *kv_points, *bias, *z, *frames, *head_weights;
+    int64_t heads, qk_points, v_points;
+    float eps;
+};
+void ipa(const IpaInputs& in, Tensor& out);
+// AlphaFold 2's atoms from frames and torsions (kernels::AtomFrameArgs): backbone (L, 7),
+// angles (L, 7, 2), aatype (L) I32, the residue tables; frames_out (L, 7), positions (L, 14, 3).
+struct ResidueTables {
+    Tensor default_frames;  // (R, 8, 4, 4)
+    Tensor group_of_atom;   // (R, 14) I32
+    Tensor atom_mask;       // (R, 14)
+    Tensor lit_positions;   // (R, 14, 3)
+};
+void atom_frames(const Tensor& backbone, const Tensor& angles, const Tensor& aatype,
+                 const ResidueTables& tables, float trans_scale, Tensor& frames_out,
+                 Tensor& positions);
 
 }  // namespace bioinfer::ops

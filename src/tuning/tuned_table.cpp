@@ -101,6 +101,13 @@ const Table& active_table() {
 
 void load_active_table() { (void)active_table(); }
 
+int64_t Choice::param(const std::string& key) const {
+    auto it = params.find(key);
+    BI_CHECK(it != params.end(), "tuning", "variant '", variant, "' has no parameter '", key,
+             "': expected a choice resolved against the kernel defaults");
+    return it->second;
+}
+
 bool is_flag_dim(std::string_view name) { return name == "causal" || name == "act"; }
 
 Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,

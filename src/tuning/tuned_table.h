@@ -1,7 +1,8 @@
 // The tuned table: which variant of a kernel (and with which parameters) runs at which shape.
 // `bioinfer bench sweep --update-table` writes it from sweep results (src/tuning/tuned_table.json,
 // compiled into the binary); BIOINFER_TUNED_TABLE=FILE reads another at start-up, =none runs every
-// kernel with its built-in default. Kernels ask once per call, never inside a parallel region.
+// kernel with its built-in default (defaults.h). Kernels ask once per call (tuning::choose), never
+// inside a parallel region.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -28,6 +29,8 @@ struct Choice {
         auto it = params.find(key);
         return it == params.end() ? fallback : it->second;
     }
+    // A parameter of a resolved choice (defaults.h), which carries every one its kernel reads.
+    int64_t param(const std::string& key) const;
     bool is(const char* v) const { return variant == v; }
 };
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <fstream>
 #include <map>
 #include <string>
@@ -19,12 +18,11 @@
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
 #include "runtime/fold_pipeline.h"
+#include "sweep.h"
+#include "tuning/gemm_timing.h"
 #include "tuning/tuned_table.h"
 
 namespace bioinfer::cli {
-
-int sweep_main(const Args& a, int argc, char** argv);
-const char* sweep_help();
 
 static const char* kBenchHelp = R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
        bioinfer bench fold INPUT (--weights DIR | --model esmfold) [--repeat N] [--num-recycles N]
@@ -63,39 +61,13 @@ double peak_rss_mb() {
     return mb;
 }
 
-}  // namespace
-
-// Best seconds per call of out (M, N) = x (M, K) . w (N, K)^T with w packed once for `compute`,
-// over `repeat` timings of `calls` back-to-back calls after 3 warm-up calls; a negative value
-// when this CPU has no GEMM for `compute`. bench matmul and the sweep's peak probe share it.
-double time_packed_linear(int64_t M, int64_t K, int64_t N, DType compute, int repeat, int calls) {
-    Tensor x = Tensor::empty({M, K}), w = Tensor::empty({N, K}), y = Tensor::empty({M, N});
-    std::mt19937 rng(1);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
-    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = nd(rng) * 0.02f;
-    auto packed = ops::pack_linear_weight(w, compute);
-    if (!packed) return -1.0;
-    for (int i = 0; i < 3; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());  // warm-up
-    double best = 1e300;
-    for (int r = 0; r < repeat; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < calls; ++i) ops::linear(x, w, nullptr, y, {}, packed.get());
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        best = std::min(best, s / calls);
-    }
-    return best;
-}
-
-namespace {
-
 int bench_matmul(const Args& a) {
     const int64_t M = a.get_int("m", 2048), K = a.get_int("k", 1280), N = a.get_int("n", 5120);
     BI_CHECK(M > 0 && K > 0 && N > 0, "--m/--k/--n", "must be positive");
     const int repeat = int(a.get_int("repeat", 5));
     BI_CHECK(repeat > 0, "--repeat", "must be positive");
     const std::string precision = apply_precision(a);
-    const double best = time_packed_linear(M, K, N, ops::matmul_precision(), repeat, 10);
+    const double best = tuning::time_packed_linear(M, K, N, ops::matmul_precision(), repeat, 10);
     BI_CHECK(best > 0, "--precision", "no ", precision, " GEMM on this CPU");
     const double gflops = 2.0 * double(M) * double(K) * double(N) / best * 1e-9;
     nlohmann::json j = {{"impl", "bioinfer"},      {"op", "linear"},
@@ -171,20 +143,7 @@ int bench_fold(const Args& a) {
 }  // namespace
 
 int bench_main(int argc, char** argv) {
-    if (argc > 0 && std::string(argv[0]) == "sweep") {
-        Args a = parse_args(argc - 1, argv + 1,
-                            {"what", "shapes", "dtypes", "iters", "reps", "threads", "out", "report",
-                             "update-table", "table"},
-                            {"help", "dry-run"});
-        if (a.has("help")) {
-            std::fputs(sweep_help(), stdout);
-            return 0;
-        }
-        BI_CHECK(a.positional.empty(), "arguments", "'bench sweep' takes no input, got '",
-                 a.positional.front(), "'");
-        set_num_threads(int(a.get_int("threads", 0)));
-        return sweep_main(a, argc - 1, argv + 1);
-    }
+    if (argc > 0 && std::string(argv[0]) == "sweep") return sweep_main(argc - 1, argv + 1);
     Args a = parse_args(argc, argv,
                         {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
                          "precision", "m", "k", "n", "warmup-records", "compare-table",

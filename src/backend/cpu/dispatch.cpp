@@ -7,16 +7,24 @@
 
 namespace bioinfer::kernels {
 
+bool cpu_runs_avx512() {
+    __builtin_cpu_init();
+    return cpu_kernels_avx512() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512dq");
+}
+
+bool cpu_runs_avx2() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 const KernelTable& cpu_kernels() {
     static const KernelTable* chosen = [] {
         const char* force = std::getenv("BIOINFER_ISA");
         if (force && std::strcmp(force, "ref") == 0) return &ref_kernels();
-        bool want512 = !(force && std::strcmp(force, "avx2") == 0);
-        __builtin_cpu_init();
-        if (want512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
-            return cpu_kernels_avx512();
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            return cpu_kernels_avx2();
+        const bool want512 = !(force && std::strcmp(force, "avx2") == 0);
+        if (want512 && cpu_runs_avx512()) return cpu_kernels_avx512();
+        if (cpu_runs_avx2()) return cpu_kernels_avx2();
         return &ref_kernels();
     }();
     return *chosen;

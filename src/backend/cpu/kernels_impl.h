@@ -11,11 +11,12 @@
 #include <new>
 #include <vector>
 
+#include "backend/cpu/glue_kernels.h"
 #include "backend/cpu/linear_dnnl.h"
 #include "backend/cpu/simd.h"
 #include "bioinfer/dtype.h"
 #include "ops/kernels.h"
-#include "tuning/tuned_table.h"
+#include "tuning/defaults.h"
 
 namespace bioinfer::cpu {
 
@@ -63,11 +64,12 @@ inline float gelu_tanh_scalar(float x) {
     return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 
-// The tuned table's choice for an op at this shape: for a compute dtype, or fp32 (the own
-// kernels compute in fp32).
+// The tuned table's choice for an op at this shape, for a compute dtype or fp32 (the own kernels
+// compute in fp32); where the table has none, the kernel's default (tuning/defaults.cpp). It
+// carries every parameter the variant reads.
 template <typename V>
 tuning::Choice tuned_dtype(const char* op, DType compute, std::initializer_list<tuning::Dim> shape) {
-    return tuning::lookup(V::kTable, op, compute == DType::BF16 ? "bf16" : "fp32", shape);
+    return tuning::choose(V::kTable, op, compute == DType::BF16 ? "bf16" : "fp32", shape);
 }
 
 template <typename V>
@@ -82,7 +84,7 @@ constexpr int64_t kChunk = 4096;
 template <typename V, typename F>
 void elementwise(const char* op, int64_t n, F f) {  // f(begin, end)
     const int64_t chunks = (n + kChunk - 1) / kChunk;
-    if (chunks > 1 && tuned<V>(op, {{"n", n}}).param("parallel", 1) != 0) {
+    if (chunks > 1 && tuned<V>(op, {{"n", n}}).param("parallel") != 0) {
 #pragma omp parallel for schedule(static)
         for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
     } else {
@@ -247,7 +249,7 @@ template <typename V>
 void layer_norm(const float* x, const float* g, const float* b, float* y, int64_t rows, int64_t d,
                 float eps) {
     const tuning::Choice c = tuned<V>("layer_norm", {{"rows", rows}, {"dim", d}});
-    const bool parallel = c.param("parallel", 1) != 0;
+    const bool parallel = c.param("parallel") != 0;
     if (c.is("one_pass"))
         layer_norm_rows<V, true>(x, g, b, y, rows, d, eps, parallel);
     else
@@ -385,7 +387,7 @@ void rotary(float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t 
     const bool parallel =
         !omp_in_parallel() &&
         tuned<V>("rotary", {{"positions", n_pos}, {"heads", heads}, {"head_dim", dh}})
-                .param("parallel", 1) != 0;
+                .param("parallel") != 0;
 #pragma omp parallel for schedule(static) if (parallel && n_pos > 1)
     for (int64_t p = 0; p < n_pos; ++p) rotary_span<V>(x, p, p + 1, pos_stride, heads, dh, cos, sin);
 }
@@ -534,9 +536,6 @@ inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t 
     }
 }
 
-// Default attention tiles: query rows, keys per tile (the tuned table may choose others).
-constexpr int64_t kAttnQB = 64, kAttnKB = 128;
-
 // One attention work item: a sequence and a range of its query blocks (of qb rows).
 struct AttnItem {
     int64_t b, qb0, qb1;
@@ -648,8 +647,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                                {"causal", causal ? 1 : 0}});
     const bool full = probs || choice.is("materialised");
     // Tile sizes: key blocks a multiple of W (the score tile's columns are whole vectors).
-    const int64_t kQB = std::max<int64_t>(1, choice.param("q_block", kAttnQB));
-    const int64_t kKB = std::max<int64_t>(W, choice.param("k_block", kAttnKB) / W * W);
+    const int64_t kQB = std::max<int64_t>(1, choice.param("q_block"));
+    const int64_t kKB = std::max<int64_t>(W, choice.param("k_block") / W * W);
     const SoftmaxFn<V> softmax_fn = full ? softmax_variant<V>(max_len, max_len) : nullptr;
     const std::vector<AttnItem> items = attention_items(cu, B, H, kQB, full);
     const int64_t n_items = int64_t(items.size());
@@ -772,9 +771,9 @@ void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType comp
     p->N = N;
     p->compute = compute;
     if (c.is("own_packed") && compute == DType::F32) {
-        p->m_block = std::max<int64_t>(1, c.param("m_block", 96));
-        p->n_block = std::max<int64_t>(1, c.param("n_block", 256));
-        p->k_block = std::max<int64_t>(1, c.param("k_block", 256));
+        p->m_block = std::max<int64_t>(1, c.param("m_block"));
+        p->n_block = std::max<int64_t>(1, c.param("n_block"));
+        p->k_block = std::max<int64_t>(1, c.param("k_block"));
         const size_t bytes = (size_t(K * N) * sizeof(float) + 63) / 64 * 64;
         p->wt = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
         if (!p->wt) throw std::bad_alloc();
@@ -870,25 +869,51 @@ void linear(const float* x, const float* w, const void* packed, const float* b, 
 }
 
 // The kernel table of one ISA: kernels_avx2.cpp and kernels_avx512.cpp each instantiate it
-// with their own SIMD wrapper and target flags.
+// with their own SIMD wrapper and target flags. The CPU runs every kernel synchronously on the
+// calling thread's OpenMP team, so the context is not read; the glue kernels are shared by the
+// ISAs (glue_kernels.h).
 template <typename V>
 kernels::KernelTable make_kernel_table() {
-    return {.name = V::kTable,
-            .linear = linear<V>,
-            .pack_linear = pack_linear<V>,
-            .free_packed = free_packed,
-            .gemm_nn = gemm_nn<V>,
-            .attention = attention<V>,
-            .layer_norm = layer_norm<V>,
-            .gelu = gelu<V>,
-            .gelu_tanh = gelu_tanh<V>,
-            .swiglu = swiglu<V>,
-            .softmax = softmax<V>,
-            .rotary = rotary<V>,
-            .bmm = bmm_dnnl,
-            .add = add<V>,
-            .mul = mul<V>,
-            .scale = scale<V>};
+    using C = const kernels::Context&;
+    kernels::KernelTable t{
+        .name = V::kTable,
+        .linear = [](C, const float* x, const float* w, const void* packed, const float* b,
+                     float* y, int64_t M, int64_t K, int64_t N, Act act, float scale,
+                     bool accumulate) { linear<V>(x, w, packed, b, y, M, K, N, act, scale, accumulate); },
+        .pack_linear = [](C, const void* w, DType wd, int64_t K, int64_t N, DType compute) {
+            return pack_linear<V>(w, wd, K, N, compute);
+        },
+        .free_packed = [](C, void* p) { free_packed(p); },
+        .gemm_nn = [](C, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                      int64_t ldc, int64_t M, int64_t N, int64_t K) {
+            gemm_nn<V>(a, lda, b, ldb, c, ldc, M, N, K);
+        },
+        .attention = [](C, const float* q, const float* k, const float* v, float* out,
+                        const int64_t* cu, int64_t B, int64_t H, int64_t Hkv, int64_t Dh,
+                        float scale, bool causal, const uint8_t* key_valid, float* probs,
+                        int64_t P, const float* bias, int64_t bias_stride) {
+            attention<V>(q, k, v, out, cu, B, H, Hkv, Dh, scale, causal, key_valid, probs, P, bias,
+                         bias_stride);
+        },
+        .layer_norm = [](C, const float* x, const float* g, const float* b, float* y, int64_t rows,
+                         int64_t d, float eps) { layer_norm<V>(x, g, b, y, rows, d, eps); },
+        .gelu = [](C, const float* x, float* y, int64_t n) { gelu<V>(x, y, n); },
+        .gelu_tanh = [](C, const float* x, float* y, int64_t n) { gelu_tanh<V>(x, y, n); },
+        .swiglu = [](C, const float* g, const float* u, float* y, int64_t n) { swiglu<V>(g, u, y, n); },
+        .softmax = [](C, float* x, int64_t rows, int64_t cols, const float* additive,
+                      const uint8_t* keep) { softmax<V>(x, rows, cols, additive, keep); },
+        .rotary = [](C, float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
+                     const float* cos, const float* sin) {
+            rotary<V>(x, n_pos, pos_stride, heads, dh, cos, sin);
+        },
+        .bmm = [](C, const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N,
+                  int64_t K, bool ta, bool tb) { bmm_dnnl(a, b, c, G, M, N, K, ta, tb); },
+        .add = [](C, const float* a, const float* b, float* y, int64_t n) { add<V>(a, b, y, n); },
+        .mul = [](C, const float* a, const float* b, float* y, int64_t n) { mul<V>(a, b, y, n); },
+        .scale = [](C, const float* a, float s, float* y, int64_t n) { scale<V>(a, s, y, n); },
+    };
+    glue::fill_table(t);
+    return t;
 }
 
 }  // namespace bioinfer::cpu

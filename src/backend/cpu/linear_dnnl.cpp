@@ -213,4 +213,10 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
     s.wait();
 }
 
+std::string onednn_version() {
+    const dnnl_version_t* v = dnnl_version();
+    return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+           " (" + v->hash + ")";
+}
+
 }  // namespace bioinfer::cpu

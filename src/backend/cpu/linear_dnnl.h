@@ -3,6 +3,7 @@
 // into the blocked layout oneDNN's kernels read directly (no per-call repacking).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "bioinfer/dtype.h"
 #include "ops/kernels.h"
@@ -19,5 +20,7 @@ void free_packed_dnnl(void* packed);
 // trans_a; b[g] is (K, N), or stored (N, K) when trans_b. One batched oneDNN matmul.
 void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
               bool trans_a, bool trans_b);
+// The oneDNN library this build runs: "MAJOR.MINOR.PATCH (git hash)" (recorded with benchmarks).
+std::string onednn_version();
 
 }  // namespace bioinfer::cpu

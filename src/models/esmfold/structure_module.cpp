@@ -13,32 +13,25 @@ namespace bioinfer::esmfold {
 
 namespace {
 
-void relu_copy(const Tensor& x, Tensor& y) {
-    const float* s = x.f32();
-    float* d = y.f32();
-    for (int64_t i = 0; i < x.numel(); ++i) d[i] = s[i] > 0.0f ? s[i] : 0.0f;
-}
-
-// Frame of rigid group g of residue type r relative to the backbone (literature geometry).
-nn::Rigid default_frame(int r, int g) {
-    const float(&m)[4][4] = rc::kDefaultFrames[r][g];
-    return {{m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2], m[2][0], m[2][1], m[2][2]},
-            {m[0][3], m[1][3], m[2][3]}};
-}
-
-// The 8 rigid-group frames of one residue in the global frame (AlphaFold's
-// torsion_angles_to_frames): backbone, omega, phi, psi, then chi1..chi4 chained.
-// angles: 7 (sin, cos) pairs.
-void torsions_to_frames(const nn::Rigid& backbone, const float* angles, int aatype,
-                        nn::Rigid (&out)[8]) {
-    nn::Rigid local[8];
-    for (int g = 0; g < 8; ++g) {
-        const float sn = g == 0 ? 0.0f : angles[(g - 1) * 2], cs = g == 0 ? 1.0f : angles[(g - 1) * 2 + 1];
-        const nn::Rigid torsion{{1, 0, 0, 0, cs, -sn, 0, sn, cs}, {0, 0, 0}};
-        local[g] = default_frame(aatype, g).compose(torsion);
-    }
-    for (int g = 5; g < 8; ++g) local[g] = local[g - 1].compose(local[g]);  // chi2..4 to backbone
-    for (int g = 0; g < 8; ++g) out[g] = backbone.compose(local[g]);
+// AlphaFold's residue tables as tensors for ops::atom_frames, made once from the constants.
+const ops::ResidueTables& residue_tables() {
+    static const ops::ResidueTables t = [] {
+        const int R = rc::kNumRestypes;
+        ops::ResidueTables r;
+        r.default_frames = Tensor::of(std::vector<float>(&rc::kDefaultFrames[0][0][0][0],
+                                                         &rc::kDefaultFrames[0][0][0][0] + R * 8 * 16),
+                                      {R, 8, 4, 4});
+        r.group_of_atom = Tensor::of(std::vector<int32_t>(&rc::kAtom14ToGroup[0][0],
+                                                          &rc::kAtom14ToGroup[0][0] + R * 14),
+                                     {R, 14});
+        r.atom_mask = Tensor::of(std::vector<float>(&rc::kAtom14Mask[0][0], &rc::kAtom14Mask[0][0] + R * 14),
+                                 {R, 14});
+        r.lit_positions = Tensor::of(std::vector<float>(&rc::kAtom14GroupPositions[0][0][0],
+                                                        &rc::kAtom14GroupPositions[0][0][0] + R * 42),
+                                     {R, 14, 3});
+        return r;
+    }();
+    return t;
 }
 
 }  // namespace
@@ -95,15 +88,16 @@ StructureOutput StructureModule::operator()(const Tensor& s_in, const Tensor& z_
     linear_in_(s_initial, s);
     // The angle resnet's s_initial branch is the same in every block.
     Tensor a_initial = Tensor::empty({L, R});
-    relu_copy(s_initial, t1);
+    ops::activation(s_initial, Act::Relu, t1);
     angle_initial_(t1, a_initial);
     Tensor a = Tensor::empty({L, R}), ta = Tensor::empty({L, R}), tb = Tensor::empty({L, R}),
            raw_angles = Tensor::empty({L, 14});
+    const Tensor types = Tensor::of(aatype);
 
-    std::vector<nn::QuatRigid> rigids(static_cast<size_t>(L));
-    std::vector<nn::Rigid> frames(static_cast<size_t>(L));
+    // Backbone frames (L, 7): quaternion (w, x, y, z) and translation, from the identity.
+    Tensor frames = Tensor::empty({L, 7});
+    ops::copy(Tensor::of(std::vector<float>{1, 0, 0, 0, 0, 0, 0}).expand({L, 7}), frames);
     for (int64_t blk = 0; blk < NB; ++blk) {
-        for (int64_t i = 0; i < L; ++i) frames[size_t(i)] = rigids[size_t(i)].rigid();
         ipa_(s, z, frames, upd);
         ops::add(s, upd, s);
         ln_ipa_(s, t1);
@@ -114,48 +108,27 @@ StructureOutput StructureModule::operator()(const Tensor& s_in, const Tensor& z_
         }
         ln_transition_(t1, s);
         bb_update_(s, bb);
-        for (int64_t i = 0; i < L; ++i)
-            rigids[size_t(i)] = rigids[size_t(i)].compose_update(bb.f32() + i * 6);
+        ops::quat_update(frames, bb);
 
         // angles: resnet over relu(s) plus the initial branch, normalised (sin, cos) pairs
-        relu_copy(s, t1);
+        ops::activation(s, Act::Relu, t1);
         angle_in_(t1, a);
         ops::add(a, a_initial, a);
         for (size_t l = 0; l < angle_blocks_.size(); l += 2) {
-            relu_copy(a, ta);
+            ops::activation(a, Act::Relu, ta);
             angle_blocks_[l](ta, tb, {.act = Act::Relu});
             angle_blocks_[l + 1](tb, a, {.accumulate = true});
         }
-        relu_copy(a, ta);
+        ops::activation(a, Act::Relu, ta);
         angle_out_(ta, raw_angles);
-        float* ang = out.angles.f32() + blk * L * 14;
-        for (int64_t i = 0; i < L * 7; ++i) {
-            const float x = raw_angles.f32()[2 * i], y = raw_angles.f32()[2 * i + 1];
-            const float denom = std::sqrt(std::max(x * x + y * y, c.eps));
-            ang[2 * i] = x / denom;
-            ang[2 * i + 1] = y / denom;
-        }
+        Tensor angles = out.angles.narrow0(blk, blk + 1).reshape({L * 7, 2});
+        ops::l2_normalize(raw_angles.reshape({L * 7, 2}), c.eps, angles);
 
-        float* fr = out.frames.f32() + blk * L * 7;
-        float* pos = out.positions.f32() + blk * L * 42;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < L; ++i) {
-            const nn::QuatRigid& q = rigids[size_t(i)];
-            nn::Rigid backbone = q.rigid();
-            for (float& t : backbone.trans) t *= c.trans_scale;
-            for (int k = 0; k < 4; ++k) fr[i * 7 + k] = q.q[size_t(k)];
-            for (int k = 0; k < 3; ++k) fr[i * 7 + 4 + k] = backbone.trans[size_t(k)];
-            const int r = aatype[size_t(i)];
-            nn::Rigid groups[8];
-            torsions_to_frames(backbone, ang + i * 14, r, groups);
-            for (int atom = 0; atom < 14; ++atom) {
-                const float* lit = rc::kAtom14GroupPositions[r][atom];
-                const nn::Vec3 p = groups[rc::kAtom14ToGroup[r][atom]].apply({lit[0], lit[1], lit[2]});
-                const float mask = rc::kAtom14Mask[r][atom];
-                for (int k = 0; k < 3; ++k) pos[(i * 14 + atom) * 3 + k] = p[size_t(k)] * mask;
-            }
-        }
-        std::copy_n(s.f32(), L * C, out.states.f32() + blk * L * C);
+        Tensor fr = out.frames.narrow0(blk, blk + 1).reshape({L, 7}),
+               pos = out.positions.narrow0(blk, blk + 1).reshape({L, 14, 3}),
+               state = out.states.narrow0(blk, blk + 1).reshape({L, C});
+        ops::atom_frames(frames, angles, types, residue_tables(), c.trans_scale, fr, pos);
+        ops::copy(s, state);
     }
     return out;
 }
@@ -163,17 +136,21 @@ StructureOutput StructureModule::operator()(const Tensor& s_in, const Tensor& z_
 void atom14_to_atom37(const Tensor& atom14, const std::vector<int32_t>& aatype, Tensor& atom37,
                       Tensor& exists) {
     const int64_t L = int64_t(aatype.size());
-    atom37 = Tensor::empty({L, 37, 3});
+    static const Tensor atom37_mask = Tensor::of(
+        std::vector<float>(&rc::kAtom37Mask[0][0], &rc::kAtom37Mask[0][0] + rc::kNumRestypes * 37),
+        {rc::kNumRestypes, 37});
+    // The atom14 row of every (residue, atom37 slot): an index table built on the host from the
+    // input's residue types.
+    std::vector<int32_t> rows(size_t(L * 37));
+    for (int64_t i = 0; i < L; ++i)
+        for (int a = 0; a < 37; ++a)
+            rows[size_t(i * 37 + a)] = int32_t(i * 14 + rc::kAtom37ToAtom14[aatype[size_t(i)]][a]);
     exists = Tensor::empty({L, 37});
-    for (int64_t i = 0; i < L; ++i) {
-        const int r = aatype[size_t(i)];
-        for (int a = 0; a < 37; ++a) {
-            const float m = rc::kAtom37Mask[r][a];
-            const float* src = atom14.f32() + (i * 14 + rc::kAtom37ToAtom14[r][a]) * 3;
-            for (int k = 0; k < 3; ++k) atom37.f32()[(i * 37 + a) * 3 + k] = src[k] * m;
-            exists.f32()[i * 37 + a] = m;
-        }
-    }
+    ops::embedding(aatype, atom37_mask, exists);
+    atom37 = Tensor::empty({L, 37, 3});
+    Tensor flat = atom37.reshape({L * 37, 3});
+    ops::embedding(rows, atom14.reshape({L * 14, 3}), flat);
+    ops::scale_rows(flat, exists.reshape({L * 37}), flat);  // atoms the residue lacks at 0
 }
 
 }  // namespace bioinfer::esmfold

@@ -1,6 +1,6 @@
 // The op sweep's model of an op: its shape sets, its variants at a shape and dtype, and a case
 // that prepares inputs once, runs one variant per call and measures its agreement with an fp32
-// (or fp64) reference. sweep_ops.cpp defines the ops; sweep.cpp runs, records and reports.
+// (or fp64) reference. sweep_ops.cpp defines the ops; sweep.h runs, records and reports.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -12,7 +12,7 @@
 
 #include "core/agreement.h"
 
-namespace bioinfer::cli::sweep {
+namespace bioinfer::tuning::sweep {
 
 // A shape: named dimensions in a fixed order (they become JSON objects and table keys).
 using Dims = std::vector<std::pair<std::string, int64_t>>;
@@ -57,8 +57,8 @@ struct OpSweep {
 const std::vector<OpSweep>& op_sweeps();
 // Sub-sweeps named by the issue that have no op in the engine yet, with the reason.
 const std::vector<std::pair<std::string, std::string>>& pending_sweeps();
-// What an empty tuned table runs for a table op (the kernels' built-in defaults).
+// What an empty tuned table runs for a table op: the kernels' default (tuning/defaults.h).
 Variant default_variant(const std::string& table_op);
 const std::vector<std::string>& shape_sets();
 
-}  // namespace bioinfer::cli::sweep
+}  // namespace bioinfer::tuning::sweep

@@ -1,5 +1,5 @@
 // The ops the sweep measures: shape sets (the real model shapes), variants and cases.
-#include "sweep_ops.h"
+#include "tuning/sweep_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,10 @@
 #include "nn/pair_seq.h"
 #include "nn/triangle.h"
 #include "ops/ops.h"
+#include "tuning/defaults.h"
 #include "tuning/tuned_table.h"
 
-namespace bioinfer::cli::sweep {
+namespace bioinfer::tuning::sweep {
 
 int64_t dim(const Dims& d, const std::string& name) {
     for (const auto& [k, v] : d)
@@ -359,14 +360,14 @@ DType compute_dtype(const std::string& dtype) { return dtype == "bf16" ? DType::
 // Runs f under the reference backend.
 template <typename F>
 void on_ref(F f) {
-    ops::set_backend(ops::Backend::Ref);
+    ops::set_backend("ref");
     try {
         f();
     } catch (...) {
-        ops::set_backend(ops::Backend::Cpu);
+        ops::set_backend("cpu");
         throw;
     }
-    ops::set_backend(ops::Backend::Cpu);
+    ops::set_backend("cpu");
 }
 
 // y = act(x . w^T + b): the reference is fp64 over a sample of rows (all N columns).
@@ -724,14 +725,8 @@ const std::vector<std::pair<std::string, std::string>>& pending_sweeps() {
 }
 
 Variant default_variant(const std::string& table_op) {
-    if (table_op == "matmul") return v("onednn_packed", table_op);
-    if (table_op == "matmul_act") return v("fused", table_op);
-    if (table_op == "attention") return v("tiled", table_op, {{"q_block", 64}, {"k_block", 128}});
-    if (table_op == "softmax") return v("three_pass", table_op);
-    if (table_op == "layer_norm") return v("two_pass", table_op, {{"parallel", 1}});
-    if (table_op == "trimul" || table_op == "triatt" || table_op == "pair_mlp")
-        return v("chunked", table_op, {{"chunk", 0}});
-    return v("simd", table_op, {{"parallel", 1}});  // rotary, gelu, gelu_tanh, swiglu
+    const Choice& c = default_choice(table_op);
+    return v(c.variant, table_op, c.params);
 }
 
-}  // namespace bioinfer::cli::sweep
+}  // namespace bioinfer::tuning::sweep
