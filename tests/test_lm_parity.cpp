@@ -139,6 +139,32 @@ TEST_P(LmParity, BatchedEqualsSingle) {
     }
 }
 
+// Rotary tables start empty (or at the checkpoint's max positions) and grow with the longest
+// sequence seen: a sequence longer than 1026 tokens runs, and growing the tables changes nothing
+// for the shorter ones.
+TEST_P(LmParity, RotaryTablesGrowOnDemand) {
+    Fixture f = load_fixture(GetParam());
+    auto model = load_model(f);
+    lm::Request req;
+    req.layers = {f.layers};
+    req.logits = true;
+    const auto short_toks = with_specials(*model, f.cases[0].sequence, f.cases[0].id);
+    const auto before = model->forward({short_toks}, req);
+    std::string long_seq;
+    for (int i = 0; i < 1100; ++i) long_seq += "ACDEFGHIKLMNPQRSTVWY"[i % 20];
+    const auto long_out = model->forward({with_specials(*model, long_seq, "long")}, req);
+    ASSERT_EQ(long_out.hidden.at(f.layers).size(0), 1102);
+    const auto after = model->forward({short_toks}, req);
+    const Tensor& a = before.hidden.at(f.layers);
+    const Tensor& b = after.hidden.at(f.layers);
+    ASSERT_EQ(a.shape(), b.shape());
+    EXPECT_TRUE(std::equal(a.f32(), a.f32() + a.numel(), b.f32()))
+        << "hidden changed after the tables grew";
+    EXPECT_TRUE(std::equal(before.logits.f32(), before.logits.f32() + before.logits.numel(),
+                           after.logits.f32()))
+        << "logits changed after the tables grew";
+}
+
 // The fast path (--precision bf16: linear layers on bf16 weights, fp32 accumulation) against the
 // same upstream fixtures, at the fast path's bar (docs/parity.md): PCC >= 0.999 at every layer
 // and for the logits, and argmax agreement >= 0.99 over the positions whose reference decision is

@@ -1,6 +1,7 @@
 // Model directory loading: config, single-file or sharded safetensors.
 #include "io/model_dir.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -97,6 +98,7 @@ ModelDir ModelDir::open(const std::string& dir) {
                      "' also appears in another shard");
             m.where_[name] = idx;
         }
+        for (auto& [name, dtype] : f->skipped()) m.unread_.insert(name);
         m.files_.push_back(std::move(f));
     }
     return m;
@@ -120,23 +122,104 @@ std::vector<std::string> ModelDir::names() const {
     return out;
 }
 
-Tensor ModelDir::get_raw(const std::string& name) const {
+Tensor ModelDir::lookup(const std::string& name) const {
     if (auto p = pickled_.find(name); p != pickled_.end()) return p->second;
     auto it = where_.find(name);
     BI_CHECK(it != where_.end(), dir_, "missing tensor '", name, "'");
     return files_[it->second]->get(name);
 }
 
+Tensor ModelDir::get_raw(const std::string& name) const {
+    Tensor t = lookup(name);
+    consumed_.add(name);
+    return t;
+}
+
 Tensor ModelDir::get(const std::string& name, const Shape& expected) const {
-    Tensor t = get_raw(name);
+    Tensor t = lookup(name);
     BI_CHECK(t.shape() == expected, dir_, "tensor '", name, "': expected shape ",
              shape_str(expected), ", got ", shape_str(t.shape()));
+    consumed_.add(name);
     return t;
 }
 
 Tensor ModelDir::get_f32(const std::string& name, const Shape& expected) const {
     Tensor t = get(name, expected);
     return t.dtype() == DType::F32 ? t : t.to_f32();
+}
+
+bool name_matches(const std::string& pattern, const std::string& name) {
+    // Iterative glob with backtracking to the last '*': linear in practice for these short names.
+    size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+    while (n < name.size()) {
+        if (p < pattern.size() && pattern[p] == '*') {
+            star = p++;
+            mark = n;
+        } else if (p < pattern.size() && pattern[p] == name[n]) {
+            ++p;
+            ++n;
+        } else if (star != std::string::npos) {
+            p = star + 1;
+            n = ++mark;
+        } else {
+            return false;
+        }
+    }
+    while (p < pattern.size() && pattern[p] == '*') ++p;
+    return p == pattern.size();
+}
+
+ConsumedNames& ConsumedNames::operator=(const ConsumedNames& o) {
+    if (this != &o) {
+        std::set<std::string> s = o.snapshot();
+        std::lock_guard<std::mutex> lock(mu_);
+        names_ = std::move(s);
+    }
+    return *this;
+}
+
+void ConsumedNames::add(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    names_.insert(name);
+}
+
+std::set<std::string> ConsumedNames::snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return names_;
+}
+
+std::vector<std::string> ModelDir::unconsumed() const {
+    const std::set<std::string> used = consumed_.snapshot();
+    std::set<std::string> out;
+    for (auto& [k, v] : where_)
+        if (!used.count(k)) out.insert(k);
+    for (auto& [k, v] : pickled_)
+        if (!used.count(k)) out.insert(k);
+    for (auto& k : unread_) out.insert(k);
+    return {out.begin(), out.end()};
+}
+
+std::vector<std::string> ModelDir::check_consumed(const std::vector<std::string>& ignorable,
+                                                  const std::string& model) const {
+    std::vector<std::string> ignored, unexpected;
+    for (const std::string& name : unconsumed()) {
+        const bool known = std::any_of(ignorable.begin(), ignorable.end(),
+                                       [&](const std::string& p) { return name_matches(p, name); });
+        (known ? ignored : unexpected).push_back(name);
+    }
+    if (!unexpected.empty()) {
+        constexpr size_t kShown = 8;
+        std::string list;
+        for (size_t i = 0; i < unexpected.size() && i < kShown; ++i)
+            list += cat(i ? ", " : "", "'", unexpected[i], "'");
+        if (unexpected.size() > kShown) list += cat(" and ", unexpected.size() - kShown, " more");
+        fail(torch_file_.empty() ? dir_ : torch_file_,
+             cat(unexpected.size() == 1 ? "tensor " : cat(unexpected.size(), " tensors "), list,
+                 unexpected.size() == 1 ? " is" : " are", " not used by the ", model,
+                 " loader: expected every checkpoint tensor to be read or known as ignorable "
+                 "(renamed, extra, or a layout this loader does not read)"));
+    }
+    return ignored;
 }
 
 }  // namespace bioinfer::io

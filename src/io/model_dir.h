@@ -5,7 +5,9 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,24 @@
 #include "io/torch_checkpoint.h"
 
 namespace bioinfer::io {
+
+// A glob over tensor names: '*' matches any run of characters (dots included), every other
+// character itself. "esm.encoder.layer.*.attention.self.rotary_embeddings.inv_freq"
+bool name_matches(const std::string& pattern, const std::string& name);
+
+// The names a model load has read, shared by the loading threads (a copy carries its own record).
+class ConsumedNames {
+public:
+    ConsumedNames() = default;
+    ConsumedNames(const ConsumedNames& o) : names_(o.snapshot()) {}
+    ConsumedNames& operator=(const ConsumedNames& o);
+    void add(const std::string& name) const;
+    std::set<std::string> snapshot() const;
+
+private:
+    mutable std::mutex mu_;
+    mutable std::set<std::string> names_;
+};
 
 class ModelDir {
 public:
@@ -39,6 +59,17 @@ public:
     // The stored tensor in its own dtype (zero-copy), shape-checked like get_f32.
     Tensor get(const std::string& name, const Shape& expected) const;
 
+    // Load accounting. get, get_f32 and get_raw record the name they hand out (has() does not).
+    // Every tensor the checkpoint holds and no get has read yet, sorted; this includes the
+    // integer buffers a safetensors file holds, which are never read.
+    std::vector<std::string> unconsumed() const;
+    // The finish step of a model load: the tensors not read must all match one of `ignorable`
+    // (glob patterns of names upstream stores and the engine does not need); those are returned
+    // (for logs and tests). Any other is an error naming the first few, their count, the
+    // checkpoint and `model` (the loader): a renamed or extra tensor never passes silently.
+    std::vector<std::string> check_consumed(const std::vector<std::string>& ignorable,
+                                            const std::string& model) const;
+
 private:
     std::string dir_;
     nlohmann::json config_;
@@ -47,6 +78,9 @@ private:
     std::string torch_file_;
     // tensors of a torch checkpoint (views of its mapping), or given by from_tensors
     std::map<std::string, Tensor> pickled_;
+    std::set<std::string> unread_;  // non-float tensors of the safetensors files (never read)
+    ConsumedNames consumed_;
+    Tensor lookup(const std::string& name) const;
 };
 
 // Typed config access with an error naming the file and key when missing or mistyped.

@@ -22,6 +22,8 @@ public:
     const std::string& path() const { return path_; }
     const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
     bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+    // Integer and fp64 tensors, checked but not readable: name -> dtype.
+    const std::map<std::string, std::string>& skipped() const { return skipped_; }
     // Zero-copy view in the file's dtype; the mapping lives as long as any view.
     Tensor get(const std::string& name) const;
 

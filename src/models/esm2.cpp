@@ -1,6 +1,6 @@
 // ESM-2 forward, following transformers' EsmForMaskedLM: token-dropout rescaled embeddings,
-// pre-LN blocks with q scaled before rotary, final LayerNorm, LM head and
-// the contact head (attention maps symmetrised, APC, logistic regression).
+// pre-LN blocks with q scaled before rotary and final LayerNorm (the shared encoder stack), LM
+// head and the contact head (attention maps symmetrised, APC, logistic regression).
 #include "models/esm2.h"
 
 #include <algorithm>
@@ -82,29 +82,23 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
     }
     model->rotary_.ensure(c.max_positions);
 
+    const nn::PreLnBlockNames block;  // transformers' EsmLayer: the map's defaults
     for (int64_t l = 0; l < c.layers; ++l) {
-        const std::string lp = p + "encoder.layer." + std::to_string(l) + ".";
-        nn::PreLnBlock b;
-        b.ln_attn = nn::LayerNorm::load(m, lp + "attention.LayerNorm", D, c.ln_eps);
-        b.attn.q = nn::Linear::load(m, lp + "attention.self.query", D, D);
-        b.attn.k = nn::Linear::load(m, lp + "attention.self.key", D, D);
-        b.attn.v = nn::Linear::load(m, lp + "attention.self.value", D, D);
-        b.attn.o = nn::Linear::load(m, lp + "attention.output.dense", D, D);
+        nn::PreLnBlock b = nn::PreLnBlock::load(m, p + "encoder.layer." + std::to_string(l) + ".",
+                                                block, D, F, c.ln_eps);
         b.attn.heads = c.heads;
         b.attn.q_scale = float(std::pow(double(Dh), -0.5));
-        b.ln_ffn = nn::LayerNorm::load(m, lp + "LayerNorm", D, c.ln_eps);
-        b.ffn.up = nn::Linear::load(m, lp + "intermediate.dense", D, F);
-        b.ffn.down = nn::Linear::load(m, lp + "output.dense", F, D);
         model->blocks_.push_back(std::move(b));
     }
     model->final_ln_ = nn::LayerNorm::load(m, p + "encoder.emb_layer_norm_after", D, c.ln_eps);
 
-    if (m.has("lm_head.dense.weight")) {
+    const nn::MaskedLmHeadNames head;  // EsmLMHead: its bias sits beside the decoder, not in it
+    if (m.has(head.dense + ".weight")) {
         auto& h = model->lm_head_;
-        h.dense = nn::Linear::load(m, "lm_head.dense", D, D);
-        h.ln = nn::LayerNorm::load(m, "lm_head.layer_norm", D, c.ln_eps);
-        const Tensor dec = m.has("lm_head.decoder.weight")
-                               ? m.get_f32("lm_head.decoder.weight", {c.vocab, D})
+        h.dense = nn::Linear::load(m, head.dense, D, D);
+        h.ln = nn::LayerNorm::load(m, head.ln, D, c.ln_eps);
+        const Tensor dec = m.has(head.decoder + ".weight")
+                               ? m.get_f32(head.decoder + ".weight", {c.vocab, D})
                                : model->word_emb_;  // tied, as save_pretrained drops it
         h.decoder = nn::Linear::from(dec, m.get_f32("lm_head.bias", {c.vocab}));
     }
@@ -113,13 +107,38 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
                                 .reshape({c.layers * c.heads});
         model->contact_b_ = m.get_f32(p + "contact_head.regression.bias", {1}).f32()[0];
     }
+    if (!folding_stem) {
+        std::vector<std::string> ignorable = esm2_ignorable_tensors(p);
+        // EsmForSequenceClassification / EsmForTokenClassification heads of fine-tuned
+        // checkpoints: the encoder is the same, the classifier is not run.
+        ignorable.push_back("classifier.*");
+        m.check_consumed(ignorable, "ESM-2");
+    }
     return model;
+}
+
+std::vector<std::string> esm2_ignorable_tensors(const std::string& p) {
+    return {
+        // Per-layer copies of the rotary inverse frequencies (a persistent buffer of each
+        // EsmSelfAttention in transformers 4.x): only layer 0's is read, and only when the
+        // model-level one is absent. transformers 5's save_pretrained writes a single copy under
+        // a literal '*' in place of the layer index (the fixtures hold one), matched here too.
+        p + "encoder.layer.*.attention.self.rotary_embeddings.inv_freq",
+        // EsmEmbeddings' position_ids buffer (persistent in early transformers releases).
+        p + "embeddings.position_ids",
+        // An absolute position table the first converted checkpoints carry although rotary
+        // models never use it (transformers lists it in _keys_to_ignore_on_load_unexpected).
+        p + "embeddings.position_embeddings.weight",
+        // EsmModel(add_pooling_layer=True)'s pooler, in checkpoints saved from a bare EsmModel.
+        p + "pooler.dense.weight",
+        p + "pooler.dense.bias",
+    };
 }
 
 lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const Esm2Config& c = cfg_;
-    const int64_t B = int64_t(tokens.size()), D = c.hidden, H = c.heads;
+    const int64_t B = int64_t(tokens.size()), H = c.heads;
     BI_CHECK(!req.logits || has_logits(), "esm2", "logits requested but the checkpoint has no ",
              "LM head (lm_head.* tensors): use an EsmForMaskedLM checkpoint");
     BI_CHECK(!req.contacts || has_contacts(), "esm2",
@@ -127,45 +146,32 @@ lm::Output Esm2Model::forward(const std::vector<std::vector<int32_t>>& tokens,
     for (int l : req.layers)
         BI_CHECK(l >= 0 && l <= c.layers, "esm2.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
-    nn::BatchCtx ctx;
-    const std::vector<int32_t> ids = nn::pack_batch(tokens, ctx, "esm2.forward");
+    nn::EncoderBatch batch(tokens, word_emb_, rotary_, "esm2.forward");
+    nn::BatchCtx& ctx = batch.ctx;
+    Tensor& x = batch.x;  // (N, D) token embeddings
     const int64_t N = ctx.rows(), P = ctx.longest;
     lm::Output out;
     out.offsets = ctx.cu_seqlens;
-    nn::Rotary rotary = rotary_.at_least(P);
-    ctx.rotary = &rotary;
 
-    // Embeddings, token dropout as upstream at inference: <mask> rows zeroed and every row scaled
-    // by (1 - 0.15 * 0.8) / (1 - observed mask ratio).
-    Tensor x = Tensor::empty({N, D});
-    ops::embedding(ids, word_emb_, x);
-    if (c.token_dropout) ops::token_dropout(x, ids, ctx.cu_seqlens, c.mask_id, 0.88f);
-    auto keep = [&](int layer) {
-        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
-    };
-    if (keep(0)) out.hidden[0] = x.clone();
+    // Token dropout as upstream at inference: <mask> rows zeroed and every row scaled by
+    // (1 - 0.15 * 0.8) / (1 - observed mask ratio).
+    if (c.token_dropout) ops::token_dropout(x, batch.ids, ctx.cu_seqlens, c.mask_id, 0.88f);
 
-    Tensor probs;
+    nn::StackRequest stack{.layers = req.layers, .tap = req.tap, .attention_probs = req.contacts};
     if (req.contacts) {
-        probs = Tensor::empty({B, H, P, P});
         for (int64_t b = 0; b < B; ++b) {
             const int64_t L = int64_t(tokens[b].size()) - 2;
             out.contacts.push_back(Tensor::zeros({L, L}));
         }
-    }
-    for (int64_t l = 0; l < c.layers; ++l) {
-        if (req.tap) ctx.tap = [&](const std::string& n, const Tensor& t) { req.tap(int(l), n, t); };
-        nn::pre_ln_block(blocks_[size_t(l)], ctx, x, req.contacts ? &probs : nullptr);
-        if (req.contacts) {  // this layer's heads' APC-corrected maps, weighted by the regression
+        // The contact head's features, accumulated block by block from its attention maps:
+        // this block's heads' APC-corrected maps, weighted by the regression.
+        stack.after_block = [&](int64_t l, const Tensor* attn) {
             const Tensor w = contact_w_.narrow0(l * H, (l + 1) * H);
             for (int64_t b = 0; b < B; ++b)
-                ops::contact_apc(probs.narrow0(b, b + 1).reshape({H, P, P}), w, out.contacts[b]);
-        }
-        if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
+                ops::contact_apc(attn->narrow0(b, b + 1).reshape({H, P, P}), w, out.contacts[b]);
+        };
     }
-    Tensor last = Tensor::empty({N, D});
-    final_ln_(x, last);
-    if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
+    const Tensor last = nn::encoder_stack(blocks_, final_ln_, ctx, x, stack, out.hidden);
     if (req.contacts)
         for (auto& ct : out.contacts) ops::activation(ct, Act::Sigmoid, ct, contact_b_);
     if (req.logits) {

@@ -27,9 +27,15 @@ struct Esm2Config {
                                 bool folding_stem = false);
 };
 
+// Tensors an ESM-2 checkpoint may hold that bioinfer does not read, as name patterns under the
+// encoder prefix `p` ("esm." or ""): ModelDir::check_consumed's list for ESM-2 and ESMFold's stem.
+std::vector<std::string> esm2_ignorable_tensors(const std::string& p);
+
 class Esm2Model : public lm::LanguageModel {
 public:
-    // folding_stem: load the ESM-2 stem of an ESMFold checkpoint (EsmForProteinFolding).
+    // folding_stem: load the ESM-2 stem of an ESMFold checkpoint (EsmForProteinFolding); the
+    // caller then accounts for the checkpoint's tensors (ESMFold's load does). Otherwise every
+    // tensor of `dir` must be read or ignorable (esm2_ignorable_tensors).
     static std::unique_ptr<Esm2Model> load(const io::ModelDir& dir, bool folding_stem = false);
 
     const Esm2Config& config() const { return cfg_; }

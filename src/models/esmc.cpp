@@ -1,7 +1,8 @@
 // ESM C forward, following transformers' EsmcForMaskedLM and the esm package's ESMC: embedding
-// (no scaling), pre-LN blocks with q/k LayerNorm over the full width, rotary on positions 0..T-1,
-// attention between non-pad tokens, SwiGLU FFN, both residual branches divided by
-// sqrt(n_layers / 36), final LayerNorm without bias, sequence head to 64 logits.
+// (no scaling), then the shared encoder stack: pre-LN blocks with q/k LayerNorm over the full
+// width, rotary on positions 0..T-1, attention between non-pad tokens, SwiGLU FFN, both residual
+// branches divided by sqrt(n_layers / 36), final LayerNorm without bias; sequence head to 64
+// logits.
 #include "models/esmc.h"
 
 #include <algorithm>
@@ -65,8 +66,7 @@ void EsmcModel::init_common() {
     // As upstream: 1 / base^(arange(0, Dh, 2) / Dh) in fp32.
     for (int64_t i = 0; i < Dh / 2; ++i)
         f.f32()[i] = 1.0f / std::pow(cfg_.rope_theta, float(2 * i) / float(Dh));
-    rotary_.inv_freq = f;
-    rotary_.ensure(1026);
+    rotary_.inv_freq = f;  // the tables grow with the longest sequence a forward pass sees
     const float s = 1.0f / std::sqrt(float(cfg_.layers) / 36.0f);
     for (auto& b : blocks_) {
         b.attn.heads = cfg_.heads;
@@ -77,7 +77,13 @@ void EsmcModel::init_common() {
 }
 
 bool EsmcModel::is_original_layout(const io::ModelDir& m) {
-    return m.has("transformer.blocks.0.attn.layernorm_qkv.1.weight");
+    if (m.has("transformer.blocks.0.attn.layernorm_qkv.1.weight")) return true;
+    // Also without that tensor (renamed, missing) when the rest looks like ESMC's state dict, so
+    // that the load names the tensor that is not there.
+    if (!m.has("embed.weight")) return false;
+    const std::vector<std::string> names = m.names();
+    return std::any_of(names.begin(), names.end(),
+                       [](const std::string& n) { return n.rfind("transformer.blocks.", 0) == 0; });
 }
 
 std::unique_ptr<EsmcModel> EsmcModel::load(const io::ModelDir& m) {
@@ -96,39 +102,13 @@ std::unique_ptr<EsmcModel> EsmcModel::load_original(const io::ModelDir& m) {
     while (m.has(cat("transformer.blocks.", c.layers, ".attn.out_proj.weight"))) ++c.layers;
     // The state dict does not store the head count; every released ESM C (300M, 600M, 6B) uses
     // 64-wide heads (960/15, 1152/18, 2560/40).
-    BI_CHECK(c.layers > 0 && c.hidden % 64 == 0, where, "width ", c.hidden,
+    BI_CHECK(c.layers > 0, where, "missing tensor 'transformer.blocks.0.attn.out_proj.weight'");
+    BI_CHECK(c.hidden % 64 == 0, where, "width ", c.hidden,
              " is not a multiple of ESM C's 64-wide heads");
     c.heads = c.hidden / 64;
     BI_CHECK(c.vocab >= kVocab, where, "embedding has ", c.vocab, " rows, fewer than the alphabet");
     c.intermediate = EsmcConfig::swiglu_hidden(c.hidden);
-    const int64_t D = c.hidden, F = c.intermediate;
-    const float eps = c.ln_eps;
-
-    model->embed_ = m.get_f32("embed.weight", {c.vocab, D});
-    for (int64_t l = 0; l < c.layers; ++l) {
-        const std::string lp = cat("transformer.blocks.", l, ".");
-        nn::PreLnBlock b;
-        b.ln_attn = nn::LayerNorm::load(m, lp + "attn.layernorm_qkv.0", D, eps);
-        // One (3D, D) matrix: rows [0, D) are q, [D, 2D) k, [2D, 3D) v (torch.chunk order).
-        const Tensor qkv = m.get(lp + "attn.layernorm_qkv.1.weight", {3 * D, D});
-        b.attn.q = nn::Linear::from(qkv.narrow0(0, D), Tensor());
-        b.attn.k = nn::Linear::from(qkv.narrow0(D, 2 * D), Tensor());
-        b.attn.v = nn::Linear::from(qkv.narrow0(2 * D, 3 * D), Tensor());
-        b.attn.o = nn::Linear::load(m, lp + "attn.out_proj", D, D, false);
-        b.attn.q_ln = nn::LayerNorm::load(m, lp + "attn.q_ln", D, eps, false);
-        b.attn.k_ln = nn::LayerNorm::load(m, lp + "attn.k_ln", D, eps, false);
-        b.ln_ffn = nn::LayerNorm::load(m, lp + "ffn.0", D, eps);
-        // One (2F, D) matrix: rows [0, F) feed SiLU, [F, 2F) multiply it (SwiGLU's chunk order).
-        const Tensor in = m.get(lp + "ffn.1.weight", {2 * F, D});
-        b.ffn.gate = nn::Linear::from(in.narrow0(0, F), Tensor());
-        b.ffn.up = nn::Linear::from(in.narrow0(F, 2 * F), Tensor());
-        b.ffn.down = nn::Linear::load(m, lp + "ffn.3", F, D, false);
-        model->blocks_.push_back(std::move(b));
-    }
-    model->final_ln_ = nn::LayerNorm::load(m, "transformer.norm", D, eps, false);
-    if (m.has("sequence_head.0.weight"))
-        model->head_ = nn::MaskedLmHead::load(m, "sequence_head.0", "sequence_head.2",
-                                              "sequence_head.3", D, c.vocab, eps);
+    model->load_weights(m, EsmcLayout::original());
     model->init_common();
     return model;
 }
@@ -137,72 +117,94 @@ std::unique_ptr<EsmcModel> EsmcModel::load_hf(const io::ModelDir& m) {
     auto model = std::make_unique<EsmcModel>();
     EsmcConfig& c = model->cfg_;
     c = EsmcConfig::from_hf_json(m.config(), m.dir() + "/config.json");
-    const int64_t D = c.hidden, F = c.intermediate;
-    const float eps = c.ln_eps;
-
     // EsmcForMaskedLM nests the encoder under "esmc."; a bare EsmcModel does not.
     std::string p;
     if (m.has("esmc.embed_tokens.weight")) p = "esmc.";
     else if (m.has("embed_tokens.weight")) p = "";
     else fail(m.dir(), "missing tensor 'esmc.embed_tokens.weight'");
-
-    model->embed_ = m.get_f32(p + "embed_tokens.weight", {c.vocab, D});
-    for (int64_t l = 0; l < c.layers; ++l) {
-        const std::string lp = p + "layers." + std::to_string(l) + ".";
-        nn::PreLnBlock b;
-        b.ln_attn = nn::LayerNorm::load(m, lp + "input_layernorm", D, eps);
-        b.attn.q = nn::Linear::load(m, lp + "self_attn.q_proj", D, D, false);
-        b.attn.k = nn::Linear::load(m, lp + "self_attn.k_proj", D, D, false);
-        b.attn.v = nn::Linear::load(m, lp + "self_attn.v_proj", D, D, false);
-        b.attn.o = nn::Linear::load(m, lp + "self_attn.o_proj", D, D, false);
-        b.attn.q_ln = nn::LayerNorm::load(m, lp + "self_attn.q_norm", D, eps, false);
-        b.attn.k_ln = nn::LayerNorm::load(m, lp + "self_attn.k_norm", D, eps, false);
-        b.ln_ffn = nn::LayerNorm::load(m, lp + "post_attention_layernorm", D, eps);
-        b.ffn.gate = nn::Linear::load(m, lp + "mlp.gate_proj", D, F, false);
-        b.ffn.up = nn::Linear::load(m, lp + "mlp.up_proj", D, F, false);
-        b.ffn.down = nn::Linear::load(m, lp + "mlp.down_proj", F, D, false);
-        model->blocks_.push_back(std::move(b));
-    }
-    model->final_ln_ = nn::LayerNorm::load(m, p + "norm", D, eps, false);
-    if (m.has("lm_head.dense.weight"))
-        model->head_ = nn::MaskedLmHead::load(m, "lm_head.dense", "lm_head.layer_norm",
-                                              "lm_head.decoder", D, c.vocab, eps);
+    model->load_weights(m, EsmcLayout::hf(p));
     model->init_common();
     return model;
+}
+
+EsmcLayout EsmcLayout::hf(const std::string& p) {
+    EsmcLayout n;
+    n.embed = p + "embed_tokens.weight";
+    n.layer = p + "layers.";
+    n.final_norm = p + "norm";
+    nn::PreLnBlockNames& b = n.block;
+    b.ln_attn = "input_layernorm";
+    b.q = "self_attn.q_proj", b.k = "self_attn.k_proj", b.v = "self_attn.v_proj";
+    b.o = "self_attn.o_proj";
+    b.q_ln = "self_attn.q_norm", b.k_ln = "self_attn.k_norm";
+    b.ln_ffn = "post_attention_layernorm";
+    b.gate = "mlp.gate_proj", b.up = "mlp.up_proj", b.down = "mlp.down_proj";
+    b.linear_bias = false;
+    n.head = {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder"};
+    n.ignorable = {
+        // The rotary inverse frequencies: a non-persistent buffer in transformers' ESM C (as in
+        // its Llama-style models), listed in case an export stores it; recomputed from rope_theta.
+        p + "rotary_emb.inv_freq",
+        p + "layers.*.self_attn.rotary_emb.inv_freq",
+        // EsmcForSequenceClassification / EsmcForTokenClassification heads of fine-tuned
+        // checkpoints: the encoder is the same, the classifier is not run.
+        "classifier.*",
+    };
+    return n;
+}
+
+EsmcLayout EsmcLayout::original() {
+    EsmcLayout n;
+    n.embed = "embed.weight";
+    n.layer = "transformer.blocks.";
+    n.final_norm = "transformer.norm";
+    nn::PreLnBlockNames& b = n.block;
+    b.ln_attn = "attn.layernorm_qkv.0";  // nn.Sequential(LayerNorm, Linear(D, 3D))
+    b.qkv = "attn.layernorm_qkv.1";
+    b.o = "attn.out_proj";
+    b.q_ln = "attn.q_ln", b.k_ln = "attn.k_ln";
+    b.ln_ffn = "ffn.0";  // nn.Sequential(LayerNorm, Linear(D, 2F), SwiGLU, Linear)
+    b.gate_up = "ffn.1";
+    b.down = "ffn.3";
+    b.linear_bias = false;
+    n.head = {"sequence_head.0", "sequence_head.2", "sequence_head.3"};  // RegressionHead
+    // ESMC's state dict is exactly embed, transformer.* and sequence_head.* (the esm package
+    // loads it strictly). Its RotaryEmbedding keeps inv_freq out of the state dict
+    // (persistent=False) and registers `scale` only as None; both listed in case an older
+    // export stored them.
+    n.ignorable = {"transformer.blocks.*.attn.rotary.inv_freq",
+                   "transformer.blocks.*.attn.rotary.scale"};
+    return n;
+}
+
+void EsmcModel::load_weights(const io::ModelDir& m, const EsmcLayout& n) {
+    const EsmcConfig& c = cfg_;
+    const int64_t D = c.hidden, F = c.intermediate;
+    const float eps = c.ln_eps;
+    embed_ = m.get_f32(n.embed, {c.vocab, D});
+    for (int64_t l = 0; l < c.layers; ++l)
+        blocks_.push_back(nn::PreLnBlock::load(m, cat(n.layer, l, "."), n.block, D, F, eps));
+    final_ln_ = nn::LayerNorm::load(m, n.final_norm, D, eps, false);
+    if (m.has(n.head.dense + ".weight")) head_ = nn::MaskedLmHead::load(m, n.head, D, c.vocab, eps);
+    m.check_consumed(n.ignorable, "ESM C");
 }
 
 lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,
                               const lm::Request& req) {
     const EsmcConfig& c = cfg_;
-    const int64_t D = c.hidden;
     BI_CHECK(!req.logits || has_logits(), "esmc", "logits requested but the checkpoint has no ",
              "sequence head");
     BI_CHECK(!req.contacts, "esmc", "ESM C has no contact head");
     for (int l : req.layers)
         BI_CHECK(l >= 0 && l <= c.layers, "esmc.forward", "layer ", l, " outside [0, ", c.layers, "]");
 
-    nn::BatchCtx ctx;
-    const std::vector<int32_t> ids = nn::pack_batch(tokens, ctx, "esmc.forward");
-    const int64_t N = ctx.rows();
+    nn::EncoderBatch batch(tokens, embed_, rotary_, "esmc.forward");
+    const int64_t N = batch.ctx.rows();
     lm::Output out;
-    out.offsets = ctx.cu_seqlens;
-    nn::Rotary rotary = rotary_.at_least(ctx.longest);
-    ctx.rotary = &rotary;
-
-    Tensor x = Tensor::empty({N, D});
-    ops::embedding(ids, embed_, x);
-    auto keep = [&](int layer) {
-        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
-    };
-    if (keep(0)) out.hidden[0] = x.clone();
-    for (int64_t l = 0; l < c.layers; ++l) {
-        if (req.tap) ctx.tap = [&](const std::string& n, const Tensor& t) { req.tap(int(l), n, t); };
-        nn::pre_ln_block(blocks_[size_t(l)], ctx, x, nullptr);
-        if (l + 1 < c.layers && keep(int(l + 1))) out.hidden[int(l + 1)] = x.clone();
-    }
-    Tensor last = Tensor::empty({N, D});
-    final_ln_(x, last);
-    if (keep(int(c.layers))) out.hidden[int(c.layers)] = last;
+    out.offsets = batch.ctx.cu_seqlens;
+    const nn::StackRequest stack{.layers = req.layers, .tap = req.tap};
+    const Tensor last =
+        nn::encoder_stack(blocks_, final_ln_, batch.ctx, batch.x, stack, out.hidden);
     if (req.logits) {
         out.logits = Tensor::empty({N, c.vocab});
         head_(last, out.logits);

@@ -26,6 +26,21 @@ struct EsmcConfig {
 // The released configurations (d, layers, heads), keyed "esmc-300m", "esmc-600m", "esmc-6b".
 EsmcConfig esmc_preset(const std::string& name);
 
+// The name map of one ESM C checkpoint layout: both layouts share the pre-LN block and the head,
+// under different names.
+struct EsmcLayout {
+    std::string embed;       // (V, D) embedding weight
+    std::string layer;       // + index + "." = a block's prefix
+    std::string final_norm;  // LayerNorm without bias
+    nn::PreLnBlockNames block;
+    nn::MaskedLmHeadNames head;
+    std::vector<std::string> ignorable;  // stored by upstream, not read (ModelDir::check_consumed)
+    // Hugging Face EsmcForMaskedLM (`prefix` "esmc.") or a bare EsmcModel (prefix "").
+    static EsmcLayout hf(const std::string& prefix);
+    // The esm package's ESMC state dict (.pth).
+    static EsmcLayout original();
+};
+
 class EsmcModel : public lm::LanguageModel {
 public:
     // Either layout, detected from the tensor names: Hugging Face (config.json with model_type
@@ -56,6 +71,8 @@ private:
     nn::LayerNorm final_ln_;  // no bias
     nn::MaskedLmHead head_;  // the sequence head
     void init_common();
+    // Embedding, blocks, final norm and (when stored) head under `names`; then the accounting.
+    void load_weights(const io::ModelDir& dir, const EsmcLayout& names);
     static std::unique_ptr<EsmcModel> load_hf(const io::ModelDir& dir);
     static std::unique_ptr<EsmcModel> load_original(const io::ModelDir& dir);
 };

@@ -14,7 +14,8 @@ constexpr int64_t kMaxValuePoints = 64;  // value points per head kept on the st
 InvariantPointAttention InvariantPointAttention::load(const io::ModelDir& m, const std::string& p,
                                                       int64_t c_s, int64_t c_z, int64_t dim,
                                                       int64_t heads, int64_t qk_points,
-                                                      int64_t v_points, float eps) {
+                                                      int64_t v_points, float eps,
+                                                      const InvariantPointAttentionNames& n) {
     BI_CHECK(v_points > 0 && v_points <= kMaxValuePoints, p, "num_v_points ", v_points,
              " outside [1, ", kMaxValuePoints, "]");
     InvariantPointAttention a;
@@ -23,13 +24,13 @@ InvariantPointAttention InvariantPointAttention::load(const io::ModelDir& m, con
     a.qk_points = qk_points;
     a.v_points = v_points;
     a.eps = eps;
-    a.q = Linear::load(m, p + ".linear_q", c_s, heads * dim);
-    a.kv = Linear::load(m, p + ".linear_kv", c_s, 2 * heads * dim);
-    a.q_points = Linear::load(m, p + ".linear_q_points", c_s, heads * qk_points * 3);
-    a.kv_points = Linear::load(m, p + ".linear_kv_points", c_s, heads * (qk_points + v_points) * 3);
-    a.b = Linear::load(m, p + ".linear_b", c_z, heads);
-    a.out = Linear::load(m, p + ".linear_out", heads * (c_z + dim + v_points * 4), c_s);
-    const Tensor w = m.get_f32(p + ".head_weights", {heads});
+    a.q = Linear::load(m, p + "." + n.q, c_s, heads * dim);
+    a.kv = Linear::load(m, p + "." + n.kv, c_s, 2 * heads * dim);
+    a.q_points = Linear::load(m, p + "." + n.q_points, c_s, heads * qk_points * 3);
+    a.kv_points = Linear::load(m, p + "." + n.kv_points, c_s, heads * (qk_points + v_points) * 3);
+    a.b = Linear::load(m, p + "." + n.b, c_z, heads);
+    a.out = Linear::load(m, p + "." + n.out, heads * (c_z + dim + v_points * 4), c_s);
+    const Tensor w = m.get_f32(p + "." + n.head_weights, {heads});
     const float point_scale = std::sqrt(1.0f / (3.0f * (float(qk_points) * 9.0f / 2.0f)));
     for (int64_t h = 0; h < heads; ++h) {
         const float x = w.f32()[h];

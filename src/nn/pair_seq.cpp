@@ -12,9 +12,9 @@
 namespace bioinfer::nn {
 
 PairToSequence PairToSequence::load(const io::ModelDir& m, const std::string& p, int64_t c,
-                                    int64_t heads) {
-    return {LayerNorm::load(m, p + ".layernorm", c, 1e-5f),
-            Linear::load(m, p + ".linear", c, heads, false)};
+                                    int64_t heads, const PairToSequenceNames& n) {
+    return {LayerNorm::load(m, p + "." + n.ln, c, 1e-5f),
+            Linear::load(m, p + "." + n.linear, c, heads, false)};
 }
 
 Tensor PairToSequence::operator()(const Tensor& z, int64_t chunk) const {
@@ -22,14 +22,15 @@ Tensor PairToSequence::operator()(const Tensor& z, int64_t chunk) const {
 }
 
 GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std::string& p,
-                                                int64_t dim, int64_t head_dim) {
+                                                int64_t dim, int64_t head_dim,
+                                                const GatedBiasedAttentionNames& n) {
     BI_CHECK(head_dim > 0 && dim % head_dim == 0, p, "width ", dim,
              " is not a multiple of the head width ", head_dim);
     GatedBiasedAttention a;
     a.heads = dim / head_dim;
     a.head_dim = head_dim;
     // proj (3 * dim, dim): output column h * 3 * hw + part * hw + c is head h's q/k/v channel c.
-    Tensor w = m.get_f32(p + ".proj.weight", {3 * dim, dim});
+    Tensor w = m.get_f32(p + "." + n.proj + ".weight", {3 * dim, dim});
     Tensor parts[3];
     for (int part = 0; part < 3; ++part) {
         parts[part] = Tensor::empty({dim, dim});
@@ -40,8 +41,8 @@ GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std
     a.q = Linear::from(parts[0], Tensor());
     a.k = Linear::from(parts[1], Tensor());
     a.v = Linear::from(parts[2], Tensor());
-    a.g = Linear::load(m, p + ".g_proj", dim, dim);
-    a.o = Linear::load(m, p + ".o_proj", dim, dim);
+    a.g = Linear::load(m, p + "." + n.g, dim, dim);
+    a.o = Linear::load(m, p + "." + n.o, dim, dim);
     return a;
 }
 
@@ -64,10 +65,10 @@ void GatedBiasedAttention::add_to(const Tensor& y, const Tensor& bias, Tensor& s
 }
 
 SequenceToPair SequenceToPair::load(const io::ModelDir& m, const std::string& p, int64_t dim,
-                                    int64_t inner, int64_t c) {
-    return {LayerNorm::load(m, p + ".layernorm", dim, 1e-5f),
-            Linear::load(m, p + ".proj", dim, 2 * inner),
-            Linear::load(m, p + ".o_proj", 2 * inner, c)};
+                                    int64_t inner, int64_t c, const SequenceToPairNames& n) {
+    return {LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f),
+            Linear::load(m, p + "." + n.proj, dim, 2 * inner),
+            Linear::load(m, p + "." + n.o_proj, 2 * inner, c)};
 }
 
 void SequenceToPair::add_to(const Tensor& s, Tensor& z, int64_t chunk) const {
@@ -85,10 +86,11 @@ void SequenceToPair::add_to(const Tensor& s, Tensor& z, int64_t chunk) const {
     }
 }
 
-ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim,
-                            int64_t inner) {
-    return {LayerNorm::load(m, p + ".0", dim, 1e-5f), Linear::load(m, p + ".1", dim, inner),
-            Linear::load(m, p + ".3", inner, dim)};
+ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t inner,
+                            const ResidueMlpNames& n) {
+    return {LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f),
+            Linear::load(m, p + "." + n.up, dim, inner),
+            Linear::load(m, p + "." + n.down, inner, dim)};
 }
 
 void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {

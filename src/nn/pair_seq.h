@@ -14,41 +14,59 @@
 namespace bioinfer::nn {
 
 // bias (H, L, L) [h, q, k] = linear(LN(z[q, k]))[h], rows of z `chunk` at a time.
+// Checkpoint names of each block relative to its prefix; the defaults are transformers' ESMFold.
+struct PairToSequenceNames {
+    std::string ln = "layernorm", linear = "linear";
+};
+
 struct PairToSequence {
     LayerNorm ln;
     Linear linear;  // C -> H, no bias
     static PairToSequence load(const io::ModelDir& m, const std::string& prefix, int64_t c,
-                               int64_t heads);
+                               int64_t heads, const PairToSequenceNames& names = {});
     Tensor operator()(const Tensor& z, int64_t chunk = 0) const;
 };
 
 // s += o_proj(sigmoid(g_proj(y)) * attention(y)), y = LN(s) given by the caller; q, k and v come
 // from one fused projection whose output columns are per head [q | k | v] (ESMFold's layout),
 // split into three at load. Scores are scaled by head_dim^-1/2 and biased by (H, L, L).
+struct GatedBiasedAttentionNames {
+    std::string proj = "proj";  // fused q/k/v (3 * dim, dim), no bias
+    std::string g = "g_proj", o = "o_proj";
+};
+
 struct GatedBiasedAttention {
     int64_t heads = 0, head_dim = 0;
     Linear q, k, v, g, o;
-    static GatedBiasedAttention load(const io::ModelDir& m, const std::string& prefix,
-                                     int64_t dim, int64_t head_dim);
+    static GatedBiasedAttention load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                                     int64_t head_dim, const GatedBiasedAttentionNames& names = {});
     void add_to(const Tensor& y, const Tensor& bias, Tensor& s) const;
 };
 
 // z[i, j] += o_proj(cat(q[j] * k[i], q[j] - k[i])), [q | k] = proj(LN(s)).
+struct SequenceToPairNames {
+    std::string ln = "layernorm", proj = "proj", o_proj = "o_proj";
+};
+
 struct SequenceToPair {
     LayerNorm ln;
     Linear proj, o_proj;
     static SequenceToPair load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
-                               int64_t inner, int64_t c);
+                               int64_t inner, int64_t c, const SequenceToPairNames& names = {});
     void add_to(const Tensor& s, Tensor& z, int64_t chunk = 0) const;
 };
 
 // x += down(relu(up(LN(x)))) over the rows of x (rows, D), `chunk` rows at a time.
+// Defaults: an nn.Sequential ("....mlp") with LayerNorm at .0, Linear at .1 and .3.
+struct ResidueMlpNames {
+    std::string ln = "0", up = "1", down = "3";
+};
+
 struct ResidueMlp {
     LayerNorm ln;
     Linear up, down;
-    // prefix: the nn.Sequential ("....mlp"): LayerNorm at .0, Linear at .1 and .3.
     static ResidueMlp load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
-                           int64_t inner);
+                           int64_t inner, const ResidueMlpNames& names = {});
     void add_to(Tensor& x, int64_t chunk = 0) const;
 };
 

@@ -1,4 +1,4 @@
-// Transformer blocks: weights by checkpoint name, forward by ops.
+// Transformer blocks: weights by checkpoint name, forward by ops; the encoder stack on them.
 #include "nn/transformer.h"
 
 #include <algorithm>
@@ -62,13 +62,45 @@ Rotary Rotary::at_least(int64_t n_pos) {
     return *this;
 }
 
-MaskedLmHead MaskedLmHead::load(const io::ModelDir& m, const std::string& dense,
-                                const std::string& ln, const std::string& decoder, int64_t d,
+PreLnBlock PreLnBlock::load(const io::ModelDir& m, const std::string& p, const PreLnBlockNames& n,
+                            int64_t d, int64_t f, float eps) {
+    const bool bias = n.linear_bias;
+    PreLnBlock b;
+    b.ln_attn = LayerNorm::load(m, p + n.ln_attn, d, eps);
+    if (!n.qkv.empty()) {  // fused rows, split as views (no bias in any fused layout)
+        const Tensor qkv = m.get(p + n.qkv + ".weight", {3 * d, d});
+        b.attn.q = Linear::from(qkv.narrow0(0, d), Tensor());
+        b.attn.k = Linear::from(qkv.narrow0(d, 2 * d), Tensor());
+        b.attn.v = Linear::from(qkv.narrow0(2 * d, 3 * d), Tensor());
+    } else {
+        b.attn.q = Linear::load(m, p + n.q, d, d, bias);
+        b.attn.k = Linear::load(m, p + n.k, d, d, bias);
+        b.attn.v = Linear::load(m, p + n.v, d, d, bias);
+    }
+    b.attn.o = Linear::load(m, p + n.o, d, d, bias);
+    if (!n.q_ln.empty()) b.attn.q_ln = LayerNorm::load(m, p + n.q_ln, d, eps, false);
+    if (!n.k_ln.empty()) b.attn.k_ln = LayerNorm::load(m, p + n.k_ln, d, eps, false);
+    b.ln_ffn = LayerNorm::load(m, p + n.ln_ffn, d, eps);
+    if (!n.gate_up.empty()) {
+        const Tensor in = m.get(p + n.gate_up + ".weight", {2 * f, d});
+        b.ffn.gate = Linear::from(in.narrow0(0, f), Tensor());
+        b.ffn.up = Linear::from(in.narrow0(f, 2 * f), Tensor());
+    } else {
+        if (!n.gate.empty()) b.ffn.gate = Linear::load(m, p + n.gate, d, f, bias);
+        b.ffn.up = Linear::load(m, p + n.up, d, f, bias);
+    }
+    b.ffn.down = Linear::load(m, p + n.down, f, d, bias);
+    b.ffn.act =
+        n.gate.empty() && n.gate_up.empty() ? FeedForward::Act::Gelu : FeedForward::Act::SwiGlu;
+    return b;
+}
+
+MaskedLmHead MaskedLmHead::load(const io::ModelDir& m, const MaskedLmHeadNames& n, int64_t d,
                                 int64_t vocab, float eps) {
     MaskedLmHead h;
-    h.dense = Linear::load(m, dense, d, d);
-    h.ln = LayerNorm::load(m, ln, d, eps);
-    h.decoder = Linear::load(m, decoder, d, vocab);
+    h.dense = Linear::load(m, n.dense, d, d);
+    h.ln = LayerNorm::load(m, n.ln, d, eps);
+    h.decoder = Linear::load(m, n.decoder, d, vocab);
     return h;
 }
 
@@ -136,6 +168,40 @@ void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor*
     }
     if (ctx.tap) ctx.tap("ffn_up", up);
     f.down(up, x, {.scale = s, .accumulate = true});  // x += s * down(act(ln(x)))
+}
+
+EncoderBatch::EncoderBatch(const std::vector<std::vector<int32_t>>& tokens, const Tensor& embedding,
+                           Rotary& shared_rotary, const char* where) {
+    ids = pack_batch(tokens, ctx, where);
+    rotary = shared_rotary.at_least(ctx.longest);
+    ctx.rotary = &rotary;
+    x = Tensor::empty({ctx.rows(), embedding.size(1)});
+    ops::embedding(ids, embedding, x);
+}
+
+Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& final_ln,
+                     BatchCtx& ctx, Tensor& x, const StackRequest& req,
+                     std::map<int, Tensor>& hidden) {
+    const int64_t n = int64_t(blocks.size()), N = ctx.rows(), D = x.size(-1);
+    auto keep = [&](int layer) {
+        return std::find(req.layers.begin(), req.layers.end(), layer) != req.layers.end();
+    };
+    if (keep(0)) hidden[0] = x.clone();
+    Tensor probs;
+    if (req.attention_probs && n > 0)
+        probs = Tensor::empty({ctx.batch(), blocks[0].attn.heads, ctx.longest, ctx.longest});
+    for (int64_t l = 0; l < n; ++l) {
+        if (req.tap)
+            ctx.tap = [&](const std::string& name, const Tensor& t) { req.tap(int(l), name, t); };
+        pre_ln_block(blocks[size_t(l)], ctx, x, req.attention_probs ? &probs : nullptr);
+        if (req.after_block) req.after_block(l, req.attention_probs ? &probs : nullptr);
+        if (l + 1 < n && keep(int(l + 1))) hidden[int(l + 1)] = x.clone();
+    }
+    ctx.tap = nullptr;
+    Tensor last = Tensor::empty({N, D});
+    final_ln(x, last);
+    if (keep(int(n))) hidden[int(n)] = last;
+    return last;
 }
 
 }  // namespace bioinfer::nn

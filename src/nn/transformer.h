@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,12 +68,35 @@ struct FeedForward {
     Linear gate;      // SwiGlu: down(silu(gate(x)) * up(x))
 };
 
+// Checkpoint names of one pre-LN block, relative to the block's prefix (e.g.
+// "esm.encoder.layer.3."). The defaults are transformers' EsmLayer (ESM-2); ESM C's two layouts are
+// two other maps.
+struct PreLnBlockNames {
+    std::string ln_attn = "attention.LayerNorm";
+    // q, k and v as three (D, D) linears, or, when `qkv` is set, one fused (3D, D) matrix whose
+    // rows are q | k | v (torch.chunk order).
+    std::string q = "attention.self.query", k = "attention.self.key", v = "attention.self.value";
+    std::string qkv;
+    std::string o = "attention.output.dense";
+    std::string q_ln, k_ln;  // LayerNorms (no bias) over the full width after q / k; empty: none
+    std::string ln_ffn = "LayerNorm";
+    // GELU: down(gelu(up(x))). SwiGLU when `gate` or `gate_up` is set: `gate` and `up` as two
+    // (F, D) linears, or one fused (2F, D) matrix `gate_up` with rows gate | up (SwiGLU's chunk).
+    std::string gate, gate_up;
+    std::string up = "intermediate.dense", down = "output.dense";
+    bool linear_bias = true;  // every linear has a bias (ESM-2) or none (ESM C)
+};
+
 struct PreLnBlock {
     LayerNorm ln_attn;
     SelfAttention attn;
     LayerNorm ln_ffn;
     FeedForward ffn;
     float residual_scale = 1.0f;  // each branch is multiplied by this before the residual add
+    // The weights under `prefix` + names (width d, FFN width f); sets ffn.act from the names.
+    // Heads and scales are the model's to set.
+    static PreLnBlock load(const io::ModelDir& m, const std::string& prefix,
+                           const PreLnBlockNames& names, int64_t d, int64_t f, float eps);
 };
 
 // Context of one batch, packed: sequence b is rows [cu_seqlens[b], cu_seqlens[b+1]) of every
@@ -88,6 +112,12 @@ struct BatchCtx {
     int64_t length(int64_t b) const { return cu_seqlens[size_t(b) + 1] - cu_seqlens[size_t(b)]; }
 };
 
+// Checkpoint prefixes of a masked-LM head's three layers (full names); the defaults are
+// transformers' (EsmLMHead, EsmcForMaskedLM).
+struct MaskedLmHeadNames {
+    std::string dense = "lm_head.dense", ln = "lm_head.layer_norm", decoder = "lm_head.decoder";
+};
+
 // The masked-LM / sequence head of ESM-2 and ESM C: decoder(LayerNorm(GELU(dense(x)))).
 struct MaskedLmHead {
     Linear dense;    // (D -> D) with bias
@@ -95,8 +125,7 @@ struct MaskedLmHead {
     Linear decoder;  // (D -> V) with bias; ESM-2 ties its weight to the word embeddings
     bool defined() const { return dense.w.defined(); }
     // The three layers under their checkpoint prefixes, each with weight and bias (no tying).
-    static MaskedLmHead load(const io::ModelDir& m, const std::string& dense,
-                             const std::string& ln, const std::string& decoder, int64_t d,
+    static MaskedLmHead load(const io::ModelDir& m, const MaskedLmHeadNames& names, int64_t d,
                              int64_t vocab, float eps);
     // x (rows, D) -> logits (rows, V)
     void operator()(const Tensor& x, Tensor& logits) const;
@@ -111,5 +140,42 @@ std::vector<int32_t> pack_batch(const std::vector<std::vector<int32_t>>& tokens,
 // probs (B, H, P, P), P >= ctx.longest, when given, receives this block's attention probabilities
 // (each sequence in its top-left corner).
 void pre_ln_block(const PreLnBlock& blk, const BatchCtx& ctx, Tensor& x, Tensor* probs);
+
+// A batch packed for an encoder stack: the context (offsets, rotary tables covering its longest
+// sequence) and the token embeddings. Not copyable: ctx points at its own rotary tables.
+struct EncoderBatch {
+    // Packs `tokens` (see pack_batch; `where` names the caller in errors), takes a copy of
+    // `rotary` grown to the longest sequence (Rotary::at_least), and looks the ids up in
+    // `embedding` (V, D).
+    EncoderBatch(const std::vector<std::vector<int32_t>>& tokens, const Tensor& embedding,
+                 Rotary& rotary, const char* where);
+    EncoderBatch(const EncoderBatch&) = delete;
+    EncoderBatch& operator=(const EncoderBatch&) = delete;
+    BatchCtx ctx;
+    Rotary rotary;
+    std::vector<int32_t> ids;  // (rows) the packed tokens
+    Tensor x;                  // (rows, D) their embeddings
+};
+
+// What a run of an encoder stack keeps and reports besides its output.
+struct StackRequest {
+    // Hidden states to keep, in [0, blocks]: 0 the stack's input, l in 1..blocks-1 the output of
+    // block l, `blocks` the final LayerNorm's output.
+    std::vector<int> layers = {};
+    // Observer of block intermediates: (block index from 0, name, tensor (rows, ...)).
+    std::function<void(int layer, const std::string& name, const Tensor& t)> tap = {};
+    // Whether after_block gets the blocks' attention probabilities.
+    bool attention_probs = false;
+    // Called after block l (from 0) with its attention probabilities (B, H, P, P), P = ctx.longest,
+    // each sequence in its top-left corner, when attention_probs (else null).
+    std::function<void(int64_t l, const Tensor* probs)> after_block = {};
+};
+
+// The pre-LN encoder stack of ESM-2 and ESM C: x (rows, D) goes through `blocks` in order
+// (updated in place) and then `final_ln`, whose output (rows, D) is returned. `hidden` receives
+// the layers req asks for.
+Tensor encoder_stack(const std::vector<PreLnBlock>& blocks, const LayerNorm& final_ln,
+                     BatchCtx& ctx, Tensor& x, const StackRequest& req,
+                     std::map<int, Tensor>& hidden);
 
 }  // namespace bioinfer::nn

@@ -62,29 +62,45 @@ int64_t pair_chunk(const char* op, int64_t L, int64_t C, int64_t requested) {
     return std::clamp<int64_t>(tuned > 0 ? std::min(tuned, cap) : cap, 1, L);
 }
 
-TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m,
-                                                    const std::string& p, int64_t c,
-                                                    bool outgoing) {
+TriangleMultiplicationNames TriangleMultiplicationNames::boltz2() {
+    TriangleMultiplicationNames n;
+    n.ln_in = "norm_in", n.ln_out = "norm_out";
+    n.ab_p = "p_in", n.ab_g = "g_in";
+    n.g = "g_out", n.z = "p_out";
+    n.bias = false;
+    return n;
+}
+
+TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const std::string& p,
+                                                    int64_t c, bool outgoing,
+                                                    const TriangleMultiplicationNames& n) {
     TriangleMultiplication t;
     t.outgoing = outgoing;
-    t.ln_in = LayerNorm::load(m, p + ".layer_norm_in", c, 1e-5f);
-    t.ln_out = LayerNorm::load(m, p + ".layer_norm_out", c, 1e-5f);
-    const auto stacked = [&](std::initializer_list<const char*> names) {
-        const int64_t k = int64_t(names.size());
-        Tensor w = Tensor::empty({k * c, c}), b = Tensor::empty({k * c});
+    t.ln_in = LayerNorm::load(m, p + "." + n.ln_in, c, 1e-5f);
+    t.ln_out = LayerNorm::load(m, p + "." + n.ln_out, c, 1e-5f);
+    // Linears stacked row-wise into one fp32 matrix: (name, rows) each, rows a multiple of c.
+    const auto stacked = [&](std::initializer_list<std::pair<const std::string*, int64_t>> parts) {
+        int64_t rows = 0;
+        for (auto& [name, r] : parts) rows += r;
+        Tensor w = Tensor::empty({rows, c});
+        Tensor b = n.bias ? Tensor::empty({rows}) : Tensor();
         int64_t row = 0;
-        for (const char* n : names) {
-            const Tensor wi = m.get_f32(p + "." + n + ".weight", {c, c});
-            const Tensor bi = m.get_f32(p + "." + n + ".bias", {c});
-            std::copy_n(wi.f32(), c * c, w.f32() + row * c);
-            std::copy_n(bi.f32(), c, b.f32() + row);
-            row += c;
+        for (auto& [name, r] : parts) {
+            const Tensor wi = m.get_f32(p + "." + *name + ".weight", {r, c});
+            std::copy_n(wi.f32(), r * c, w.f32() + row * c);
+            if (n.bias) {
+                const Tensor bi = m.get_f32(p + "." + *name + ".bias", {r});
+                std::copy_n(bi.f32(), r, b.f32() + row);
+            }
+            row += r;
         }
         return Linear::from(w, b);
     };
-    t.proj = stacked({"linear_a_p", "linear_b_p"});
-    t.gate = stacked({"linear_a_g", "linear_b_g", "linear_g"});
-    t.z = Linear::load(m, p + ".linear_z", c, c);
+    if (n.ab_p.empty()) t.proj = stacked({{&n.a_p, c}, {&n.b_p, c}});
+    else t.proj = stacked({{&n.ab_p, 2 * c}});
+    if (n.ab_g.empty()) t.gate = stacked({{&n.a_g, c}, {&n.b_g, c}, {&n.g, c}});
+    else t.gate = stacked({{&n.ab_g, 2 * c}, {&n.g, c}});
+    t.z = Linear::load(m, p + "." + n.z, c, c, n.bias);
     return t;
 }
 
@@ -130,19 +146,20 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
 }
 
 TriangleAttention TriangleAttention::load(const io::ModelDir& m, const std::string& p, int64_t c,
-                                          int64_t head_dim, int64_t heads, bool starting) {
+                                          int64_t head_dim, int64_t heads, bool starting,
+                                          const TriangleAttentionNames& n) {
     TriangleAttention t;
     t.starting = starting;
     t.heads = heads;
     t.head_dim = head_dim;
     const int64_t hc = heads * head_dim;
-    t.ln = LayerNorm::load(m, p + ".layer_norm", c, 1e-5f);
-    t.bias = Linear::load(m, p + ".linear", c, heads, false);
-    t.q = Linear::load(m, p + ".mha.linear_q", c, hc, false);
-    t.k = Linear::load(m, p + ".mha.linear_k", c, hc, false);
-    t.v = Linear::load(m, p + ".mha.linear_v", c, hc, false);
-    t.g = Linear::load(m, p + ".mha.linear_g", c, hc);
-    t.o = Linear::load(m, p + ".mha.linear_o", hc, c);
+    t.ln = LayerNorm::load(m, p + "." + n.ln, c, 1e-5f);
+    t.bias = Linear::load(m, p + "." + n.bias, c, heads, false);
+    t.q = Linear::load(m, p + "." + n.q, c, hc, false);
+    t.k = Linear::load(m, p + "." + n.k, c, hc, false);
+    t.v = Linear::load(m, p + "." + n.v, c, hc, false);
+    t.g = Linear::load(m, p + "." + n.g, c, hc);
+    t.o = Linear::load(m, p + "." + n.o, hc, c);
     return t;
 }
 

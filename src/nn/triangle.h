@@ -27,15 +27,32 @@ Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int
 // z += g * linear_z(LN_out(p)), p[i,j] = sum_k a[i,k] * b[j,k] (outgoing) or a[k,i] * b[k,j]
 // (incoming) per channel, with a = sigmoid(a_g(LN_in(z))) * a_p(LN_in(z)) and b likewise,
 // g = sigmoid(linear_g(LN_in(z))). (AlphaFold 2 algorithms 11 and 12.)
+// Checkpoint names of a triangle multiplication, relative to its prefix ("<prefix>.<name>.weight").
+// The defaults are transformers' / OpenFold's (ESMFold).
+struct TriangleMultiplicationNames {
+    std::string ln_in = "layer_norm_in", ln_out = "layer_norm_out";
+    // a and b projections (and their gates) as two (C, C) linears each, or, when `ab_p` (`ab_g`)
+    // is set, one fused (2C, C) linear whose rows are a | b.
+    std::string a_p = "linear_a_p", b_p = "linear_b_p", ab_p;
+    std::string a_g = "linear_a_g", b_g = "linear_b_g", ab_g;
+    std::string g = "linear_g";  // output gate, from LN_in(z)
+    std::string z = "linear_z";  // output projection, from LN_out(p)
+    bool bias = true;            // the linears have biases (OpenFold) or none (Boltz-2)
+    // Boltz-2's TriangleMultiplicationOutgoing / Incoming: norm_in, p_in = [a_p; b_p],
+    // g_in = [a_g; b_g], norm_out, p_out (= z), g_out (= g), no linear biases.
+    static TriangleMultiplicationNames boltz2();
+};
+
 struct TriangleMultiplication {
     bool outgoing = true;
     LayerNorm ln_in, ln_out;
     Linear proj;  // a_p and b_p stacked: C -> 2C
     Linear gate;  // a_g, b_g and g stacked: C -> 3C, sigmoid fused into the GEMM
     Linear z;
-    // prefix: e.g. "trunk.blocks.0.tri_mul_out" (transformers' names).
+    // prefix: e.g. "trunk.blocks.0.tri_mul_out".
     static TriangleMultiplication load(const io::ModelDir& m, const std::string& prefix, int64_t c,
-                                       bool outgoing);
+                                       bool outgoing,
+                                       const TriangleMultiplicationNames& names = {});
     void add_to(Tensor& z, int64_t chunk = 0) const;
 };
 
@@ -43,6 +60,15 @@ struct TriangleMultiplication {
 // node), keys masked by nothing (one sequence, no padding), with a per-head bias
 // b[h, q, k] = linear(LN(x))[q, k, h] shared by every row, x = z or z transposed.
 // (AlphaFold 2 algorithms 13 and 14.)
+// Checkpoint names of a triangle attention, relative to its prefix; OpenFold's layout (ESMFold,
+// Boltz-2).
+struct TriangleAttentionNames {
+    std::string ln = "layer_norm";
+    std::string bias = "linear";  // pair bias, C -> heads, no bias
+    std::string q = "mha.linear_q", k = "mha.linear_k", v = "mha.linear_v";  // no bias
+    std::string g = "mha.linear_g", o = "mha.linear_o";
+};
+
 struct TriangleAttention {
     bool starting = true;
     int64_t heads = 0, head_dim = 0;
@@ -50,7 +76,8 @@ struct TriangleAttention {
     Linear bias;  // C -> heads, no bias
     Linear q, k, v, g, o;
     static TriangleAttention load(const io::ModelDir& m, const std::string& prefix, int64_t c,
-                                  int64_t head_dim, int64_t heads, bool starting);
+                                  int64_t head_dim, int64_t heads, bool starting,
+                                  const TriangleAttentionNames& names = {});
     void add_to(Tensor& z, int64_t chunk = 0) const;
 };
 

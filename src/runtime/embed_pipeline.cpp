@@ -1,15 +1,15 @@
-// Embedding job: validation up front so bad input never leaves partial outputs; outputs written
-// under temporary names and renamed when complete; manifest.json written last.
+// Embedding job on the job skeleton (runtime/jobs.h): validation up front so bad input never
+// leaves partial outputs; units are batches of records; outputs written under temporary names and
+// renamed when complete; manifest.json written last.
 #include "runtime/embed_pipeline.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <optional>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
@@ -20,7 +20,6 @@
 #include "runtime/batching.h"
 #include "runtime/inputs.h"
 #include "runtime/progress.h"
-#include "runtime/target_queue.h"
 
 namespace bioinfer::runtime {
 
@@ -167,71 +166,22 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     // A shard writes npz into its own folder; `bioinfer merge` makes the single output.
     const Shard& shard = opts.shard;
     const fs::path out_dir(shard_dir(opts.out_dir, shard));
-    // under mpirun (MPI build): every rank finishes before any exits
-    const std::shared_ptr<void> mpi = shard.from == "MPI" && write_outputs ? mpi_session() : nullptr;
     const std::string format = shard.sharded() ? "npz" : opts.format;
     const std::string h5_path = (out_dir / "embeddings.h5").string();
+    json layers_json = any_hidden ? json(layers) : json::array();
+    std::vector<std::string> include;
+    if (opts.mean) include.push_back("mean");
+    if (opts.per_tok) include.push_back("per_tok");
+    if (opts.bos) include.push_back("bos");
+    if (opts.contacts) include.push_back("contacts");
+    if (opts.logits) include.push_back("logits");
 
     EmbedStats stats;
     std::vector<TargetResult>& results = stats.results;
+    for (size_t i = 0; i < records.size(); ++i)
+        results.push_back(target_result(i, records[i].id, records[i].source, records[i].error));
     std::vector<json> rec_json(records.size());
-    // identical inputs (the same tokens after truncation) are computed once, on their first record
-    std::vector<std::string> keys(records.size());
-    for (size_t i = 0; i < records.size(); ++i) {
-        const auto& r = records[i];
-        results.push_back(target_result(i, r.id, r.source, r.error));
-        if (r.error.empty())
-            keys[i] = opts.dedup ? std::string(reinterpret_cast<const char*>(r.tokens.data()), r.tokens.size() * 4)
-                                 : std::to_string(i);
-    }
-    const std::vector<size_t> rep = dedup_groups(keys);
-    std::vector<std::vector<size_t>> members(records.size());
-    std::vector<size_t> reps;
-    std::vector<int64_t> lengths;
-    for (size_t i = 0; i < records.size(); ++i) {
-        if (!records[i].error.empty()) continue;
-        members[rep[i]].push_back(i);
-        if (rep[i] != i) {
-            results[i].duplicate_of = records[rep[i]].id;
-            continue;
-        }
-        reps.push_back(i);
-        lengths.push_back(int64_t(records[i].tokens.size()) + 2);
-    }
-    // Batches are formed over the whole input, then dealt to shards, so a sequence is computed in
-    // the same batch (to the bit) whatever the number of shards and however often a run resumes.
-    // At least 32 batches when the input allows (smaller ones for a small input), so that dealing
-    // them gives the shards similar work; this depends on the input alone, not on the shards.
-    int64_t all_tokens = 0;
-    for (int64_t l : lengths) all_tokens += l;
-    const int64_t per_batch = std::min<int64_t>(opts.toks_per_batch, std::max<int64_t>(1, (all_tokens + 31) / 32));
-    std::vector<std::vector<size_t>> batches = make_batches(lengths, per_batch);
-    std::vector<int64_t> batch_cost;
-    for (auto& b : batches) {
-        int64_t c = 0;
-        for (auto& j : b) {
-            c += lengths[j];
-            j = reps[j];
-        }
-        batch_cost.push_back(c);
-    }
-    {
-        std::vector<std::vector<size_t>> mine;
-        for (size_t b : deal(batch_cost, shard)) mine.push_back(std::move(batches[b]));
-        batches = std::move(mine);
-        std::vector<uint8_t> in_shard(records.size(), 0);
-        for (auto& b : batches)
-            for (size_t r : b)
-                for (size_t m : members[r]) in_shard[m] = 1;
-        for (size_t i = 0; i < records.size(); ++i) {
-            const bool mine_input_error = !records[i].error.empty() && shard.index == 0;
-            if (!in_shard[i] && !mine_input_error) results[i].status = "elsewhere";
-        }
-    }
-
-    // Outputs already there: an npz holding every requested array, or those datasets in the
-    // existing embeddings.h5 (carried over into the new file).
-    std::map<size_t, std::vector<std::pair<std::string, io::LoadedArray>>> carried;  // h5 only
+    // A record whose outputs are written (or already there): its manifest entry; returns its files.
     auto manifest_entry = [&](size_t i, const std::vector<std::pair<std::string, Shape>>& shapes) {
         const EmbedRecord& rec = records[i];
         const std::string stem = safe_file_stem(rec.id);
@@ -249,199 +199,181 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             for (auto& [k, sh] : shapes) rj["datasets"].push_back(h5_dataset(k, stem, shapes.size()));
         }
         rec_json[i] = rj;
-        results[i].files = {{"file", rj["file"]}};
+        return json{{"file", rj["file"]}};
     };
-    if (write_outputs && !opts.override_existing) {
-        for (size_t i = 0; i < records.size(); ++i) {
-            if (results[i].status != "pending") continue;
-            const std::string stem = safe_file_stem(records[i].id);
-            std::vector<std::pair<std::string, Shape>> shapes;
-            try {
-                if (format == "npz") {
-                    const fs::path f = out_dir / (stem + ".npz");
-                    if (!fs::exists(f)) continue;
-                    const auto arrays = io::npz_shapes(f.string());  // headers only
-                    for (const auto& n : names) {
-                        auto it = arrays.find(n);
-                        if (it == arrays.end()) break;
-                        shapes.emplace_back(n, it->second);
-                    }
-                } else {
-                    if (!fs::exists(h5_path)) break;
-                    std::vector<std::pair<std::string, io::LoadedArray>> got;
-                    for (const auto& n : names) {
-                        io::LoadedArray a;
-                        a.data = io::h5_read(h5_path, h5_dataset(n, stem, names.size()), &a.shape);
-                        shapes.emplace_back(n, a.shape);
-                        got.emplace_back(n, std::move(a));
-                    }
-                    carried[i] = std::move(got);
-                }
-            } catch (const Error&) {  // missing or unreadable: computed again
-                shapes.clear();
-            }
-            if (shapes.size() != names.size()) {
-                carried.erase(i);
-                continue;
-            }
-            results[i].status = "skipped";
-            manifest_entry(i, shapes);
-        }
-    }
-    // a batch runs when any record it serves still lacks its outputs
-    {
-        std::vector<std::vector<size_t>> todo;
-        for (auto& b : batches) {
-            bool pending = false;
-            for (size_t r : b)
-                for (size_t m : members[r]) pending = pending || results[m].status == "pending";
-            if (pending) todo.push_back(std::move(b));
-        }
-        batches = std::move(todo);
-    }
-    int64_t total_tokens = 0;
-    for (auto& b : batches)
-        for (size_t r : b) total_tokens += int64_t(records[r].tokens.size()) + 2;
+    // tokens with <cls> and <eos>
+    auto length = [&](size_t i) { return int64_t(records[i].tokens.size()) + 2; };
 
-    std::unique_ptr<io::H5Writer> h5;
-    std::unique_ptr<Journal> journal;
-    if (write_outputs) {
-        std::error_code ec;
-        fs::create_directories(out_dir, ec);
-        BI_CHECK(!ec && fs::is_directory(out_dir), out_dir.string(), "cannot create output folder: ", ec.message());
-        if (format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
-        journal = std::make_unique<Journal>(out_dir.string());
-    }
-
-    std::unique_ptr<Progress> own;
-    ProgressOptions po = embed_progress_options(opts);
-    if (!write_outputs) po = {.label = "embed", .quiet = true, .log_path = ""};
-    Progress& progress = start_job_progress(opts.progress, own, po, results, total_tokens, opts.model_label,
-                                            opts.load_seconds);
-    std::mutex mu;  // the HDF5 writer and the stats
-    const std::vector<Worker> workers = workers_or_default(opts.workers);
-    const auto t0 = std::chrono::steady_clock::now();
-    run_on_workers(workers, batches.size(), [&](const Worker& w, size_t bi_) {
-        const std::vector<size_t>& batch = batches[bi_];
-        const auto tb = std::chrono::steady_clock::now();
-        std::vector<std::vector<int32_t>> toks;
-        int64_t ntok = 0;
-        for (size_t i : batch) {
-            toks.push_back(esm::with_specials(records[i].tokens));
-            ntok += int64_t(toks.back().size());
+    JobSpec spec;
+    spec.tool = "bioinfer embed";
+    spec.job = {{"format", opts.format},
+                {"include", include},
+                {"layers", layers_json},
+                {"precision", opts.precision}};
+    spec.progress = write_outputs
+                        ? embed_progress_options(opts)
+                        : ProgressOptions{.label = "embed", .quiet = true, .log_path = ""};
+    spec.write_outputs = write_outputs;
+    // h5: every record's arrays go into one file, in place once committed at the end
+    spec.journal_when_written = format == "npz";
+    spec.run_time = RunTime::ComputeShare;
+    // identical inputs: the same tokens after truncation
+    spec.dedup_key = [&](size_t i) {
+        return std::string(reinterpret_cast<const char*>(records[i].tokens.data()),
+                           records[i].tokens.size() * 4);
+    };
+    spec.cost = length;
+    spec.work = length;
+    // Batches are formed over the whole input, then dealt to shards, so a sequence is computed in
+    // the same batch (to the bit) whatever the number of shards and however often a run resumes.
+    // At least 32 batches when the input allows (smaller ones for a small input), so that dealing
+    // them gives the shards similar work; this depends on the input alone, not on the shards.
+    spec.make_units = [&](const std::vector<size_t>& reps) {
+        std::vector<int64_t> lengths;
+        int64_t all_tokens = 0;
+        for (size_t r : reps) {
+            lengths.push_back(length(r));
+            all_tokens += lengths.back();
         }
-        progress.stage(cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"),
-                           " (", ntok, " tokens)"), "language model", w.index);
-        std::vector<const TargetResult*> finished;  // for the journal, once the batch is written
-        auto fail_record = [&](size_t m, const std::string& why, int64_t tokens) {
-            results[m].status = "failed";
-            results[m].error = why;
-            progress.failed(records[m].id, why, tokens, w.index);
-            finished.push_back(&results[m]);
-        };
-        lm::Output out;
+        const int64_t per_batch =
+            std::min<int64_t>(opts.toks_per_batch, std::max<int64_t>(1, (all_tokens + 31) / 32));
+        std::vector<std::vector<size_t>> batches = make_batches(lengths, per_batch);
+        for (auto& b : batches)
+            for (auto& j : b) j = reps[j];
+        return batches;
+    };
+    // Outputs already there: an npz holding every requested array, or those datasets in the
+    // existing embeddings.h5 (carried over into the new file).
+    std::map<size_t, std::vector<std::pair<std::string, io::LoadedArray>>> carried;  // h5 only
+    spec.done = [&](size_t i) -> std::optional<json> {
+        const std::string stem = safe_file_stem(records[i].id);
+        std::vector<std::pair<std::string, Shape>> shapes;
         try {
-            out = model.forward(toks, req);
-        } catch (const std::exception& e) {
-            for (size_t r : batch)
-                for (size_t m : members[r])
-                    if (results[m].status == "pending") fail_record(m, e.what(), m == r ? int64_t(records[r].tokens.size()) + 2 : 0);
-            if (journal) journal->add(finished);
-            return;
-        }
-        const double per_rec = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count() /
-                               double(batch.size());
-        for (size_t bi = 0; bi < batch.size(); ++bi) {
-            const size_t r = batch[bi];
-            const int64_t L = int64_t(records[r].tokens.size());
-            RecordArrays ra;
-            if (write_outputs) ra = extract(out, int64_t(bi), L, layers, opts, model.hidden_size(), model.logits_width());
-            for (size_t m : members[r]) {  // the record and those with the same sequence
-                if (results[m].status != "pending") continue;
-                const int64_t work = m == r ? L + 2 : 0;
-                if (write_outputs) {
-                    try {
-                        const std::string stem = safe_file_stem(records[m].id);
-                        std::vector<std::pair<std::string, Shape>> shapes;
-                        for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
-                        if (format == "npz") {
-                            std::vector<io::NamedArray> na;
-                            for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
-                            io::write_npz((out_dir / (stem + ".npz")).string(), na);
-                        } else {
-                            std::lock_guard<std::mutex> lock(mu);
-                            for (auto& [k, t] : ra.arrays)
-                                h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
-                        }
-                        std::lock_guard<std::mutex> lock(mu);
-                        manifest_entry(m, shapes);
-                    } catch (const std::exception& e) {
-                        fail_record(m, e.what(), work);
-                        continue;
-                    }
+            if (format == "npz") {
+                const fs::path f = out_dir / (stem + ".npz");
+                if (!fs::exists(f)) return std::nullopt;
+                const auto arrays = io::npz_shapes(f.string());  // headers only
+                for (const auto& n : names) {
+                    auto it = arrays.find(n);
+                    if (it == arrays.end()) break;
+                    shapes.emplace_back(n, it->second);
                 }
-                results[m].status = "ok";
-                results[m].seconds = m == r ? per_rec : 0.0;
-                if (format == "npz") finished.push_back(&results[m]);
-                progress.done(records[m].id, work, results[m].seconds, w.index);
+            } else {
+                if (!fs::exists(h5_path)) return std::nullopt;
+                std::vector<std::pair<std::string, io::LoadedArray>> got;
+                for (const auto& n : names) {
+                    io::LoadedArray a;
+                    a.data = io::h5_read(h5_path, h5_dataset(n, stem, names.size()), &a.shape);
+                    shapes.emplace_back(n, a.shape);
+                    got.emplace_back(n, std::move(a));
+                }
+                carried[i] = std::move(got);
             }
+        } catch (const Error&) {  // missing or unreadable: computed again
+            shapes.clear();
         }
-        if (journal) journal->add(finished);
-        std::lock_guard<std::mutex> lock(mu);
-        stats.sequences += int64_t(batch.size());
-        stats.tokens += ntok;
-    });
-    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    progress.finish();
-    if (!write_outputs) return stats;
-
-    json manifest_records = json::array();
-    bool any_output = false;
-    for (size_t i = 0; i < records.size(); ++i) {
-        if (results[i].status != "ok" && results[i].status != "skipped") continue;
-        manifest_records.push_back(rec_json[i]);
-        any_output = true;
-    }
-    if (h5) {  // the journal lists h5 records once the file is in place
-        for (auto& [i, arrays] : carried)
-            for (auto& [k, a] : arrays)
-                h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape, a.data.data());
-        if (any_output) h5->commit();
-        std::vector<const TargetResult*> written;
-        for (const auto& r : results)
-            if (r.status == "ok") written.push_back(&r);
-        if (journal) journal->add(written);
-    }
-    json layers_json = any_hidden ? json(layers) : json::array();
-    std::vector<std::string> include;
-    if (opts.mean) include.push_back("mean");
-    if (opts.per_tok) include.push_back("per_tok");
-    if (opts.bos) include.push_back("bos");
-    if (opts.contacts) include.push_back("contacts");
-    if (opts.logits) include.push_back("logits");
-    json manifest = {
-        {"tool", "bioinfer embed"},
-        {"model", opts.model_label},
-        {"architecture", model.architecture()},
-        {"num_layers", model.num_layers()},
-        {"hidden_size", model.hidden_size()},
-        {"layers", layers_json},
-        {"include", include},
-        {"dtype", "float32"},
-        {"precision", opts.precision},
-        {"format", format},
-        {"records", manifest_records},
+        if (shapes.size() != names.size()) {
+            carried.erase(i);
+            return std::nullopt;
+        }
+        return manifest_entry(i, shapes);
     };
-    if (format == "h5")
-        manifest["h5_layout"] = "one array per record: /<id>; several: /<array>/<id>";
-    if (any_output)
-        io::write_file_atomic((out_dir / "manifest.json").string(), manifest.dump(2) + "\n");
-    write_results(out_dir.string(), "bioinfer embed",
-                  {{"model", opts.model_label}, {"format", opts.format}, {"include", include},
-                   {"layers", layers_json}, {"precision", opts.precision}, {"workers", workers.size()},
-                   {"shard", {{"index", shard.index}, {"count", shard.count}, {"from", shard.from}}},
-                   {"input_records", records.size()}, {"dedup", opts.dedup}},
-                  results, stats.seconds);
+    spec.label = [&](const std::vector<size_t>& batch) {
+        int64_t ntok = 0;
+        for (size_t i : batch) ntok += length(i);
+        return cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"), " (",
+                   ntok, " tokens)");
+    };
+    std::unique_ptr<io::H5Writer> h5;
+    spec.start = [&] {
+        if (write_outputs && format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
+    };
+    // A batch's forward pass, then each record's arrays (special tokens stripped), extracted once
+    // for the record and those with the same sequence.
+    struct Batch {
+        std::vector<size_t> records;  // the representatives, in batch order
+        lm::Output out;
+        size_t extracted = size_t(-1);  // the position in the batch `arrays` holds
+        RecordArrays arrays = {};
+    };
+    std::mutex mu;  // the HDF5 writer, the manifest and the stats
+    spec.unit = unit_of_work<Batch>(
+        [&](const Worker&, const std::vector<size_t>& batch, const StageFn& stage) {
+            std::vector<std::vector<int32_t>> toks;
+            int64_t ntok = 0;
+            for (size_t i : batch) {
+                toks.push_back(esm::with_specials(records[i].tokens));
+                ntok += int64_t(toks.back().size());
+            }
+            stage("language model");
+            Batch b{batch, model.forward(toks, req)};
+            std::lock_guard<std::mutex> lock(mu);
+            stats.sequences += int64_t(batch.size());
+            stats.tokens += ntok;
+            return b;
+        },
+        [&](Batch& b, size_t bi, size_t m, const StageFn&) -> json {
+            if (!write_outputs) return json::object();
+            if (b.extracted != bi) {
+                const int64_t L = int64_t(records[b.records[bi]].tokens.size());
+                b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(),
+                                   model.logits_width());
+                b.extracted = bi;
+            }
+            const RecordArrays& ra = b.arrays;
+            const std::string stem = safe_file_stem(records[m].id);
+            std::vector<std::pair<std::string, Shape>> shapes;
+            for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
+            if (format == "npz") {
+                std::vector<io::NamedArray> na;
+                for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
+                io::write_npz((out_dir / (stem + ".npz")).string(), na);
+            } else {
+                std::lock_guard<std::mutex> lock(mu);
+                for (auto& [k, t] : ra.arrays)
+                    h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            return manifest_entry(m, shapes);
+        });
+    spec.finish = [&](Journal* journal) {
+        json manifest_records = json::array();
+        bool any_output = false;
+        for (size_t i = 0; i < records.size(); ++i) {
+            if (results[i].status != "ok" && results[i].status != "skipped") continue;
+            manifest_records.push_back(rec_json[i]);
+            any_output = true;
+        }
+        if (h5) {  // the journal lists h5 records once the file is in place
+            for (auto& [i, arrays] : carried)
+                for (auto& [k, a] : arrays)
+                    h5->write(h5_dataset(k, safe_file_stem(records[i].id), arrays.size()), a.shape,
+                              a.data.data());
+            if (any_output) h5->commit();
+            std::vector<const TargetResult*> written;
+            for (const auto& r : results)
+                if (r.status == "ok") written.push_back(&r);
+            journal->add(written);
+        }
+        json manifest = {
+            {"tool", "bioinfer embed"},
+            {"model", opts.model_label},
+            {"architecture", model.architecture()},
+            {"num_layers", model.num_layers()},
+            {"hidden_size", model.hidden_size()},
+            {"layers", layers_json},
+            {"include", include},
+            {"dtype", "float32"},
+            {"precision", opts.precision},
+            {"format", format},
+            {"records", manifest_records},
+        };
+        if (format == "h5")
+            manifest["h5_layout"] = "one array per record: /<id>; several: /<array>/<id>";
+        if (any_output)
+            io::write_file_atomic((out_dir / "manifest.json").string(), manifest.dump(2) + "\n");
+    };
+    stats.seconds = run_job(opts, spec, results);
     return stats;
 }
 

@@ -1,19 +1,19 @@
-// bioinfer predict's job: validation, memory check, folding, outputs.
+// bioinfer predict's job on the job skeleton (runtime/jobs.h): validation, memory check, folding,
+// outputs.
 #include "runtime/fold_pipeline.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
@@ -22,7 +22,6 @@
 #include "io/structure.h"
 #include "runtime/inputs.h"
 #include "runtime/progress.h"
-#include "runtime/target_queue.h"
 
 namespace bioinfer::runtime {
 
@@ -186,148 +185,63 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
                          const PredictOptions& opts) {
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
              "expected pdb or cif, got '", opts.format, "'");
-    const Shard& shard = opts.shard;
-    const std::string out_dir = shard_dir(opts.out_dir, shard);
+    const std::string out_dir = shard_dir(opts.out_dir, opts.shard);
     fs::create_directories(out_dir);
     PredictStats stats;
     std::vector<TargetResult>& results = stats.results;
-    const std::vector<Worker> workers = workers_or_default(opts.workers);
     // each worker folds one target at a time: the budget is theirs to share
-    const int64_t budget = opts.memory_budget / int64_t(workers.size());
-    // identical sequences fold once, on their first record
-    std::vector<std::string> keys(recs.size());
+    const int64_t budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
     for (size_t i = 0; i < recs.size(); ++i) {
         const FoldRecord& r = recs[i];
-        TargetResult t = target_result(i, r.id, r.source,
-                                       r.error.empty() ? fold_memory_error(model.spec(), r, budget) : r.error);
-        if (t.error.empty()) keys[i] = opts.dedup ? r.sequence : std::to_string(i);
-        results.push_back(t);
+        results.push_back(target_result(
+            i, r.id, r.source,
+            r.error.empty() ? fold_memory_error(model.spec(), r, budget) : r.error));
     }
-    const std::vector<size_t> rep = dedup_groups(keys);
-    std::vector<std::vector<size_t>> members(recs.size());
-    std::vector<size_t> reps;
-    std::vector<int64_t> cost;
-    for (size_t i = 0; i < recs.size(); ++i) {
-        if (results[i].status == "failed") continue;
-        members[rep[i]].push_back(i);
-        if (rep[i] != i) {
-            results[i].duplicate_of = recs[rep[i]].id;
-            continue;
-        }
-        reps.push_back(i);
-        cost.push_back(recs[i].input.tokens);
-    }
-    auto files_of = [&](const FoldRecord& r) {
-        json files = {{"structure", safe_file_stem(r.id) + "." + opts.format},
-                      {"confidence", safe_file_stem(r.id) + ".json"}};
+    const int num_recycles =
+        opts.num_recycles < 0 ? model.spec().default_num_recycles() : opts.num_recycles;
+
+    JobSpec spec;
+    spec.tool = "bioinfer predict";
+    spec.job = {{"output_format", opts.format},
+                {"write_pae", opts.write_pae},
+                {"num_recycles", num_recycles}};
+    spec.progress = predict_progress_options(opts);
+    spec.mpi_queue = true;
+    spec.run_time = RunTime::UntilWritten;
+    spec.dedup_key = [&](size_t i) { return recs[i].sequence; };  // identical sequences fold once
+    spec.cost = [&](size_t i) { return recs[i].input.tokens; };
+    spec.work = [&](size_t i) { return recs[i].residues; };
+    // A target whose files are all there is skipped (the confidence JSON is written last).
+    spec.done = [&](size_t i) -> std::optional<json> {
+        const std::string stem = safe_file_stem(recs[i].id);
+        json files = {{"structure", stem + "." + opts.format}, {"confidence", stem + ".json"}};
         if (opts.write_pae) {
-            files["pae"] = safe_file_stem(r.id) + "_pae.npy";
-            files["plot"] = safe_file_stem(r.id) + "_plddt_pae.png";
+            files["pae"] = stem + "_pae.npy";
+            files["plot"] = stem + "_plddt_pae.png";
         }
+        for (auto& [k, f] : files.items())
+            if (!fs::exists(fs::path(out_dir) / f.get<std::string>())) return std::nullopt;
         return files;
     };
-    // Takes target r (and its duplicates) into this shard: a record whose files are all there
-    // is skipped (the confidence JSON is written last). Returns whether r needs folding.
-    auto claim = [&](size_t r) {
-        bool pending = false;
-        for (size_t m : members[r]) {
-            const json files = files_of(recs[m]);
-            bool exists = true;
-            for (auto& [k, f] : files.items()) exists = exists && fs::exists(fs::path(out_dir) / f.get<std::string>());
-            if (exists && !opts.override_existing) {
-                results[m].status = "skipped";
-                results[m].files = files;
-            } else {
-                results[m].status = "pending";
-                pending = true;
-            }
-        }
-        return pending;
+    spec.label = [&](const std::vector<size_t>& unit) {
+        return cat(recs[unit[0]].id, " (", recs[unit[0]].residues, " aa)");
     };
-    for (size_t i = 0; i < recs.size(); ++i)
-        if (!(results[i].status == "failed" && shard.index == 0)) results[i].status = "elsewhere";
-    // Targets go longest first. Under MPI (the MPI build), rank 0 hands them out to whichever
-    // rank is free; otherwise each shard takes its round-robin part.
-    std::vector<int64_t> order;
-    for (size_t k : rank_by_cost(cost)) order.push_back(int64_t(reps[k]));
-    std::unique_ptr<TargetQueue> queue = shard.from == "MPI" ? mpi_target_queue(order) : nullptr;
-    std::vector<size_t> todo;
-    int64_t total_residues = 0;
-    if (!queue)
-        for (size_t k : deal(cost, shard))
-            if (claim(reps[k])) {
-                todo.push_back(reps[k]);
-                total_residues += recs[reps[k]].residues;
+    std::mutex mu;  // the stats
+    // A unit is one target: folded once, its files written for it and each duplicate.
+    spec.unit = unit_of_work<Folded>(
+        [&](const Worker&, const std::vector<size_t>& unit, const StageFn& stage) {
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                ++stats.targets;
+                stats.residues += recs[unit[0]].residues;
             }
-    std::unique_ptr<Progress> own;
-    Progress& progress = start_job_progress(opts.progress, own, predict_progress_options(opts), results,
-                                            total_residues, opts.model_label, opts.load_seconds);
-    if (queue) {  // the counts are the whole run's, shared with the other ranks
-        progress.set_total(int64_t(recs.size()), 0);
-        progress.note(cat("rank ", shard.index, " of ", shard.count, ": targets handed out by rank 0"));
-    }
-    Journal journal(out_dir);
-    std::mutex mu;
-    const auto t_start = std::chrono::steady_clock::now();
-    std::atomic<size_t> next_todo{0};
-    std::mutex claim_mu;
-    auto next = [&]() -> int64_t {
-        if (!queue) {
-            const size_t i = next_todo++;
-            return i < todo.size() ? int64_t(todo[i]) : -1;
-        }
-        for (int64_t r = queue->next(); r >= 0; r = queue->next()) {
-            std::lock_guard<std::mutex> lock(claim_mu);
-            if (claim(size_t(r))) return r;
-            for (size_t m : members[size_t(r)]) progress.skipped(recs[m].id, 0);
-        }
-        return -1;
-    };
-    run_on_workers_pulled(workers, next, [&](const Worker& w, size_t idx) {
-        const FoldRecord& rec = recs[idx];
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::string what = cat(rec.id, " (", rec.residues, " aa)");
-        auto stage = [&](const std::string& st) { progress.stage(what, st, w.index); };
-        Folded f;
-        std::string error;
-        try {
-            f = fold_one(model, rec, opts, stage);
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-        for (size_t m : members[idx]) {  // the target and those with the same sequence
-            if (results[m].status != "pending") continue;
-            const int64_t work = m == idx ? rec.residues : 0;
-            if (error.empty()) {
-                try {
-                    stage("writing");
-                    results[m].files = write_target(model, recs[m], f.out, f.seconds, opts, out_dir);
-                } catch (const std::exception& e) {
-                    results[m].error = e.what();
-                }
-            } else {
-                results[m].error = error;
-            }
-            results[m].seconds = m == idx ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : 0.0;
-            results[m].status = results[m].error.empty() ? "ok" : "failed";
-            journal.add(results[m]);
-            if (results[m].status == "ok") progress.done(recs[m].id, work, results[m].seconds, w.index);
-            else progress.failed(recs[m].id, results[m].error, work, w.index);
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        ++stats.targets;
-        stats.residues += rec.residues;
-    });
-    progress.finish();
-    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    write_results(out_dir, "bioinfer predict",
-                  {{"model", opts.model_label}, {"output_format", opts.format}, {"write_pae", opts.write_pae},
-                   {"num_recycles", opts.num_recycles < 0 ? model.spec().default_num_recycles()
-                                                          : opts.num_recycles},
-                   {"workers", workers.size()},
-                   {"shard", {{"index", shard.index}, {"count", shard.count}, {"from", shard.from}}},
-                   {"input_records", recs.size()}, {"dedup", opts.dedup}},
-                  results, stats.seconds);
+            return fold_one(model, recs[unit[0]], opts, stage);
+        },
+        [&](Folded& f, size_t, size_t m, const StageFn& stage) {
+            stage("writing");
+            return write_target(model, recs[m], f.out, f.seconds, opts, out_dir);
+        });
+    stats.seconds = run_job(opts, spec, results);
     return stats;
 }
 

@@ -5,16 +5,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
-#include <map>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "bioinfer/error.h"
 #include "core/threads.h"
 #include "io/atomic_file.h"
+#include "runtime/target_queue.h"
 
 namespace bioinfer::runtime {
 
@@ -253,6 +255,177 @@ void run_on_workers_pulled(const std::vector<Worker>& workers, const std::functi
     }
     for (auto& t : threads) t.join();
     if (first) std::rethrow_exception(first);
+}
+
+double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetResult>& results) {
+    using clock = std::chrono::steady_clock;
+    auto since = [](clock::time_point t) {
+        return std::chrono::duration<double>(clock::now() - t).count();
+    };
+    const Shard& shard = opts.shard;
+    const std::string out_dir = shard_dir(opts.out_dir, shard);
+    const std::vector<Worker> workers = workers_or_default(opts.workers);
+    // under mpirun (MPI build) with units dealt up front: every rank finishes before any exits
+    const std::shared_ptr<void> mpi =
+        !spec.mpi_queue && spec.write_outputs && shard.from == "MPI" ? mpi_session() : nullptr;
+
+    // Identical inputs are computed once, on their first record.
+    std::vector<std::string> keys(results.size());
+    for (size_t i = 0; i < results.size(); ++i)
+        if (results[i].status != "failed")
+            keys[i] = opts.dedup ? spec.dedup_key(i) : std::to_string(i);
+    const std::vector<size_t> rep = dedup_groups(keys);
+    std::vector<std::vector<size_t>> members(results.size());  // representative -> its group
+    std::vector<size_t> reps;
+    for (size_t i = 0; i < results.size(); ++i) {
+        if (results[i].status == "failed") continue;
+        members[rep[i]].push_back(i);
+        if (rep[i] != i)
+            results[i].duplicate_of = results[rep[i]].id;
+        else
+            reps.push_back(i);
+    }
+    std::vector<std::vector<size_t>> units;
+    if (spec.make_units)
+        units = spec.make_units(reps);
+    else
+        for (size_t r : reps) units.push_back({r});
+    std::vector<int64_t> cost;
+    for (const auto& u : units) {
+        int64_t c = 0;
+        for (size_t r : u) c += spec.cost(r);
+        cost.push_back(c);
+    }
+
+    // Records fail at input on shard 0 alone; the others are another shard's until claimed.
+    for (auto& r : results)
+        if (!(r.status == "failed" && shard.index == 0)) r.status = "elsewhere";
+    // Takes unit u's members into this shard: a member whose outputs exist is skipped. Returns
+    // whether the unit has a member left to compute.
+    const bool check_done = spec.write_outputs && !opts.override_existing && spec.done;
+    auto claim = [&](size_t u) {
+        bool pending = false;
+        for (size_t r : units[u])
+            for (size_t m : members[r]) {
+                std::optional<nlohmann::json> files = check_done ? spec.done(m) : std::nullopt;
+                if (files) {
+                    results[m].status = "skipped";
+                    results[m].files = std::move(*files);
+                } else {
+                    results[m].status = "pending";
+                    pending = true;
+                }
+            }
+        return pending;
+    };
+    // Units go largest first. Under MPI with a queue, rank 0 hands them out to whichever rank is
+    // free (claimed as they come); otherwise each shard takes its round-robin part now.
+    std::unique_ptr<TargetQueue> queue;
+    if (spec.mpi_queue && shard.from == "MPI") {
+        std::vector<int64_t> order;
+        for (size_t u : rank_by_cost(cost)) order.push_back(int64_t(u));
+        queue = mpi_target_queue(order);
+    }
+    std::vector<size_t> todo;
+    int64_t total_work = 0;
+    if (!queue)
+        for (size_t u : deal(cost, shard))
+            if (claim(u)) {
+                todo.push_back(u);
+                for (size_t r : units[u]) total_work += spec.work(r);
+            }
+
+    std::unique_ptr<Journal> journal;
+    if (spec.write_outputs) {
+        std::error_code ec;
+        fs::create_directories(out_dir, ec);
+        BI_CHECK(!ec && fs::is_directory(out_dir), out_dir,
+                 "cannot create output folder: ", ec.message());
+        journal = std::make_unique<Journal>(out_dir);
+    }
+    if (spec.start) spec.start();
+    std::unique_ptr<Progress> own;
+    Progress& progress = start_job_progress(opts.progress, own, spec.progress, results, total_work,
+                                            opts.model_label, opts.load_seconds);
+    if (queue) {  // the counts are the whole run's, shared with the other ranks
+        progress.set_total(int64_t(results.size()), 0);
+        progress.note(
+            cat("rank ", shard.index, " of ", shard.count, ": targets handed out by rank 0"));
+    }
+
+    std::atomic<size_t> next_todo{0};
+    std::mutex claim_mu;
+    auto next = [&]() -> int64_t {
+        if (!queue) {
+            const size_t i = next_todo++;
+            return i < todo.size() ? int64_t(todo[i]) : -1;
+        }
+        for (int64_t u = queue->next(); u >= 0; u = queue->next()) {
+            std::lock_guard<std::mutex> lock(claim_mu);
+            if (claim(size_t(u))) return u;
+            for (size_t r : units[size_t(u)])
+                for (size_t m : members[r]) progress.skipped(results[m].id, 0);
+        }
+        return -1;
+    };
+    const auto t_start = clock::now();
+    run_on_workers_pulled(workers, next, [&](const Worker& w, size_t ui) {
+        const std::vector<size_t>& unit = units[ui];
+        const auto t0 = clock::now();
+        const std::string what = spec.label(unit);
+        const StageFn stage = [&](const std::string& st) { progress.stage(what, st, w.index); };
+        MemberWriter write;
+        std::string error;
+        try {
+            write = spec.unit(w, unit, stage);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        const double share = since(t0) / double(unit.size());
+        std::vector<const TargetResult*> finished;  // journaled together once the unit is written
+        for (size_t pos = 0; pos < unit.size(); ++pos) {
+            const size_t r = unit[pos];
+            for (size_t m : members[r]) {  // the representative and those with the same input
+                TargetResult& res = results[m];
+                if (res.status != "pending") continue;
+                const int64_t work = m == r ? spec.work(r) : 0;
+                if (error.empty()) {
+                    try {
+                        res.files = write(pos, m, stage);
+                    } catch (const std::exception& e) {
+                        res.error = e.what();
+                    }
+                } else {
+                    res.error = error;
+                }
+                res.status = res.error.empty() ? "ok" : "failed";
+                if (spec.run_time == RunTime::UntilWritten)
+                    res.seconds = m == r ? since(t0) : 0.0;
+                else if (res.status == "ok")
+                    res.seconds = m == r ? share : 0.0;
+                if (res.status == "ok") {
+                    if (spec.journal_when_written) finished.push_back(&res);
+                    progress.done(res.id, work, res.seconds, w.index);
+                } else {
+                    finished.push_back(&res);
+                    progress.failed(res.id, res.error, work, w.index);
+                }
+            }
+        }
+        if (journal) journal->add(finished);
+    });
+    const double seconds = since(t_start);
+    progress.finish();
+    if (!spec.write_outputs) return seconds;
+    if (spec.finish) spec.finish(journal.get());
+    nlohmann::json job = spec.job;
+    job["model"] = opts.model_label;
+    job["workers"] = workers.size();
+    job["shard"] = {{"index", shard.index}, {"count", shard.count}, {"from", shard.from}};
+    job["input_records"] = results.size();
+    job["dedup"] = opts.dedup;
+    write_results(out_dir, spec.tool, job, results, seconds);
+    return seconds;
 }
 
 }  // namespace bioinfer::runtime

@@ -1,12 +1,14 @@
 // What embed and predict share as batch jobs over many targets: the per-target outcome, the
-// results.json summary and exit status, skipping done work, and the workers that run targets.
+// results.json summary and exit status, skipping done work, the workers that run targets, and
+// the skeleton (run_job) that drives a job from its hooks.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,5 +124,87 @@ void run_on_workers(const std::vector<Worker>& workers, size_t n,
 // The same with the tasks handed out by `next` (a task index, or -1 when none is left).
 void run_on_workers_pulled(const std::vector<Worker>& workers, const std::function<int64_t()>& next,
                            const std::function<void(const Worker&, size_t)>& task);
+
+// ---- The job skeleton ----
+// A job runs over input records (one TargetResult each, in input order). Records with identical
+// inputs form a group whose members share one computation: the first (the representative) is
+// computed, and every member gets the outputs written under its own name (the others are
+// duplicate_of the representative). Work is done in units (a predict target, an embed batch) of
+// one or more representatives; units are dealt to shards by cost, members whose outputs exist are
+// skipped, units with a member left run on the workers, each unit's members go to the journal
+// once their outputs are in place, and results.json ends the job.
+
+// Reports the stage a unit is in to progress ("language model", "trunk pass 2/4", "writing").
+using StageFn = std::function<void(const std::string& stage)>;
+// Writes one member's outputs from a computed unit: (position in the unit of the representative
+// it shares, the member's input index, stage) -> the files written, as results.json lists them.
+// Throws when it cannot write (the member fails, the others go on).
+using MemberWriter = std::function<nlohmann::json(size_t pos, size_t member, const StageFn& stage)>;
+// Computes a unit (its representatives' input indices) on a worker and returns the writer of its
+// members' outputs. Throws when the unit fails (every member left fails with the message).
+using UnitOfWork = std::function<MemberWriter(const Worker& w, const std::vector<size_t>& unit,
+                                              const StageFn& stage)>;
+
+// A unit of work from typed halves: compute(worker, unit, stage) -> Out, then
+// write(out, pos, member, stage) -> files for each member, the unit's Out kept in between.
+template <class Out>
+UnitOfWork unit_of_work(
+    std::function<Out(const Worker&, const std::vector<size_t>&, const StageFn&)> compute,
+    std::function<nlohmann::json(Out&, size_t, size_t, const StageFn&)> write) {
+    return [compute = std::move(compute), write = std::move(write)](
+               const Worker& w, const std::vector<size_t>& unit,
+               const StageFn& stage) -> MemberWriter {
+        auto out = std::make_shared<Out>(compute(w, unit, stage));
+        return [out, write](size_t pos, size_t member, const StageFn& st) {
+            return write(*out, pos, member, st);
+        };
+    };
+}
+
+// The run time results.json gives a representative (its duplicates get 0).
+enum class RunTime {
+    ComputeShare,  // when written: the unit's compute time split evenly over its representatives
+    UntilWritten,  // from the unit's start until its outputs are written or it failed
+};
+
+// What a job says about itself; run_job does the rest.
+struct JobSpec {
+    std::string tool;           // results.json's tool ("bioinfer embed")
+    nlohmann::json job;         // results.json's job; run_job adds model, workers, shard,
+                                // input_records and dedup
+    ProgressOptions progress;   // how progress reads
+    bool write_outputs = true;  // false: units are only computed (benchmarks): no skip check,
+                                // output folder, journal or results.json
+    bool mpi_queue = false;     // under mpirun (MPI build): rank 0 hands units out to whichever
+                                // rank is free instead of dealing them up front
+    bool journal_when_written = true;  // false: members written fine are journaled by `finish`
+                                       // (their outputs land in a file committed there)
+    RunTime run_time = RunTime::ComputeShare;
+
+    // Record i's input (i not failed): records with the same key are computed once.
+    std::function<std::string(size_t i)> dedup_key;
+    // A representative's cost (shards get units of similar total cost, largest first) and the
+    // work progress counts for it (tokens, residues).
+    std::function<int64_t(size_t rep)> cost, work;
+    // Groups the representatives (ascending) into units (each a list of representatives), from
+    // the whole input so a unit is the same whatever the shards. Null: one unit each.
+    std::function<std::vector<std::vector<size_t>>(const std::vector<size_t>& reps)> make_units;
+    // A member's files when its outputs exist already (it is skipped), else nullopt. Null: none do.
+    std::function<std::optional<nlohmann::json>(size_t member)> done;
+    // What progress shows for a unit while it runs.
+    std::function<std::string(const std::vector<size_t>& unit)> label;
+    // After the plan is made and the output folder and journal exist, before any unit runs.
+    std::function<void()> start;
+    UnitOfWork unit;
+    // After the units (and progress) finished, before results.json: manifests, shared files.
+    // Not called when !write_outputs.
+    std::function<void(Journal* journal)> finish;
+};
+
+// Runs the job on opts.workers over `results` (one per record, in input order: "failed" when it
+// cannot run, else "pending"), which it fills in: "ok", "skipped", "failed", or "elsewhere" for
+// another shard's. Writes into shard_dir(opts.out_dir, opts.shard) the journal and results.json
+// (when spec.write_outputs). Returns the seconds the units took.
+double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetResult>& results);
 
 }  // namespace bioinfer::runtime

@@ -360,14 +360,8 @@ DType compute_dtype(const std::string& dtype) { return dtype == "bf16" ? DType::
 // Runs f under the reference backend.
 template <typename F>
 void on_ref(F f) {
-    ops::set_backend("ref");
-    try {
-        f();
-    } catch (...) {
-        ops::set_backend("cpu");
-        throw;
-    }
-    ops::set_backend("cpu");
+    const ops::BackendScope scope("ref");
+    f();
 }
 
 // y = act(x . w^T + b): the reference is fp64 over a sample of rows (all N columns).

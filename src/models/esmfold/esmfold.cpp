@@ -144,21 +144,29 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
 
     const TrunkConfig& t = c.trunk;
     model->relpos_ = nn::RelativePosition::load(m, "trunk.pairwise_positional_embedding", t.position_bins, cz);
+    const EsmFoldNames names;
+    const TrunkBlockNames& n = names.block;
+    const int64_t pair_heads = cz / t.pair_head_width;
     for (int64_t b = 0; b < t.blocks; ++b) {
-        const std::string p = "trunk.blocks." + std::to_string(b);
+        const std::string p = cat(names.blocks, ".", b, ".");
         Block blk;
-        blk.ln_seq = nn::LayerNorm::load(m, p + ".layernorm_1", cs, 1e-5f);
-        blk.pair_to_seq = nn::PairToSequence::load(m, p + ".pair_to_sequence", cz, cs / t.seq_head_width);
-        blk.seq_attention = nn::GatedBiasedAttention::load(m, p + ".seq_attention", cs, t.seq_head_width);
-        blk.mlp_seq = nn::ResidueMlp::load(m, p + ".mlp_seq.mlp", cs, 4 * cs);
-        blk.mlp_pair = nn::ResidueMlp::load(m, p + ".mlp_pair.mlp", cz, 4 * cz);
-        blk.seq_to_pair = nn::SequenceToPair::load(m, p + ".sequence_to_pair", cs, cz / 2, cz);
-        blk.tri_mul_out = nn::TriangleMultiplication::load(m, p + ".tri_mul_out", cz, true);
-        blk.tri_mul_in = nn::TriangleMultiplication::load(m, p + ".tri_mul_in", cz, false);
-        blk.tri_att_start = nn::TriangleAttention::load(m, p + ".tri_att_start", cz, t.pair_head_width,
-                                                        cz / t.pair_head_width, true);
-        blk.tri_att_end = nn::TriangleAttention::load(m, p + ".tri_att_end", cz, t.pair_head_width,
-                                                      cz / t.pair_head_width, false);
+        blk.ln_seq = nn::LayerNorm::load(m, p + n.ln_seq, cs, 1e-5f);
+        blk.pair_to_seq = nn::PairToSequence::load(m, p + n.pair_to_seq, cz, cs / t.seq_head_width,
+                                                   n.pair_to_seq_names);
+        blk.seq_attention = nn::GatedBiasedAttention::load(m, p + n.seq_attention, cs,
+                                                           t.seq_head_width, n.seq_attention_names);
+        blk.mlp_seq = nn::ResidueMlp::load(m, p + n.mlp_seq, cs, 4 * cs, n.mlp_names);
+        blk.mlp_pair = nn::ResidueMlp::load(m, p + n.mlp_pair, cz, 4 * cz, n.mlp_names);
+        blk.seq_to_pair =
+            nn::SequenceToPair::load(m, p + n.seq_to_pair, cs, cz / 2, cz, n.seq_to_pair_names);
+        blk.tri_mul_out =
+            nn::TriangleMultiplication::load(m, p + n.tri_mul_out, cz, true, n.tri_mul_names);
+        blk.tri_mul_in =
+            nn::TriangleMultiplication::load(m, p + n.tri_mul_in, cz, false, n.tri_mul_names);
+        blk.tri_att_start = nn::TriangleAttention::load(
+            m, p + n.tri_att_start, cz, t.pair_head_width, pair_heads, true, n.tri_att_names);
+        blk.tri_att_end = nn::TriangleAttention::load(m, p + n.tri_att_end, cz, t.pair_head_width,
+                                                      pair_heads, false, n.tri_att_names);
         model->blocks_.push_back(std::move(blk));
     }
     model->recycle_s_norm_ = nn::LayerNorm::load(m, "trunk.recycle_s_norm", cs, 1e-5f);
@@ -166,11 +174,17 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
     model->recycle_disto_ = m.get_f32("trunk.recycle_disto.weight", {kRecycleBins, cz});
     model->trunk2sm_s_ = nn::Linear::load(m, "trunk.trunk2sm_s", cs, c.sm.c_s);
     model->trunk2sm_z_ = nn::Linear::load(m, "trunk.trunk2sm_z", cz, c.sm.c_z);
-    model->sm_ = StructureModule::load(m, "trunk.structure_module", c.sm);
+    model->sm_ = StructureModule::load(m, names.structure_module, c.sm, names.structure);
     model->distogram_head_ = nn::DistogramHead::load(m, "distogram_head", cz, kDistogramBins);
     model->ptm_head_ = nn::AlignedErrorHead::load(m, "ptm_head", cz);
     model->lm_head_ = nn::Linear::load(m, "lm_head", cs, rc::kNumRestypes + 2);
     model->lddt_head_ = nn::PlddtHead::load(m, "lddt_head", c.sm.c_s, c.lddt_hidden, 37, kLddtBins);
+
+    std::vector<std::string> ignorable = esm::esm2_ignorable_tensors("esm.");  // the stem's
+    // EsmForProteinFolding's af2_to_esm buffer (AlphaFold residue index -> ESM token), which
+    // bioinfer derives from its own alphabet.
+    ignorable.push_back("af2_to_esm");
+    m.check_consumed(ignorable, "ESMFold");
     return model;
 }
 

@@ -26,6 +26,32 @@ struct TrunkConfig {
     int64_t position_bins = 32, max_recycles = 4;
 };
 
+// Checkpoint names of one folding-trunk block relative to its prefix ("trunk.blocks.<b>"):
+// transformers' EsmFoldTriangularSelfAttentionBlock. Each sub-block: its prefix, then its map.
+struct TrunkBlockNames {
+    std::string ln_seq = "layernorm_1";
+    std::string pair_to_seq = "pair_to_sequence";
+    nn::PairToSequenceNames pair_to_seq_names;
+    std::string seq_attention = "seq_attention";
+    nn::GatedBiasedAttentionNames seq_attention_names;
+    std::string mlp_seq = "mlp_seq.mlp", mlp_pair = "mlp_pair.mlp";
+    nn::ResidueMlpNames mlp_names;
+    std::string seq_to_pair = "sequence_to_pair";
+    nn::SequenceToPairNames seq_to_pair_names;
+    std::string tri_mul_out = "tri_mul_out", tri_mul_in = "tri_mul_in";
+    nn::TriangleMultiplicationNames tri_mul_names;
+    std::string tri_att_start = "tri_att_start", tri_att_end = "tri_att_end";
+    nn::TriangleAttentionNames tri_att_names;
+};
+
+// ESMFold's name map for its blocks (the stem is ESM-2's, under "esm.").
+struct EsmFoldNames {
+    std::string blocks = "trunk.blocks";  // + "." + index
+    TrunkBlockNames block;
+    std::string structure_module = "trunk.structure_module";
+    StructureModuleNames structure;
+};
+
 struct EsmFoldConfig {
     TrunkConfig trunk;
     StructureModuleConfig sm;

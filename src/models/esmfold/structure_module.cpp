@@ -37,32 +37,33 @@ const ops::ResidueTables& residue_tables() {
 }  // namespace
 
 StructureModule StructureModule::load(const io::ModelDir& m, const std::string& p,
-                                      const StructureModuleConfig& c) {
+                                      const StructureModuleConfig& c,
+                                      const StructureModuleNames& n) {
     StructureModule sm;
     sm.cfg_ = c;
     const float eps = 1e-5f;
-    sm.ln_s_ = nn::LayerNorm::load(m, p + ".layer_norm_s", c.c_s, eps);
-    sm.ln_z_ = nn::LayerNorm::load(m, p + ".layer_norm_z", c.c_z, eps);
-    sm.ln_ipa_ = nn::LayerNorm::load(m, p + ".layer_norm_ipa", c.c_s, eps);
-    sm.ln_transition_ = nn::LayerNorm::load(m, p + ".transition.layer_norm", c.c_s, eps);
-    sm.linear_in_ = nn::Linear::load(m, p + ".linear_in", c.c_s, c.c_s);
-    sm.ipa_ = nn::InvariantPointAttention::load(m, p + ".ipa", c.c_s, c.c_z, c.ipa_dim, c.heads,
-                                                c.qk_points, c.v_points, c.eps);
+    const std::string d = p + ".";
+    sm.ln_s_ = nn::LayerNorm::load(m, d + n.ln_s, c.c_s, eps);
+    sm.ln_z_ = nn::LayerNorm::load(m, d + n.ln_z, c.c_z, eps);
+    sm.ln_ipa_ = nn::LayerNorm::load(m, d + n.ln_ipa, c.c_s, eps);
+    sm.ln_transition_ = nn::LayerNorm::load(m, d + n.transition_ln, c.c_s, eps);
+    sm.linear_in_ = nn::Linear::load(m, d + n.linear_in, c.c_s, c.c_s);
+    sm.ipa_ = nn::InvariantPointAttention::load(m, d + n.ipa, c.c_s, c.c_z, c.ipa_dim, c.heads,
+                                                c.qk_points, c.v_points, c.eps, n.ipa_names);
     for (int64_t l = 0; l < c.transition_layers; ++l)
         for (int k = 1; k <= 3; ++k)
             sm.transition_.push_back(nn::Linear::load(
-                m, p + ".transition.layers." + std::to_string(l) + ".linear_" + std::to_string(k),
-                c.c_s, c.c_s));
-    sm.bb_update_ = nn::Linear::load(m, p + ".bb_update.linear", c.c_s, 6);
-    const std::string a = p + ".angle_resnet";
-    sm.angle_in_ = nn::Linear::load(m, a + ".linear_in", c.c_s, c.resnet_dim);
-    sm.angle_initial_ = nn::Linear::load(m, a + ".linear_initial", c.c_s, c.resnet_dim);
-    sm.angle_out_ = nn::Linear::load(m, a + ".linear_out", c.resnet_dim, c.angles * 2);
+                m, cat(d, n.transition_layers, ".", l, ".", n.transition_linear, k), c.c_s, c.c_s));
+    sm.bb_update_ = nn::Linear::load(m, d + n.bb_update, c.c_s, 6);
+    const std::string a = d + n.angle_resnet + ".";
+    sm.angle_in_ = nn::Linear::load(m, a + n.angle_in, c.c_s, c.resnet_dim);
+    sm.angle_initial_ = nn::Linear::load(m, a + n.angle_initial, c.c_s, c.resnet_dim);
+    sm.angle_out_ = nn::Linear::load(m, a + n.angle_out, c.resnet_dim, c.angles * 2);
     for (int64_t l = 0; l < c.resnet_blocks; ++l)
         for (int k = 1; k <= 2; ++k)
-            sm.angle_blocks_.push_back(nn::Linear::load(
-                m, a + ".layers." + std::to_string(l) + ".linear_" + std::to_string(k),
-                c.resnet_dim, c.resnet_dim));
+            sm.angle_blocks_.push_back(
+                nn::Linear::load(m, cat(a, n.angle_layers, ".", l, ".", n.angle_linear, k),
+                                 c.resnet_dim, c.resnet_dim));
     BI_CHECK(c.angles == 7, p, "num_angles ", c.angles, " is not AlphaFold's 7 torsions");
     return sm;
 }

@@ -28,10 +28,26 @@ struct StructureOutput {
     Tensor states;     // (blocks, L, c_s)
 };
 
+// Checkpoint names relative to the module's prefix; transformers' EsmFoldStructureModule.
+// Numbered layers are "<list>.<l>.<linear><k>" (e.g. "transition.layers.0.linear_1").
+struct StructureModuleNames {
+    std::string ln_s = "layer_norm_s", ln_z = "layer_norm_z", ln_ipa = "layer_norm_ipa";
+    std::string linear_in = "linear_in";
+    std::string ipa = "ipa";
+    nn::InvariantPointAttentionNames ipa_names;
+    std::string transition_ln = "transition.layer_norm";
+    std::string transition_layers = "transition.layers", transition_linear = "linear_";  // k 1..3
+    std::string bb_update = "bb_update.linear";
+    std::string angle_resnet = "angle_resnet";  // the names below are relative to it
+    std::string angle_in = "linear_in", angle_initial = "linear_initial", angle_out = "linear_out";
+    std::string angle_layers = "layers", angle_linear = "linear_";  // k 1..2
+};
+
 class StructureModule {
 public:
     static StructureModule load(const io::ModelDir& m, const std::string& prefix,
-                                const StructureModuleConfig& c);
+                                const StructureModuleConfig& c,
+                                const StructureModuleNames& names = {});
     // s (L, c_s) and z (L, L, c_z): the trunk's projections (before this module's LayerNorms).
     StructureOutput operator()(const Tensor& s, const Tensor& z,
                                const std::vector<int32_t>& aatype) const;
