@@ -75,6 +75,7 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
     } else if (m.has(inv_old)) {
         model->rotary_.inv_freq = m.get_f32(inv_old, {Dh / 2});
     } else {
+        // host-side: Dh / 2 constants, once at load
         Tensor f = Tensor::empty({Dh / 2});
         for (int64_t i = 0; i < Dh / 2; ++i)
             f.f32()[i] = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(Dh));
@@ -105,6 +106,7 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
     if (m.has(p + "contact_head.regression.weight")) {
         model->contact_w_ = m.get_f32(p + "contact_head.regression.weight", {1, c.layers * c.heads})
                                 .reshape({c.layers * c.heads});
+        // host-side: one scalar, read once at load
         model->contact_b_ = m.get_f32(p + "contact_head.regression.bias", {1}).f32()[0];
     }
     if (!folding_stem) {

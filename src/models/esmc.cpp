@@ -63,7 +63,8 @@ EsmcConfig esmc_preset(const std::string& name) {
 void EsmcModel::init_common() {
     const int64_t Dh = cfg_.hidden / cfg_.heads;
     Tensor f = Tensor::empty({Dh / 2});
-    // As upstream: 1 / base^(arange(0, Dh, 2) / Dh) in fp32.
+    // As upstream: 1 / base^(arange(0, Dh, 2) / Dh) in fp32. host-side: Dh / 2 constants, once
+    // at load.
     for (int64_t i = 0; i < Dh / 2; ++i)
         f.f32()[i] = 1.0f / std::pow(cfg_.rope_theta, float(2 * i) / float(Dh));
     rotary_.inv_freq = f;  // the tables grow with the longest sequence a forward pass sees

@@ -32,6 +32,7 @@ InvariantPointAttention InvariantPointAttention::load(const io::ModelDir& m, con
     a.out = Linear::load(m, p + "." + n.out, heads * (c_z + dim + v_points * 4), c_s);
     const Tensor w = m.get_f32(p + "." + n.head_weights, {heads});
     const float point_scale = std::sqrt(1.0f / (3.0f * (float(qk_points) * 9.0f / 2.0f)));
+    // host-side: one weight per head, once at load
     for (int64_t h = 0; h < heads; ++h) {
         const float x = w.f32()[h];
         const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));  // torch's threshold

@@ -31,6 +31,7 @@ GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std
     a.head_dim = head_dim;
     // proj (3 * dim, dim): output column h * 3 * hw + part * hw + c is head h's q/k/v channel c.
     Tensor w = m.get_f32(p + "." + n.proj + ".weight", {3 * dim, dim});
+    // host-side: the weight rearranged once at load
     Tensor parts[3];
     for (int part = 0; part < 3; ++part) {
         parts[part] = Tensor::empty({dim, dim});

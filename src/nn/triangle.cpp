@@ -85,7 +85,7 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const
         Tensor w = Tensor::empty({rows, c});
         Tensor b = n.bias ? Tensor::empty({rows}) : Tensor();
         int64_t row = 0;
-        for (auto& [name, r] : parts) {
+        for (auto& [name, r] : parts) {  // host-side: weights stacked once at load
             const Tensor wi = m.get_f32(p + "." + *name + ".weight", {r, c});
             std::copy_n(wi.f32(), r * c, w.f32() + row * c);
             if (n.bias) {

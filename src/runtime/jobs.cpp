@@ -16,6 +16,7 @@
 #include "bioinfer/error.h"
 #include "core/threads.h"
 #include "io/atomic_file.h"
+#include "ops/ops.h"
 #include "runtime/target_queue.h"
 
 namespace bioinfer::runtime {
@@ -201,7 +202,7 @@ Progress& start_job_progress(Progress* given, std::unique_ptr<Progress>& own, co
 }
 
 std::vector<Worker> workers_or_default(const std::vector<Worker>& workers) {
-    return workers.empty() ? std::vector<Worker>{{0, "cpu", num_threads()}} : workers;
+    return workers.empty() ? std::vector<Worker>{{0, kHost, num_threads()}} : workers;
 }
 
 std::vector<Worker> cpu_workers(int workers, int threads) {
@@ -212,7 +213,7 @@ std::vector<Worker> cpu_workers(int workers, int threads) {
     for (int i = 0; i < workers; ++i) {
         // the remainder goes to the first workers
         const int t = threads / workers + (i < threads % workers ? 1 : 0);
-        w.push_back({i, "cpu", std::max(1, t)});
+        w.push_back({i, kHost, std::max(1, t)});
     }
     return w;
 }
@@ -226,10 +227,22 @@ void run_on_workers(const std::vector<Worker>& workers, size_t n,
     }, task);
 }
 
+namespace {
+
+// The backend a worker's ops run on: on the host, the caller's (the process default, e.g. the
+// reference in tests, or its scope's); on an accelerator, that device's backend.
+const backend::Backend& worker_backend(const Worker& w) {
+    const backend::Backend& caller = ops::current_backend();
+    return w.device.is_host() && caller.device.is_host() ? caller : backend::for_device(w.device);
+}
+
+}  // namespace
+
 void run_on_workers_pulled(const std::vector<Worker>& workers, const std::function<int64_t()>& next,
                            const std::function<void(const Worker&, size_t)>& task) {
     if (workers.size() == 1) {  // in this thread: the thread count set for the process applies
         set_num_threads(workers[0].threads);
+        const ops::BackendScope scope(worker_backend(workers[0]));
         for (int64_t i = next(); i >= 0; i = next()) task(workers[0], size_t(i));
         return;
     }
@@ -237,9 +250,12 @@ void run_on_workers_pulled(const std::vector<Worker>& workers, const std::functi
     std::exception_ptr first;
     std::mutex mu;
     std::vector<std::thread> threads;
-    for (const Worker& w : workers) {
-        threads.emplace_back([&, w] {
+    std::vector<const backend::Backend*> backends;
+    for (const Worker& w : workers) backends.push_back(&worker_backend(w));
+    for (size_t k = 0; k < workers.size(); ++k) {
+        threads.emplace_back([&, w = workers[k], b = backends[k]] {
             set_num_threads(w.threads);  // this thread's OpenMP team size
+            const ops::BackendScope scope(*b);  // and its device's kernels
             while (!stop) {
                 const int64_t i = next();
                 if (i < 0) break;

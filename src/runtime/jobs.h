@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bioinfer/device.h"
 #include "runtime/progress.h"
 
 namespace bioinfer::runtime {
@@ -92,8 +93,8 @@ Progress& start_job_progress(Progress* given, std::unique_ptr<Progress>& own, co
 // worker per device, each with its weights in that device's memory.
 struct Worker {
     int index = 0;
-    std::string device = "cpu";
-    int threads = 1;
+    Device device;    // the host, or the accelerator whose backend its ops run on
+    int threads = 1;  // the OpenMP team of its thread (host work)
 };
 
 // `workers` CPU workers over `threads` cores (0: all); each gets threads / workers (at least 1).

@@ -10,6 +10,18 @@
 
 namespace bioinfer::esmfold {
 
+namespace {
+
+// A tensor holding values gathered on the host (the outputs' layout for the writers).
+Tensor host_tensor(const std::vector<float>& v, const Shape& shape) {
+    Tensor t = Tensor::empty(shape);
+    // host-side: a copy of values the writers read on the host anyway
+    std::copy(v.begin(), v.end(), t.f32());
+    return t;
+}
+
+}  // namespace
+
 fold::Input EsmFoldSpec::from_fasta(const io::FastaRecord& rec, const std::string& where) const {
     fold::Input in;
     in.id = rec.id;
@@ -109,6 +121,10 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
     // slots its type has, in atom37 order.
     const std::vector<int32_t>& aatype = enc.target.aatype;
     const int64_t L = int64_t(aatype.size());
+    // host-side: the fold's outputs read once per target to lay out the writers' atoms and drop
+    // the linker (L x 37 slots, the L x L PAE once); what a backend computed is on the host here.
+    const float *exists = out.atom37_exists.f32(), *atom37 = out.atom37.f32(),
+                *lddt = out.plddt.f32(), *pae = out.pae.f32();
     std::vector<int64_t> keep;
     std::vector<float> xyz, plddt, token_plddt;
     for (int64_t i = 0; i < L; ++i) {
@@ -127,31 +143,28 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
         t.letter = rc::kRestypes[r] ? rc::kRestypes[r] : 'X';
         t.first_atom = int64_t(p.atoms.size());
         for (int a = 0; a < rc::kNumAtom37; ++a) {
-            if (out.atom37_exists.f32()[i * 37 + a] == 0.0f) continue;
+            if (exists[i * 37 + a] == 0.0f) continue;
             if (a == 1) t.rep_atom = int64_t(p.atoms.size());  // CA
             p.atoms.push_back({int64_t(p.tokens.size()), rc::kAtomTypes[a],
                                std::string(1, rc::kAtomTypes[a][0])});
-            xyz.insert(xyz.end(), out.atom37.f32() + (i * 37 + a) * 3,
-                       out.atom37.f32() + (i * 37 + a) * 3 + 3);
-            plddt.push_back(out.plddt.f32()[i * 37 + a]);
+            xyz.insert(xyz.end(), atom37 + (i * 37 + a) * 3, atom37 + (i * 37 + a) * 3 + 3);
+            plddt.push_back(lddt[i * 37 + a]);
         }
         t.atoms = int64_t(p.atoms.size()) - t.first_atom;
-        token_plddt.push_back(out.plddt.f32()[i * 37 + 1]);  // X has no atoms, but a CA score
+        token_plddt.push_back(lddt[i * 37 + 1]);  // X has no atoms, but a CA score
         p.tokens.push_back(std::move(t));
         keep.push_back(i);
     }
     const int64_t n = int64_t(keep.size()), na = int64_t(p.atoms.size());
-    fold::Sample s;
-    s.coords = Tensor::empty({na, 3});
-    std::copy(xyz.begin(), xyz.end(), s.coords.f32());
-    s.plddt = Tensor::empty({na});
-    std::copy(plddt.begin(), plddt.end(), s.plddt.f32());
-    s.token_plddt = Tensor::empty({n});
-    std::copy(token_plddt.begin(), token_plddt.end(), s.token_plddt.f32());
-    s.pae = Tensor::empty({n, n});
+    std::vector<float> kept_pae(static_cast<size_t>(n * n));
     for (int64_t a = 0; a < n; ++a)
         for (int64_t b = 0; b < n; ++b)
-            s.pae.f32()[a * n + b] = out.pae.f32()[keep[size_t(a)] * L + keep[size_t(b)]];
+            kept_pae[size_t(a * n + b)] = pae[keep[size_t(a)] * L + keep[size_t(b)]];
+    fold::Sample s;
+    s.coords = host_tensor(xyz, {na, 3});
+    s.plddt = host_tensor(plddt, {na});
+    s.token_plddt = host_tensor(token_plddt, {n});
+    s.pae = host_tensor(kept_pae, {n, n});
     s.scores["ptm"] = out.ptm;
     p.samples.push_back(std::move(s));
     return p;
