@@ -13,6 +13,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "models/structure_model.h"
 
 namespace bioinfer::io {
 
@@ -133,6 +134,20 @@ void write_confidence_png(const std::string& path, const std::string& title,
     const std::string bytes(reinterpret_cast<const char*>(png), size_t(len));
     STBIW_FREE(png);
     write_file_atomic(path, bytes);
+}
+
+void write_confidence_png(const std::string& path, const std::string& title,
+                          const fold::Prediction& p, size_t sample) {
+    BI_CHECK(sample < p.samples.size() && p.samples[sample].pae.defined(), path,
+             "the prediction has no sample ", sample, " with a PAE matrix");
+    const fold::Sample& s = p.samples[sample];
+    const int64_t n = int64_t(p.tokens.size());
+    std::vector<float> plddt(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) plddt[size_t(i)] = 100.0f * s.token_plddt.f32()[i];
+    const std::vector<float> pae(s.pae.f32(), s.pae.f32() + n * n);
+    std::vector<int64_t> chain_starts;
+    for (size_t c = 1; c < p.chains.size(); ++c) chain_starts.push_back(p.chains[c].first_token);
+    write_confidence_png(path, title, plddt, pae, chain_starts);
 }
 
 }  // namespace bioinfer::io

@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace bioinfer::fold {
+struct Prediction;
+}
+
 namespace bioinfer::io {
 
 // plddt: L values in [0, 100]; pae: L x L row-major in Angstrom (coloured over [0, max_pae]);
@@ -12,5 +16,9 @@ namespace bioinfer::io {
 void write_confidence_png(const std::string& path, const std::string& title,
                           const std::vector<float>& plddt, const std::vector<float>& pae,
                           const std::vector<int64_t>& chain_starts, float max_pae = 30.0f);
+// The same plot for sample `sample` of a prediction: per-token pLDDT and PAE (which it must
+// have), a line where each chain after the first starts.
+void write_confidence_png(const std::string& path, const std::string& title,
+                          const fold::Prediction& p, size_t sample);
 
 }  // namespace bioinfer::io

@@ -15,6 +15,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "models/structure_model.h"
 
 namespace bioinfer::io {
 
@@ -58,6 +59,26 @@ void write_structure(const std::vector<AtomSite>& atoms, const std::string& name
         gemmi::cif::write_cif_to_stream(os, gemmi::make_mmcif_document(st));
     }
     write_file_atomic(path, os.str());
+}
+
+std::vector<AtomSite> atom_sites(const fold::Prediction& p, size_t sample) {
+    BI_CHECK(sample < p.samples.size(), "atom_sites", "sample ", sample, " of ", p.samples.size());
+    const fold::Sample& s = p.samples[sample];
+    std::vector<AtomSite> atoms;
+    atoms.reserve(p.atoms.size());
+    for (size_t a = 0; a < p.atoms.size(); ++a) {
+        const fold::Atom& at = p.atoms[a];
+        const fold::Token& t = p.tokens[size_t(at.token)];
+        const float* xyz = s.coords.f32() + a * 3;
+        atoms.push_back({p.chains[size_t(t.chain)].id, t.residue, t.name, at.name, at.element, xyz[0],
+                         xyz[1], xyz[2], 100.0f * s.plddt.f32()[a]});
+    }
+    return atoms;
+}
+
+void write_structure(const fold::Prediction& p, size_t sample, const std::string& name,
+                     const std::string& format, const std::string& path) {
+    write_structure(atom_sites(p, sample), name, format, path);
 }
 
 std::vector<CaResidue> read_ca_residues(const std::string& path) {

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace bioinfer::fold {
+struct Prediction;
+}
+
 namespace bioinfer::io {
 
 // One atom of a model to write.
@@ -22,6 +26,11 @@ struct AtomSite {
 // Writes atoms (in order; residues and chains contiguous) as one model, format "pdb" or "cif",
 // atomically. `name` is the entry name written into the file.
 void write_structure(const std::vector<AtomSite>& atoms, const std::string& name,
+                     const std::string& format, const std::string& path);
+
+// The atoms of sample `sample` of a prediction, as above, with pLDDT (0-100) as B-factors.
+std::vector<AtomSite> atom_sites(const fold::Prediction& p, size_t sample);
+void write_structure(const fold::Prediction& p, size_t sample, const std::string& name,
                      const std::string& format, const std::string& path);
 
 struct CaResidue {

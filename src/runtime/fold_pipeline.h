@@ -1,13 +1,13 @@
-// The structure-prediction job behind `bioinfer predict`: collect and validate targets, check
-// each fits in memory before any work starts, fold them one at a time with the weights resident,
-// and write per target a structure (PDB or mmCIF), a confidence JSON and optionally the PAE
-// matrix (npy) with a pLDDT/PAE plot (PNG).
+// The structure-prediction job behind `bioinfer predict`, for any fold::StructureModel: collect
+// and validate targets, check each fits in memory before any work starts, fold them one at a time
+// with the weights resident, and write per target and sample a structure (PDB or mmCIF), a
+// confidence JSON and optionally the PAE (and PDE) matrices (npy) with a pLDDT/PAE plot (PNG).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "models/esmfold/esmfold.h"
+#include "models/structure_model.h"
 #include "runtime/jobs.h"
 #include "runtime/progress.h"
 
@@ -15,15 +15,15 @@ namespace bioinfer::runtime {
 
 struct FoldRecord {
     std::string id, source, sequence;  // sequence upper-cased, ':' between chains
-    esmfold::EncodedTarget encoded;
-    int64_t residues = 0;  // without linkers
+    fold::Input input;     // as the model reads it
+    int64_t residues = 0;  // written out (ESMFold: without linkers)
     std::string error;     // why it cannot run ("" when it can): reported as a failed target
 };
 
-// INPUT as for embed (FASTA file, folder, bare sequence); letters A-Z in either case (those
-// outside the 20 amino acids fold as X, as upstream), ':' between chains. A bad record carries
-// its error.
-std::vector<FoldRecord> collect_fold_records(const std::string& input);
+// INPUT as for embed (FASTA file, folder, bare sequence), each record read as the model reads
+// FASTA (ESMFold: letters A-Z in either case, those outside the 20 amino acids folding as X, as
+// upstream; ':' between chains). A bad record carries its error.
+std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec);
 
 struct PredictOptions : JobOptions {
     std::string format = "pdb";  // pdb | cif
@@ -36,13 +36,11 @@ struct PredictOptions : JobOptions {
 // How predict's progress reads: targets, residues, the log file.
 ProgressOptions predict_progress_options(const PredictOptions& o);
 
-// Bytes the fold of an L-residue target needs at most beyond the weights (pair state, triangle
-// products, structure-module copies, chunk temporaries).
-int64_t fold_memory_bytes(const esmfold::EsmFoldConfig& c, int64_t L);
 // Memory the process may still use (MemAvailable), in bytes; 0 when unknown.
 int64_t available_memory_bytes();
-// The error for a target that needs more than `budget` bytes ("" when it fits or budget is 0).
-std::string fold_memory_error(const esmfold::EsmFoldConfig& c, const FoldRecord& r, int64_t budget);
+// The error for a target that needs more than `budget` bytes by the model's estimate
+// (ModelSpec::memory_bytes; "" when it fits or budget is 0).
+std::string fold_memory_error(const fold::ModelSpec& spec, const FoldRecord& r, int64_t budget);
 
 struct PredictStats {
     int64_t targets = 0, residues = 0;  // folded now
@@ -53,7 +51,7 @@ struct PredictStats {
 // Folds every target that can run and whose outputs are not there yet (unless
 // override_existing); a target that fails is reported and the others go on. Targets too large
 // for the memory budget fail before any work starts. Writes results.json.
-PredictStats run_predict(const esmfold::EsmFoldModel& model, const std::vector<FoldRecord>& recs,
+PredictStats run_predict(const fold::StructureModel& model, const std::vector<FoldRecord>& recs,
                          const PredictOptions& opts);
 
 }  // namespace bioinfer::runtime

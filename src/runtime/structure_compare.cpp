@@ -126,6 +126,26 @@ double superposed_rmsd(const std::vector<Pos>& a, const std::vector<Pos>& b) {
     return std::sqrt(sum / double(a.size()));
 }
 
+std::vector<io::CaResidue> ca_residues(const fold::Prediction& p, size_t sample) {
+    BI_CHECK(sample < p.samples.size(), "ca_residues", "sample ", sample, " of ", p.samples.size());
+    const fold::Sample& s = p.samples[sample];
+    std::vector<io::CaResidue> out;
+    for (const fold::Token& t : p.tokens) {
+        // amino acids with a Calpha, as read_ca_residues takes them
+        if (t.rep_atom < 0 || p.chains[size_t(t.chain)].kind != fold::EntityKind::Protein) continue;
+        const float* xyz = s.coords.f32() + t.rep_atom * 3;
+        io::CaResidue r;
+        r.chain = p.chains[size_t(t.chain)].id;
+        r.number = t.residue;
+        r.name = t.name;
+        r.letter = t.letter;
+        r.ca = {xyz[0], xyz[1], xyz[2]};
+        r.b_factor = 100.0f * s.plddt.f32()[t.rep_atom];
+        out.push_back(r);
+    }
+    return out;
+}
+
 std::vector<std::pair<size_t, size_t>> match_residues(const std::vector<io::CaResidue>& pred,
                                                       const std::vector<io::CaResidue>& truth,
                                                       Match how, std::string* used) {

@@ -14,6 +14,7 @@
 #include "core/threads.h"
 #include "io/model_dir.h"
 #include "models/language_model.h"
+#include "models/structure_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
 #include "runtime/fold_pipeline.h"
@@ -86,25 +87,29 @@ int bench_fold(const Args& a) {
     BI_CHECK(repeat > 0, "--repeat", "must be positive");
     const std::string precision = apply_precision(a);
     const std::string dir = weights_dir_from(a);
-    const auto records = runtime::collect_fold_records(a.positional[1]);
+    const io::ModelDir model_dir = io::ModelDir::open(dir);
+    const auto records = runtime::collect_fold_records(a.positional[1], *fold::load_spec(model_dir));
     for (const auto& r : records) BI_CHECK(r.error.empty(), "bench", r.error);
     const auto t_load = std::chrono::steady_clock::now();
-    auto model = esmfold::EsmFoldModel::load(io::ModelDir::open(dir));
+    auto model = fold::load(model_dir);
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-    esmfold::FoldOptions fo;
+    fold::Options fo;
     fo.num_recycles = int(a.get_int("num-recycles", -1));
     fo.chunk = a.get_int("chunk-size", 0);
-    model->fold(esmfold::encode_sequence("MKTAYIAKQRQISFVK", "warm-up").target, fo);
+    io::FastaRecord warm;
+    warm.id = "warm-up";
+    warm.sequence = "MKTAYIAKQRQISFVK";
+    model->predict(model->spec().from_fasta(warm, "warm-up"), fo);
     for (const auto& rec : records) {
         double best = 1e300;
-        esmfold::FoldOutput keep;
+        fold::Prediction keep;
         std::map<std::string, double> profile, best_profile;
         for (int r = 0; r < repeat; ++r) {
             profile.clear();
             fo.trunk_profile = &profile;
             const auto t0 = std::chrono::steady_clock::now();
-            esmfold::FoldOutput out = model->fold(rec.encoded.target, fo);
+            fold::Prediction out = model->predict(rec.input, fo);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (s < best) {
                 best = s;
@@ -112,19 +117,17 @@ int bench_fold(const Args& a) {
                 best_profile = profile;
             }
         }
+        nlohmann::json stages = nlohmann::json::object();
+        for (const auto& [stage, sec] : keep.stage_seconds) stages[stage] = sec;
         const nlohmann::json j = {
             {"impl", "bioinfer"},
             {"kernels", ops::backend_name()},
             {"threads", num_threads()},
             {"precision", precision},
             {"id", rec.id},
-            {"length", int64_t(rec.encoded.target.aatype.size())},
+            {"length", rec.input.tokens},
             {"seconds", best},
-            {"stages_s",
-             {{"language_model", keep.seconds_stem},
-              {"trunk", keep.seconds_trunk},
-              {"structure_module", keep.seconds_structure},
-              {"heads", keep.seconds_heads}}},
+            {"stages_s", stages},
             {"trunk_ops_s", best_profile},
             {"load_s", load_s},
             {"chunk", fo.chunk},

@@ -5,6 +5,7 @@
 #include "args.h"
 #include "bioinfer/error.h"
 #include "io/model_dir.h"
+#include "models/structure_model.h"
 #include "runtime/fold_pipeline.h"
 #include "runtime/inputs.h"
 
@@ -67,25 +68,24 @@ int predict_main(int argc, char** argv) {
     opts.model_label = a.has("model") ? a.get("model") : dir;
     // Everything is checked before weights load or anything is written.
     const io::ModelDir model_dir = io::ModelDir::open(dir);
-    const esmfold::EsmFoldConfig cfg =
-        esmfold::EsmFoldConfig::from_json(model_dir.config(), dir + "/config.json");
-    auto records = runtime::collect_fold_records(a.positional[0]);
+    const std::unique_ptr<fold::ModelSpec> spec = fold::load_spec(model_dir);
+    auto records = runtime::collect_fold_records(a.positional[0], *spec);
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
         const long long gib = a.get_int("max-memory", 0);
         BI_CHECK(gib > 0, "--max-memory", "expected a positive number of GiB, got ", gib);
         budget = budget > 0 ? std::min<int64_t>(budget, int64_t(gib) << 30) : int64_t(gib) << 30;
     }
-    // the memory estimate needs only the config: targets too long fail before weights load
+    // the memory estimate needs only the spec: targets too long fail before weights load
     opts.memory_budget = budget;
     for (auto& r : records)
         if (r.error.empty())
-            r.error = runtime::fold_memory_error(cfg, r, budget / int64_t(opts.workers.size()));
+            r.error = runtime::fold_memory_error(*spec, r, budget / int64_t(opts.workers.size()));
     runtime::require_some_valid(records);
     runtime::Progress progress(runtime::predict_progress_options(opts), int64_t(records.size()));
     progress.stage(opts.model_label, "loading weights", 0, /*plain_line=*/false);
     const double t_load = progress.elapsed();
-    auto model = esmfold::EsmFoldModel::load(model_dir);
+    auto model = fold::load(model_dir);
     opts.load_seconds = progress.elapsed() - t_load;
     opts.progress = &progress;
     const auto stats = runtime::run_predict(*model, records, opts);

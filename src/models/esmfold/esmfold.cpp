@@ -143,8 +143,7 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
     if (c.embed_aa) model->aa_embedding_ = m.get_f32("embedding.weight", {rc::kNumRestypes + 2, cs});
 
     const TrunkConfig& t = c.trunk;
-    model->relpos_ = m.get_f32("trunk.pairwise_positional_embedding.embedding.weight",
-                               {2 * t.position_bins + 2, cz});
+    model->relpos_ = nn::RelativePosition::load(m, "trunk.pairwise_positional_embedding", t.position_bins, cz);
     const EsmFoldNames names;
     const TrunkBlockNames& n = names.block;
     const int64_t pair_heads = cz / t.pair_head_width;
@@ -176,13 +175,10 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
     model->trunk2sm_s_ = nn::Linear::load(m, "trunk.trunk2sm_s", cs, c.sm.c_s);
     model->trunk2sm_z_ = nn::Linear::load(m, "trunk.trunk2sm_z", cz, c.sm.c_z);
     model->sm_ = StructureModule::load(m, names.structure_module, c.sm, names.structure);
-    model->distogram_head_ = nn::Linear::load(m, "distogram_head", cz, kDistogramBins);
-    model->ptm_head_ = nn::Linear::load(m, "ptm_head", cz, kDistogramBins);
+    model->distogram_head_ = nn::DistogramHead::load(m, "distogram_head", cz, kDistogramBins);
+    model->ptm_head_ = nn::AlignedErrorHead::load(m, "ptm_head", cz);
     model->lm_head_ = nn::Linear::load(m, "lm_head", cs, rc::kNumRestypes + 2);
-    model->lddt_ln_ = nn::LayerNorm::load(m, "lddt_head.0", c.sm.c_s, 1e-5f);
-    model->lddt1_ = nn::Linear::load(m, "lddt_head.1", c.sm.c_s, c.lddt_hidden);
-    model->lddt2_ = nn::Linear::load(m, "lddt_head.2", c.lddt_hidden, c.lddt_hidden);
-    model->lddt3_ = nn::Linear::load(m, "lddt_head.3", c.lddt_hidden, 37 * kLddtBins);
+    model->lddt_head_ = nn::PlddtHead::load(m, "lddt_head", c.sm.c_s, c.lddt_hidden, 37, kLddtBins);
 
     std::vector<std::string> ignorable = esm::esm2_ignorable_tensors("esm.");  // the stem's
     // EsmForProteinFolding's af2_to_esm buffer (AlphaFold residue index -> ESM token), which
@@ -262,13 +258,7 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
 
     // === Trunk with recycling ===
     const int passes = opts.num_recycles < 0 ? int(c.trunk.max_recycles) : opts.num_recycles + 1;
-    const int64_t bins = c.trunk.position_bins;
-    std::vector<int32_t> relpos(size_t(L * L));
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-            const int64_t d = target.residue_index[size_t(j)] - target.residue_index[size_t(i)];
-            relpos[size_t(i * L + j)] = int32_t(std::clamp(d, -bins, bins) + bins + 1);
-        }
+    const std::vector<int32_t> relpos = relpos_.classes(target.residue_index);
     Tensor s = Tensor::zeros({L, cs}), z = Tensor::zeros({L, L, cz});
     std::vector<int32_t> disto(size_t(L * L), 0);
     for (int pass = 0; pass < passes; ++pass) {
@@ -286,7 +276,7 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
             const std::vector<int32_t> ids_d(disto.begin() + r0 * L, disto.begin() + r1 * L);
             const std::vector<int32_t> ids_p(relpos.begin() + r0 * L, relpos.begin() + r1 * L);
             add_rows(recycle_disto_, ids_d, zr);
-            add_rows(relpos_, ids_p, zr);
+            add_rows(relpos_.table, ids_p, zr);
         }
         for (size_t b = 0; b < blocks_.size(); ++b) {
             trunk_block(blocks_[b], s, z, opts.chunk, opts.trunk_profile);
@@ -323,66 +313,13 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
                      target.aatype, out.atom37, out.atom37_exists);
     out.lm_logits = Tensor::empty({L, rc::kNumRestypes + 2});
     lm_head_(s, out.lm_logits);
-    {  // distogram, symmetrised
-        Tensor logits = Tensor::empty({L * L, kDistogramBins});
-        distogram_head_(z.reshape({L * L, cz}), logits);
-        out.distogram_logits = Tensor::empty({L, L, kDistogramBins});
-        const float* x = logits.f32();
-        float* d = out.distogram_logits.f32();
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < L; ++i)
-            for (int64_t j = 0; j < L; ++j)
-                for (int64_t k = 0; k < kDistogramBins; ++k)
-                    d[(i * L + j) * kDistogramBins + k] =
-                        (x[(i * L + j) * kDistogramBins + k] + x[(j * L + i) * kDistogramBins + k]) / 2;
-    }
-    {  // pLDDT: expected bin centre of the last block's states
-        const Tensor st = out.structure.states.narrow0(NB - 1, NB).reshape({L, c.sm.c_s});
-        Tensor a = Tensor::empty({L, c.sm.c_s}), h1 = Tensor::empty({L, c.lddt_hidden}),
-               h2 = Tensor::empty({L, c.lddt_hidden}), logits = Tensor::empty({L * 37, kLddtBins});
-        lddt_ln_(st, a);
-        lddt1_(a, h1);
-        lddt2_(h1, h2);
-        Tensor l2 = logits.reshape({L, 37 * kLddtBins});
-        lddt3_(h2, l2);
-        ops::softmax(logits, nullptr, nullptr);
-        out.plddt = Tensor::empty({L, 37});
-        for (int64_t r = 0; r < L * 37; ++r) {
-            float e = 0;
-            for (int64_t k = 0; k < kLddtBins; ++k)
-                e += logits.f32()[r * kLddtBins + k] * ((float(k) + 0.5f) / float(kLddtBins));
-            out.plddt.f32()[r] = e;
-        }
-    }
-    {  // PAE and pTM from the pTM head's aligned-error bins (0.5 A wide, centres 0.25..31.75)
-        Tensor probs = Tensor::empty({L * L, kDistogramBins});
-        ptm_head_(z.reshape({L * L, cz}), probs);
-        ops::softmax(probs, nullptr, nullptr);
-        const double n = double(std::max<int64_t>(L, 19));
-        const double d0 = 1.24 * std::cbrt(n - 15.0) - 1.8;
-        float centre[kDistogramBins], tm[kDistogramBins];
-        for (int64_t k = 0; k < kDistogramBins; ++k) {
-            centre[k] = 0.25f + 0.5f * float(k);
-            tm[k] = float(1.0 / (1.0 + double(centre[k]) * centre[k] / (d0 * d0)));
-        }
-        out.pae = Tensor::empty({L, L});
-        const float w = 1.0f / (1e-8f + float(L));
-        float best = -INFINITY;
-        for (int64_t i = 0; i < L; ++i) {
-            float aligned = 0;
-            for (int64_t j = 0; j < L; ++j) {
-                const float* p = probs.f32() + (i * L + j) * kDistogramBins;
-                float e = 0, t = 0;
-                for (int64_t k = 0; k < kDistogramBins; ++k) {
-                    e += p[k] * centre[k];
-                    t += p[k] * tm[k];
-                }
-                out.pae.f32()[i * L + j] = e;
-                aligned += t * w;
-            }
-            best = std::max(best, aligned);
-        }
-        out.ptm = best;
+    out.distogram_logits = distogram_head_(z);
+    // pLDDT: expected bin centre of the last block's states
+    out.plddt = lddt_head_(out.structure.states.narrow0(NB - 1, NB).reshape({L, c.sm.c_s}));
+    {  // PAE and pTM from the pTM head's aligned-error bins
+        nn::AlignedError ae = ptm_head_(z);
+        out.pae = ae.pae;
+        out.ptm = ae.ptm;
     }
     out.seconds_heads = seconds_since(t0);
     return out;

@@ -14,7 +14,9 @@
 #include "io/model_dir.h"
 #include "models/esm2.h"
 #include "models/esmfold/structure_module.h"
+#include "nn/heads.h"
 #include "nn/pair_seq.h"
+#include "nn/relpos.h"
 #include "nn/triangle.h"
 
 namespace bioinfer::esmfold {
@@ -117,15 +119,16 @@ private:
     nn::LayerNorm esm_ln_;
     nn::Linear esm_mlp1_, esm_mlp2_;
     Tensor aa_embedding_;  // (23, c_s)
-    Tensor relpos_;        // (2 * bins + 2, c_z)
+    nn::RelativePosition relpos_;
     std::vector<Block> blocks_;
     nn::LayerNorm recycle_s_norm_, recycle_z_norm_;
     Tensor recycle_disto_;  // (15, c_z)
     nn::Linear trunk2sm_s_, trunk2sm_z_;
     StructureModule sm_;
-    nn::Linear distogram_head_, ptm_head_, lm_head_;
-    nn::LayerNorm lddt_ln_;
-    nn::Linear lddt1_, lddt2_, lddt3_;
+    nn::DistogramHead distogram_head_;
+    nn::AlignedErrorHead ptm_head_;
+    nn::Linear lm_head_;
+    nn::PlddtHead lddt_head_;
 };
 
 // fair-esm's multimer encoding: chains separated by ':' joined by 25 glycines, residue numbers

@@ -1,0 +1,66 @@
+// Architecture detection and loading for the structure models behind `bioinfer predict`, and the
+// checks every model's input preparation shares.
+#include "models/structure_model.h"
+
+#include <algorithm>
+
+#include "bioinfer/error.h"
+#include "models/esmfold/esmfold_structure.h"
+
+namespace bioinfer::fold {
+
+const char* entity_kind_name(EntityKind k) {
+    switch (k) {
+        case EntityKind::Protein:
+            return "protein";
+        case EntityKind::Dna:
+            return "dna";
+        case EntityKind::Rna:
+            return "rna";
+        case EntityKind::Ligand:
+            return "ligand";
+    }
+    return "?";
+}
+
+std::string chain_id(int32_t c) {
+    static const std::string k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    if (c < int32_t(k.size())) return std::string(1, k[size_t(c)]);
+    return std::string(1, k[size_t(c / int32_t(k.size()) - 1)]) + k[size_t(c % int32_t(k.size()))];
+}
+
+void ModelSpec::check_entities(const Input& in) const {
+    BI_CHECK(!in.entities.empty(), in.where, "holds no chain");
+    const std::vector<EntityKind> kinds = entity_kinds();
+    for (const Entity& e : in.entities) {
+        if (std::find(kinds.begin(), kinds.end(), e.kind) == kinds.end()) {
+            std::string takes;
+            for (EntityKind k : kinds)
+                takes += (takes.empty() ? "" : ", ") + std::string(entity_kind_name(k));
+            fail(in.where, cat("chain ", e.chain_id, " is a ", entity_kind_name(e.kind), ", but ",
+                               architecture(), " takes only ", takes));
+        }
+        BI_CHECK(e.msa.empty() || takes_msa(), in.where, "chain ", e.chain_id, " has an MSA, but ",
+                 architecture(), " takes none");
+    }
+}
+
+std::string detect_architecture(const io::ModelDir& dir) {
+    const std::string where = dir.has_config() ? dir.dir() + "/config.json" : dir.dir();
+    if (io::config_get_or<bool>(dir.config(), "is_folding_model", false, where)) return "esmfold";
+    // the one structure model so far: its own message (the next ones list every architecture)
+    fail(where, "not an ESMFold checkpoint (is_folding_model is not true)");
+}
+
+std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
+    detect_architecture(dir);
+    return std::make_unique<esmfold::EsmFoldSpec>(
+        esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
+}
+
+std::unique_ptr<StructureModel> load(const io::ModelDir& dir) {
+    detect_architecture(dir);
+    return esmfold::EsmFoldStructureModel::load(dir);
+}
+
+}  // namespace bioinfer::fold

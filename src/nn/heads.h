@@ -1,0 +1,55 @@
+// Heads on a structure model's trunk outputs: the distogram, pLDDT, and the predicted aligned
+// error (PAE) with pTM. ESMFold's forms; Boltz-2 and ESMFold2 add their variants here (the
+// distogram as W(z + z^T) + b, per-atom pLDDT weights, separate intra/inter-chain PAE heads,
+// the frame-validity mask of pTM).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::nn {
+
+// Distance-bin logits symmetrised as ESMFold does: (W z_ij + W z_ji) / 2.
+struct DistogramHead {
+    Linear proj;  // C -> bins
+    int64_t bins = 64;
+    static DistogramHead load(const io::ModelDir& m, const std::string& prefix, int64_t c,
+                              int64_t bins);
+    // z (L, L, C) -> (L, L, bins), symmetric in (i, j)
+    Tensor operator()(const Tensor& z) const;
+};
+
+// ESMFold's lddt_head: LayerNorm, then three linear layers (no activation between, as upstream)
+// to `bins` lDDT bins per atom slot; the pLDDT is the expected bin centre.
+struct PlddtHead {
+    LayerNorm ln;
+    Linear l1, l2, l3;  // c_s -> hidden -> hidden -> atoms * bins
+    int64_t atoms = 37, bins = 50;
+    // <prefix>.0 (LayerNorm), .1, .2, .3 (linear)
+    static PlddtHead load(const io::ModelDir& m, const std::string& prefix, int64_t c_s,
+                          int64_t hidden, int64_t atoms, int64_t bins);
+    // s (L, c_s) -> (L, atoms) in [0, 1]
+    Tensor operator()(const Tensor& s) const;
+};
+
+struct AlignedError {
+    Tensor pae;  // (L, L) Angstrom: expected aligned error of residue j in the frame of i
+    float ptm = 0;
+};
+
+// PAE and pTM from aligned-error logits over bins 0.5 A wide (centres 0.25 .. 31.75), pTM with
+// TM-score's d0 for max(L, 19) residues: softmax over the bins, in place, then expectations.
+// logits (L * L, 64).
+AlignedError aligned_error_from_logits(Tensor& logits, int64_t L);
+
+// ESMFold's ptm_head: a linear layer to aligned-error bins, then aligned_error_from_logits.
+struct AlignedErrorHead {
+    Linear proj;  // C -> 64
+    static AlignedErrorHead load(const io::ModelDir& m, const std::string& prefix, int64_t c);
+    AlignedError operator()(const Tensor& z) const;  // z (L, L, C)
+};
+
+}  // namespace bioinfer::nn
