@@ -23,15 +23,12 @@ Tensor DistogramHead::operator()(const Tensor& z) const {
     const int64_t L = z.size(0), cz = z.size(2);
     Tensor logits = Tensor::empty({L * L, bins});
     proj(z.reshape({L * L, cz}), logits);
+    // symmetrised: (x[i, j] + x[j, i]) / 2
+    const Tensor x = logits.reshape({L, L, bins});
     Tensor out = Tensor::empty({L, L, bins});
-    const float* x = logits.f32();
-    float* d = out.f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j)
-            for (int64_t k = 0; k < bins; ++k)
-                d[(i * L + j) * bins + k] =
-                    (x[(i * L + j) * bins + k] + x[(j * L + i) * bins + k]) / 2;
+    ops::copy(x, out);
+    ops::add_into(x.permute({1, 0, 2}), out);
+    ops::scale(out, 0.5f, out);
     return out;
 }
 
@@ -57,13 +54,12 @@ Tensor PlddtHead::operator()(const Tensor& st) const {
     Tensor l2v = logits.reshape({L, atoms * bins});
     l3(h2, l2v);
     ops::softmax(logits, nullptr, nullptr);
+    // the expected bin centre: host-side, `bins` constants
+    std::vector<float> centre(static_cast<size_t>(bins));
+    for (int64_t k = 0; k < bins; ++k) centre[size_t(k)] = (float(k) + 0.5f) / float(bins);
     Tensor plddt = Tensor::empty({L, atoms});
-    for (int64_t r = 0; r < L * atoms; ++r) {
-        float e = 0;
-        for (int64_t k = 0; k < bins; ++k)
-            e += logits.f32()[r * bins + k] * ((float(k) + 0.5f) / float(bins));
-        plddt.f32()[r] = e;
-    }
+    Tensor flat = plddt.reshape({L * atoms});
+    ops::bin_expectation(logits, Tensor::of(centre), flat);
     return plddt;
 }
 
@@ -72,29 +68,21 @@ AlignedError aligned_error_from_logits(Tensor& probs, int64_t L) {
     ops::softmax(probs, nullptr, nullptr);
     const double n = double(std::max<int64_t>(L, 19));
     const double d0 = 1.24 * std::cbrt(n - 15.0) - 1.8;
-    float centre[kAlignedErrorBins], tm[kAlignedErrorBins];
+    // bin centres (0.5 A wide, 0.25..31.75) and their TM-score terms: host-side constants
+    std::vector<float> centre(kAlignedErrorBins), tm(kAlignedErrorBins);
     for (int64_t k = 0; k < kAlignedErrorBins; ++k) {
-        centre[k] = 0.25f + 0.5f * float(k);
-        tm[k] = float(1.0 / (1.0 + double(centre[k]) * centre[k] / (d0 * d0)));
+        centre[size_t(k)] = 0.25f + 0.5f * float(k);
+        tm[size_t(k)] = float(1.0 / (1.0 + double(centre[size_t(k)]) * centre[size_t(k)] / (d0 * d0)));
     }
+    // PAE (L, L): the expected error; pTM: max over aligned residues i of the mean over j of the
+    // expected TM term
     out.pae = Tensor::empty({L, L});
-    const float w = 1.0f / (1e-8f + float(L));
-    float best = -INFINITY;
-    for (int64_t i = 0; i < L; ++i) {
-        float aligned = 0;
-        for (int64_t j = 0; j < L; ++j) {
-            const float* p = probs.f32() + (i * L + j) * kAlignedErrorBins;
-            float e = 0, t = 0;
-            for (int64_t k = 0; k < kAlignedErrorBins; ++k) {
-                e += p[k] * centre[k];
-                t += p[k] * tm[k];
-            }
-            out.pae.f32()[i * L + j] = e;
-            aligned += t * w;
-        }
-        best = std::max(best, aligned);
-    }
-    out.ptm = best;
+    Tensor pae = out.pae.reshape({L * L}), t = Tensor::empty({L, L}), aligned = Tensor::empty({L});
+    ops::bin_expectation(probs, Tensor::of(centre), pae);
+    Tensor tf = t.reshape({L * L});
+    ops::bin_expectation(probs, Tensor::of(tm), tf);
+    ops::bin_expectation(t, Tensor::of(std::vector<float>(size_t(L), 1.0f / (1e-8f + float(L)))), aligned);
+    out.ptm = ops::max_value(aligned);
     return out;
 }
 

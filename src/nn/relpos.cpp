@@ -1,7 +1,7 @@
 // Relative-position classes of residue pairs.
 #include "nn/relpos.h"
 
-#include <algorithm>
+#include "ops/ops.h"
 
 namespace bioinfer::nn {
 
@@ -13,15 +13,13 @@ RelativePosition RelativePosition::load(const io::ModelDir& m, const std::string
     return r;
 }
 
-std::vector<int32_t> RelativePosition::classes(const std::vector<int64_t>& residue_index) const {
+Tensor RelativePosition::classes(const std::vector<int64_t>& residue_index) const {
     const int64_t L = int64_t(residue_index.size());
-    std::vector<int32_t> relpos(size_t(L * L));
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-            const int64_t d = residue_index[size_t(j)] - residue_index[size_t(i)];
-            relpos[size_t(i * L + j)] = int32_t(std::clamp(d, -bins, bins) + bins + 1);
-        }
-    return relpos;
+    // The input's residue numbers as an index tensor (they fit 32 bits: chains offset by 512).
+    const Tensor index = Tensor::of(std::vector<int32_t>(residue_index.begin(), residue_index.end()));
+    Tensor out = Tensor::empty({L, L}, DType::I32);
+    ops::relpos_classes(index, bins, out);
+    return out;
 }
 
 }  // namespace bioinfer::nn

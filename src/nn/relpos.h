@@ -17,8 +17,8 @@ struct RelativePosition {
     // <prefix>.embedding.weight
     static RelativePosition load(const io::ModelDir& m, const std::string& prefix, int64_t bins,
                                  int64_t c);
-    // (L * L) table rows, pair (i, j) at i * L + j: clamp(r_j - r_i, -bins, bins) + bins + 1.
-    std::vector<int32_t> classes(const std::vector<int64_t>& residue_index) const;
+    // (L, L) I32 table rows, pair (i, j): clamp(r_j - r_i, -bins, bins) + bins + 1.
+    Tensor classes(const std::vector<int64_t>& residue_index) const;
 };
 
 }  // namespace bioinfer::nn

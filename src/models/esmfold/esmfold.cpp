@@ -31,47 +31,18 @@ const nlohmann::json& sub(const nlohmann::json& j, const char* key) {
     return it != j.end() && it->is_object() ? *it : empty;
 }
 
-// x (R, C) += table rows at ids (R): the embedding gather, then the add.
-void add_rows(const Tensor& table, const std::vector<int32_t>& ids, Tensor& x) {
-    Tensor rows = Tensor::empty({int64_t(ids.size()), table.size(1)});
-    ops::embedding(ids, table, rows);
-    ops::add(x, rows, x);
-}
-
-// Recycled distogram bins of the Cb positions implied by N, CA, C (atom14 slots 0..2).
-std::vector<int32_t> recycle_bins(const float* atom14, int64_t L) {
-    std::vector<float> cb(size_t(L * 3));
-    for (int64_t i = 0; i < L; ++i) {
-        const float* n = atom14 + i * 42;
-        const float *ca = n + 3, *c = n + 6;
-        float b[3], cc[3];
-        for (int k = 0; k < 3; ++k) {
-            b[k] = ca[k] - n[k];
-            cc[k] = c[k] - ca[k];
-        }
-        const float a[3] = {b[1] * cc[2] - b[2] * cc[1], b[2] * cc[0] - b[0] * cc[2],
-                            b[0] * cc[1] - b[1] * cc[0]};
-        for (int k = 0; k < 3; ++k)
-            cb[size_t(i * 3 + k)] = -0.58273431f * a[k] + 0.56802827f * b[k] - 0.54067466f * cc[k] + ca[k];
-    }
-    float bounds[kRecycleBins - 1];
+// Recycled distogram bins (L, L) I32 of the C-beta positions implied by N, CA, C (atom14 slots
+// 0..2): 15 bins with edges from 3.375 to 21.375 A.
+Tensor recycle_bins(const Tensor& atom14) {
+    const int64_t L = atom14.size(0);
+    std::vector<float> bounds(kRecycleBins - 1);  // squared edges: host-side constants
     for (int64_t k = 0; k < kRecycleBins - 1; ++k) {
         const float v = 3.375f + (21.375f - 3.375f) * float(k) / float(kRecycleBins - 2);
-        bounds[k] = v * v;
+        bounds[size_t(k)] = v * v;
     }
-    std::vector<int32_t> bins(size_t(L * L));
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-            float d = 0;
-            for (int k = 0; k < 3; ++k) {
-                const float e = cb[size_t(j * 3 + k)] - cb[size_t(i * 3 + k)];
-                d += e * e;
-            }
-            int32_t n = 0;
-            for (float bd : bounds) n += d > bd;
-            bins[size_t(i * L + j)] = n;
-        }
+    Tensor cb = Tensor::empty({L, 3}), bins = Tensor::empty({L, L}, DType::I32);
+    ops::virtual_cb(atom14, cb);
+    ops::distance_bins(cb, Tensor::of(bounds), bins);
     return bins;
 }
 
@@ -133,6 +104,7 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
     for (int r = 0; r < rc::kNumRestypes; ++r)
         model->af2_to_esm_.push_back(esm::tokenize(std::string(1, rc::kRestypes[r] ? rc::kRestypes[r] : 'X'), "af2_to_esm")[0]);
     const Tensor combine = m.get_f32("esm_s_combine", {NL + 1});
+    // host-side: the softmax of NL + 1 layer weights, once at load
     float mx = -INFINITY, sum = 0;
     for (int64_t l = 0; l <= NL; ++l) mx = std::max(mx, combine.f32()[l]);
     for (int64_t l = 0; l <= NL; ++l) sum += model->esm_combine_.emplace_back(std::exp(combine.f32()[l] - mx));
@@ -242,25 +214,21 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
     const lm::Output lm = esm_->forward({tokens}, req);
     const int64_t D = esm_->hidden_size();
     Tensor esm_s = Tensor::zeros({L, D});
-    for (int l = 0; l <= esm_->num_layers(); ++l) {
-        const float w = esm_combine_[size_t(l)];
-        const float* h = lm.hidden.at(l).f32() + D;  // skip <cls>
-        float* d = esm_s.f32();
-        for (int64_t i = 0; i < L * D; ++i) d[i] += w * h[i];
-    }
+    for (int l = 0; l <= esm_->num_layers(); ++l)  // residues only: past <cls>, before <eos>
+        ops::axpy(esm_combine_[size_t(l)], lm.hidden.at(l).narrow0(1, L + 1), esm_s);
     tap("esm_s_combined", esm_s);
     Tensor s0 = Tensor::empty({L, cs}), t_cs = Tensor::empty({L, cs}), t_d = Tensor::empty({L, D});
     esm_ln_(esm_s, t_d);
     esm_mlp1_(t_d, t_cs, {.act = Act::Relu});
     esm_mlp2_(t_cs, s0);
-    if (c.embed_aa) add_rows(aa_embedding_, target.aatype, s0);
+    if (c.embed_aa) ops::embedding(target.aatype, aa_embedding_, s0, /*accumulate=*/true);
     out.seconds_stem = seconds_since(t0);
 
     // === Trunk with recycling ===
     const int passes = opts.num_recycles < 0 ? int(c.trunk.max_recycles) : opts.num_recycles + 1;
-    const std::vector<int32_t> relpos = relpos_.classes(target.residue_index);
+    const Tensor relpos = relpos_.classes(target.residue_index);  // (L, L) I32
     Tensor s = Tensor::zeros({L, cs}), z = Tensor::zeros({L, L, cz});
-    std::vector<int32_t> disto(size_t(L * L), 0);
+    Tensor disto = Tensor::zeros({L, L}, DType::I32);  // recycled distogram bins
     for (int pass = 0; pass < passes; ++pass) {
         if (opts.progress) opts.progress("trunk", pass, passes);
         auto tp = std::chrono::steady_clock::now();
@@ -272,11 +240,9 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
             const int64_t r1 = std::min(L, r0 + rows), n = (r1 - r0) * L;
             Tensor zr = z.narrow0(r0, r1).reshape({n, cz}), tmp = Tensor::empty({n, cz});
             recycle_z_norm_(zr, tmp);
-            std::copy_n(tmp.f32(), n * cz, zr.f32());
-            const std::vector<int32_t> ids_d(disto.begin() + r0 * L, disto.begin() + r1 * L);
-            const std::vector<int32_t> ids_p(relpos.begin() + r0 * L, relpos.begin() + r1 * L);
-            add_rows(recycle_disto_, ids_d, zr);
-            add_rows(relpos_.table, ids_p, zr);
+            ops::copy(tmp, zr);
+            ops::embedding(disto.narrow0(r0, r1).reshape({n}), recycle_disto_, zr, /*accumulate=*/true);
+            ops::embedding(relpos.narrow0(r0, r1).reshape({n}), relpos_.table, zr, /*accumulate=*/true);
         }
         for (size_t b = 0; b < blocks_.size(); ++b) {
             trunk_block(blocks_[b], s, z, opts.chunk, opts.trunk_profile);
@@ -294,12 +260,8 @@ FoldOutput EsmFoldModel::fold(const Target& target, const FoldOptions& opts) con
         Tensor smz2 = sm_z.reshape({L * L, c.sm.c_z});
         trunk2sm_z_(z.reshape({L * L, cz}), smz2);
         out.structure = sm_(sm_s, sm_z, target.aatype);
-        disto = recycle_bins(out.structure.positions.f32() + (c.sm.blocks - 1) * L * 42, L);
-        if (opts.tap) {
-            Tensor tb = Tensor::empty({L, L});
-            for (int64_t i = 0; i < L * L; ++i) tb.f32()[i] = float(disto[size_t(i)]);
-            tap("recycle_bins." + std::to_string(pass), tb);
-        }
+        disto = recycle_bins(out.structure.positions.narrow0(c.sm.blocks - 1, c.sm.blocks).reshape({L, 14, 3}));
+        if (opts.tap) tap("recycle_bins." + std::to_string(pass), disto.to_f32());
         out.seconds_structure += seconds_since(tp);
     }
     if (opts.progress) opts.progress("trunk", passes, passes);

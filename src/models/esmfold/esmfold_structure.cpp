@@ -122,9 +122,11 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
     const std::vector<int32_t>& aatype = enc.target.aatype;
     const int64_t L = int64_t(aatype.size());
     // host-side: the fold's outputs read once per target to lay out the writers' atoms and drop
-    // the linker (L x 37 slots, the L x L PAE once); what a backend computed is on the host here.
-    const float *exists = out.atom37_exists.f32(), *atom37 = out.atom37.f32(),
-                *lddt = out.plddt.f32(), *pae = out.pae.f32();
+    // the linker (L x 37 slots, the L x L PAE once), copied to the host first.
+    const Tensor h_exists = out.atom37_exists.to(kHost), h_atom37 = out.atom37.to(kHost),
+                 h_plddt = out.plddt.to(kHost), h_pae = out.pae.to(kHost);
+    const float *exists = h_exists.f32(), *atom37 = h_atom37.f32(), *lddt = h_plddt.f32(),
+                *pae = h_pae.f32();
     std::vector<int64_t> keep;
     std::vector<float> xyz, plddt, token_plddt;
     for (int64_t i = 0; i < L; ++i) {
