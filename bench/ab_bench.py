@@ -140,7 +140,17 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     bins = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     sides = ["before", "after"]
-    doc = {"bench": "ab", "command": shlex.join(["python", "bench/ab_bench.py"] + sys.argv[1:]),
+    # The command as typed in a checkout: the before binary and the scratch folder are this
+    # machine's paths, so the first is named generically and the second left out.
+    argv = list(sys.argv[1:])
+    for flag, generic in (("--before", "BEFORE/build/bioinfer"), ("--workdir", None)):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            i = argv.index(flag)
+            if generic:
+                argv[i + 1] = generic
+            else:
+                del argv[i:i + 2]
+    doc = {"bench": "ab", "command": shlex.join([".venv-reference/bin/python", "bench/ab_bench.py"] + argv),
            "machine": machine(args.threads), "date": time.strftime("%Y-%m-%d"),
            "rounds": args.rounds, "rows": []}
     jobs = args.jobs.split(",")
