@@ -104,59 +104,60 @@ struct KernelTable {
     void (*mul)(const Context& ctx, const float* a, const float* b, float* y, int64_t n);  // may run in place
     void (*scale)(const Context& ctx, const float* a, float s, float* y, int64_t n);
 
-    // --- data movement and glue (the loops models used to write over raw data) ---
+    // --- data movement and glue (the loops models used to write over raw data); a backend
+    // fills these after its core kernels (null until then) ---
     // dst = src (or dst += src for F32 with accumulate) over an ndim index space: element i of dim
     // d sits at stride src_strides[d] / dst_strides[d] elements; 4-byte elements (F32, I32).
     void (*copy_strided)(const Context& ctx, const void* src, void* dst, int ndim,
                          const int64_t* shape, const int64_t* src_strides,
-                         const int64_t* dst_strides, bool accumulate);
+                         const int64_t* dst_strides, bool accumulate) = nullptr;
     // y[r, c] (op)= a[r, c], b[r, c] over rows x cols with row strides (columns contiguous):
     // Add: y = a + b; Mul: y = a * b; AddMul: y += a * b (b unused for none).
     void (*binary_rows)(const Context& ctx, int op, const float* a, int64_t lda, const float* b,
-                        int64_t ldb, float* y, int64_t ldy, int64_t rows, int64_t cols);
-    void (*add_mul)(const Context& ctx, const float* a, const float* b, float* y, int64_t n);  // y += a * b
-    void (*axpy)(const Context& ctx, float alpha, const float* x, float* y, int64_t n);  // y += alpha * x
+                        int64_t ldb, float* y, int64_t ldy, int64_t rows, int64_t cols) = nullptr;
+    void (*add_mul)(const Context& ctx, const float* a, const float* b, float* y, int64_t n) = nullptr;  // y += a * b
+    void (*axpy)(const Context& ctx, float alpha, const float* x, float* y, int64_t n) = nullptr;  // y += alpha * x
     // y[r, :] = x[r, :] * f[r] over rows x cols (may run in place).
     void (*scale_rows)(const Context& ctx, const float* x, const float* f, float* y, int64_t rows,
-                       int64_t cols);
+                       int64_t cols) = nullptr;
     // y = act(x + shift) elementwise (may run in place).
-    void (*activation)(const Context& ctx, Act act, const float* x, float shift, float* y, int64_t n);
+    void (*activation)(const Context& ctx, Act act, const float* x, float shift, float* y, int64_t n) = nullptr;
     // out[i] = table[ids[i]] (+= with accumulate), rows of D; ids are in [0, V) (checked by ops).
     void (*embedding)(const Context& ctx, const int32_t* ids, int64_t n, const float* table,
-                      int64_t D, float* out, bool accumulate);
+                      int64_t D, float* out, bool accumulate) = nullptr;
     // ESM's token dropout at inference over B packed sequences (rows cu[b]..cu[b+1]) of D: rows
     // whose id is mask_id become zero, the others x * keep / (1 - masked fraction of their
     // sequence).
     void (*token_dropout)(const Context& ctx, float* x, const int32_t* ids, const int64_t* cu,
-                          int64_t B, int64_t D, int32_t mask_id, float keep);
+                          int64_t B, int64_t D, int32_t mask_id, float keep) = nullptr;
     // The pair features of a sequence state for pair rows [r0, r1): qk (L, 2I) holds [q | k];
     // out ((r1 - r0) * L, 2I) row (i - r0, j) = [q_j * k_i | q_j - k_i].
     void (*outer_product_difference)(const Context& ctx, const float* qk, int64_t L, int64_t I,
-                                     int64_t r0, int64_t r1, float* out);
+                                     int64_t r0, int64_t r1, float* out) = nullptr;
     // ESM-2's contact features of one sequence: acc (L, L) += sum over heads h, in order, of
     // w[h] * APC(A + A^T), A = probs[h] (P, P) at positions 1..L (past <cls>).
     void (*contact_apc)(const Context& ctx, const float* probs, int64_t H, int64_t P, int64_t L,
-                        const float* w, float* acc);
+                        const float* w, float* acc) = nullptr;
     // y[r] = x[r] / sqrt(max(sum_c x[r, c]^2, eps)) over rows of d.
     void (*l2_normalize)(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d,
-                         float eps);
+                         float eps) = nullptr;
     // out[r] = sum_k probs[r, k] * values[k], accumulated in k order (a binned expectation).
     void (*bin_expectation)(const Context& ctx, const float* probs, const float* values, float* out,
-                            int64_t rows, int64_t K);
-    void (*max_value)(const Context& ctx, const float* x, int64_t n, float* out);  // out[0] = max
+                            int64_t rows, int64_t K) = nullptr;
+    void (*max_value)(const Context& ctx, const float* x, int64_t n, float* out) = nullptr;  // out[0] = max
     // out[i, j] = clamp(index[j] - index[i], -bins, bins) + bins + 1 (relative-position classes).
     void (*relpos_classes)(const Context& ctx, const int32_t* index, int64_t L, int64_t bins,
-                           int32_t* out);
+                           int32_t* out) = nullptr;
     // AlphaFold's virtual C-beta from N, CA, C (slots 0..2 of each residue's `stride` atoms).
-    void (*virtual_cb)(const Context& ctx, const float* atoms, int64_t L, int64_t stride, float* out);
+    void (*virtual_cb)(const Context& ctx, const float* atoms, int64_t L, int64_t stride, float* out) = nullptr;
     // out[i, j] = number of squared bounds (nb, ascending) below |p_j - p_i|^2; points (L, 3).
     void (*distance_bins)(const Context& ctx, const float* points, int64_t L,
-                          const float* bounds_sq, int64_t nb, int32_t* out);
+                          const float* bounds_sq, int64_t nb, int32_t* out) = nullptr;
     // frames (L, 7) composed in place with updates (L, 6) (x, y, z, tx, ty, tz): AlphaFold's
     // quaternion update, q' = normalise(q + q * (0, x, y, z)), t' = t + R(q) (tx, ty, tz).
-    void (*quat_update)(const Context& ctx, float* frames, const float* update, int64_t L);
-    void (*ipa)(const Context& ctx, const IpaArgs& a);
-    void (*atom_frames)(const Context& ctx, const AtomFrameArgs& a);
+    void (*quat_update)(const Context& ctx, float* frames, const float* update, int64_t L) = nullptr;
+    void (*ipa)(const Context& ctx, const IpaArgs& a) = nullptr;
+    void (*atom_frames)(const Context& ctx, const AtomFrameArgs& a) = nullptr;
 };
 
 // binary_rows' operations.
