@@ -44,7 +44,8 @@ struct ToyJob {
         opts.model_label = "toy";
         spec.tool = "toy";
         spec.job = {{"what", "test"}};
-        spec.progress = {.label = "toy", .quiet = true};
+        spec.progress.label = "toy";
+        spec.progress.quiet = true;
         spec.dedup_key = [this](size_t i) { return records[i].input; };
         spec.cost = [this](size_t i) { return int64_t(records[i].input.size()); };
         spec.work = spec.cost;
