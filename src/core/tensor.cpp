@@ -105,23 +105,29 @@ Tensor Tensor::view_of(const void* data, const Shape& shape, DType dt,
 
 bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
 
+namespace {
+void check_dtype(DType got, DType want) {
+    BI_CHECK(got == want, "tensor", "expected ", dtype_name(want), " data, got ", dtype_name(got));
+}
+}  // namespace
+
 float* Tensor::f32() {
-    BI_CHECK(dtype_ == DType::F32, "tensor", "expected F32 data, got ", dtype_name(dtype_));
+    check_dtype(dtype_, DType::F32);
     return static_cast<float*>(raw());
 }
 
 const float* Tensor::f32() const {
-    BI_CHECK(dtype_ == DType::F32, "tensor", "expected F32 data, got ", dtype_name(dtype_));
+    check_dtype(dtype_, DType::F32);
     return static_cast<const float*>(raw());
 }
 
 int32_t* Tensor::i32() {
-    BI_CHECK(dtype_ == DType::I32, "tensor", "expected I32 data, got ", dtype_name(dtype_));
+    check_dtype(dtype_, DType::I32);
     return static_cast<int32_t*>(raw());
 }
 
 const int32_t* Tensor::i32() const {
-    BI_CHECK(dtype_ == DType::I32, "tensor", "expected I32 data, got ", dtype_name(dtype_));
+    check_dtype(dtype_, DType::I32);
     return static_cast<const int32_t*>(raw());
 }
 

@@ -41,6 +41,10 @@ PlddtHead PlddtHead::load(const io::ModelDir& m, const std::string& prefix, int6
     h.l3 = Linear::load(m, prefix + ".3", hidden, atoms * bins);
     h.atoms = atoms;
     h.bins = bins;
+    // the bins' centres, (k + 0.5) / bins: host-side constants, once at load
+    std::vector<float> centre(static_cast<size_t>(bins));
+    for (int64_t k = 0; k < bins; ++k) centre[size_t(k)] = (float(k) + 0.5f) / float(bins);
+    h.centres = Tensor::of(centre);
     return h;
 }
 
@@ -54,12 +58,9 @@ Tensor PlddtHead::operator()(const Tensor& st) const {
     Tensor l2v = logits.reshape({L, atoms * bins});
     l3(h2, l2v);
     ops::softmax(logits, nullptr, nullptr);
-    // the expected bin centre: host-side, `bins` constants
-    std::vector<float> centre(static_cast<size_t>(bins));
-    for (int64_t k = 0; k < bins; ++k) centre[size_t(k)] = (float(k) + 0.5f) / float(bins);
     Tensor plddt = Tensor::empty({L, atoms});
     Tensor flat = plddt.reshape({L * atoms});
-    ops::bin_expectation(logits, Tensor::of(centre), flat);
+    ops::bin_expectation(logits, centres, flat);  // the expected bin centre
     return plddt;
 }
 

@@ -28,6 +28,7 @@ struct PlddtHead {
     LayerNorm ln;
     Linear l1, l2, l3;  // c_s -> hidden -> hidden -> atoms * bins
     int64_t atoms = 37, bins = 50;
+    Tensor centres;  // (bins) the bins' centres in [0, 1]
     // <prefix>.0 (LayerNorm), .1, .2, .3 (linear)
     static PlddtHead load(const io::ModelDir& m, const std::string& prefix, int64_t c_s,
                           int64_t hidden, int64_t atoms, int64_t bins);

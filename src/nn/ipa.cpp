@@ -33,11 +33,13 @@ InvariantPointAttention InvariantPointAttention::load(const io::ModelDir& m, con
     const Tensor w = m.get_f32(p + "." + n.head_weights, {heads});
     const float point_scale = std::sqrt(1.0f / (3.0f * (float(qk_points) * 9.0f / 2.0f)));
     // host-side: one weight per head, once at load
+    std::vector<float> hw(static_cast<size_t>(heads));
     for (int64_t h = 0; h < heads; ++h) {
         const float x = w.f32()[h];
         const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));  // torch's threshold
-        a.head_weights.push_back(softplus * point_scale);
+        hw[size_t(h)] = softplus * point_scale;
     }
+    a.head_weights = Tensor::of(hw);
     return a;
 }
 
@@ -56,9 +58,8 @@ void InvariantPointAttention::operator()(const Tensor& s, const Tensor& z, const
     q_points(s, tqp);
     kv_points(s, tkvp);
     b(z.reshape({L * L, Cz}), tb);
-    const Tensor hw = Tensor::view_of(head_weights.data(), {H}, DType::F32, nullptr);
     Tensor feats = Tensor::empty({L, H * (C + 4 * Pv + Cz)});
-    ops::ipa({&tq, &tkv, &tqp, &tkvp, &tb, &z, &frames, &hw, H, Pq, Pv, eps}, feats);
+    ops::ipa({&tq, &tkv, &tqp, &tkvp, &tb, &z, &frames, &head_weights, H, Pq, Pv, eps}, feats);
     out(feats, update);
 }
 

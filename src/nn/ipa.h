@@ -25,7 +25,7 @@ struct InvariantPointAttention {
     int64_t heads = 0, dim = 0, qk_points = 0, v_points = 0;
     float eps = 1e-8f;
     Linear q, kv, q_points, kv_points, b, out;
-    std::vector<float> head_weights;  // softplus(w) * sqrt(1 / (3 * qk_points * 9 / 2)), per head
+    Tensor head_weights;  // (heads): softplus(w) * sqrt(1 / (3 * qk_points * 9 / 2))
     // prefix: e.g. "trunk.structure_module.ipa"
     static InvariantPointAttention load(const io::ModelDir& m, const std::string& prefix,
                                         int64_t c_s, int64_t c_z, int64_t dim, int64_t heads,

@@ -47,12 +47,13 @@ void check_f32_contig(const Tensor& t, const char* op, const char* name) {
 
 class PackedWeight {
 public:
-    PackedWeight(const kernels::KernelTable* t, void* h, int64_t K, int64_t N)
-        : table(t), handle(h), k(K), n(N) {}
-    ~PackedWeight() { table->free_packed(kernels::Context{}, handle); }
+    PackedWeight(const kernels::KernelTable* t, kernels::Context c, void* h, int64_t K, int64_t N)
+        : table(t), ctx(c), handle(h), k(K), n(N) {}
+    ~PackedWeight() { table->free_packed(ctx, handle); }  // on the device it was packed for
     PackedWeight(const PackedWeight&) = delete;
     PackedWeight& operator=(const PackedWeight&) = delete;
     const kernels::KernelTable* table;
+    kernels::Context ctx;
     void* handle;
     int64_t k, n;
 };
@@ -78,11 +79,12 @@ BackendScope::~BackendScope() {
 PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute) {
     BI_CHECK(w.defined() && w.is_contiguous(), "pack_linear_weight", "w is undefined or strided");
     BI_CHECK(w.ndim() == 2, "pack_linear_weight", "w: expected 2-D, got ", shape_str(w.shape()));
+    BI_CHECK(w.dtype() != DType::I32, "pack_linear_weight", "w: expected F32, BF16 or F16, got I32");
     const auto& t = table();
     if (!t.pack_linear) return nullptr;
     const int64_t N = w.size(0), K = w.size(1);
     void* h = t.pack_linear(ctx(), w.raw(), w.dtype(), K, N, compute);
-    return h ? std::make_shared<const PackedWeight>(&t, h, K, N) : nullptr;
+    return h ? std::make_shared<const PackedWeight>(&t, ctx(), h, K, N) : nullptr;
 }
 
 namespace {
@@ -484,8 +486,7 @@ void token_dropout(Tensor& x, const std::vector<int32_t>& ids, const std::vector
     check_f32_contig(x, "token_dropout", "x");
     BI_CHECK(x.ndim() == 2 && int64_t(ids.size()) == x.size(0), "token_dropout", "expected ",
              x.size(0), " ids for x ", shape_str(x.shape()), ", got ", ids.size());
-    const int64_t longest = check_cu_seqlens(cu, x.size(0), "token_dropout");
-    (void)longest;
+    check_cu_seqlens(cu, x.size(0), "token_dropout");
     BI_CHECK(current().device.is_host(), "token_dropout", "runs on the host backend only");
     table().token_dropout(ctx(), x.f32(), ids.data(), cu.data(), int64_t(cu.size()) - 1, x.size(1),
                           mask_id, keep);

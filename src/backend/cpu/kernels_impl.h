@@ -759,6 +759,7 @@ inline float stored_to_f32(const void* w, DType t, int64_t i) {
         case DType::F32: return static_cast<const float*>(w)[i];
         case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
         case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+        case DType::I32: break;  // not a weight dtype: ops::pack_linear_weight refuses it
     }
     return 0.0f;
 }

@@ -35,14 +35,17 @@ const nlohmann::json& sub(const nlohmann::json& j, const char* key) {
 // 0..2): 15 bins with edges from 3.375 to 21.375 A.
 Tensor recycle_bins(const Tensor& atom14) {
     const int64_t L = atom14.size(0);
-    std::vector<float> bounds(kRecycleBins - 1);  // squared edges: host-side constants
-    for (int64_t k = 0; k < kRecycleBins - 1; ++k) {
-        const float v = 3.375f + (21.375f - 3.375f) * float(k) / float(kRecycleBins - 2);
-        bounds[size_t(k)] = v * v;
-    }
+    static const Tensor bounds = [] {  // squared edges: host-side constants, made once
+        std::vector<float> b(kRecycleBins - 1);
+        for (int64_t k = 0; k < kRecycleBins - 1; ++k) {
+            const float v = 3.375f + (21.375f - 3.375f) * float(k) / float(kRecycleBins - 2);
+            b[size_t(k)] = v * v;
+        }
+        return Tensor::of(b);
+    }();
     Tensor cb = Tensor::empty({L, 3}), bins = Tensor::empty({L, L}, DType::I32);
     ops::virtual_cb(atom14, cb);
-    ops::distance_bins(cb, Tensor::of(bounds), bins);
+    ops::distance_bins(cb, bounds, bins);
     return bins;
 }
 

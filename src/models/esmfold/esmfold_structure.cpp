@@ -10,18 +10,6 @@
 
 namespace bioinfer::esmfold {
 
-namespace {
-
-// A tensor holding values gathered on the host (the outputs' layout for the writers).
-Tensor host_tensor(const std::vector<float>& v, const Shape& shape) {
-    Tensor t = Tensor::empty(shape);
-    // host-side: a copy of values the writers read on the host anyway
-    std::copy(v.begin(), v.end(), t.f32());
-    return t;
-}
-
-}  // namespace
-
 fold::Input EsmFoldSpec::from_fasta(const io::FastaRecord& rec, const std::string& where) const {
     fold::Input in;
     in.id = rec.id;
@@ -163,10 +151,10 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
         for (int64_t b = 0; b < n; ++b)
             kept_pae[size_t(a * n + b)] = pae[keep[size_t(a)] * L + keep[size_t(b)]];
     fold::Sample s;
-    s.coords = host_tensor(xyz, {na, 3});
-    s.plddt = host_tensor(plddt, {na});
-    s.token_plddt = host_tensor(token_plddt, {n});
-    s.pae = host_tensor(kept_pae, {n, n});
+    s.coords = Tensor::of(xyz, {na, 3});
+    s.plddt = Tensor::of(plddt, {na});
+    s.token_plddt = Tensor::of(token_plddt, {n});
+    s.pae = Tensor::of(kept_pae, {n, n});
     s.scores["ptm"] = out.ptm;
     p.samples.push_back(std::move(s));
     return p;
