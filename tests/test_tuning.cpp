@@ -2,6 +2,8 @@
 // sweep measures runs the variant the sweep calls its default; choices resolve against the
 // defaults; the winners of a results file go to the table path given, and the report reads them.
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <unistd.h>
 
 #include <filesystem>
@@ -105,6 +107,36 @@ TEST(TuningDefaults, KernelsRunTheSweepsDefaultsWithAnEmptyTable) {
     for (const std::string& op : sweep_ops)
         EXPECT_TRUE(asked_for.count(op))
             << op << ": the kernels never asked the tuned table for it";
+}
+
+// The defaults themselves, written out: what each kernel ran before the table existed (the
+// fallbacks the kernels and the sweep each restated until defaults.cpp became their one home).
+// The test above holds the kernels to defaults.cpp; this one holds defaults.cpp to these values,
+// so a default cannot change unnoticed.
+TEST(TuningDefaults, DefaultsAreTheKernelsPlainChoices) {
+    using P = std::map<std::string, int64_t>;
+    const std::vector<std::tuple<std::string, std::string, P>> want{
+        {"matmul", "onednn_packed", {}},
+        {"matmul_act", "fused", {}},
+        {"attention", "tiled", {{"q_block", 64}, {"k_block", 128}}},
+        {"softmax", "three_pass", {}},
+        {"layer_norm", "two_pass", {{"parallel", 1}}},
+        {"trimul", "chunked", {{"chunk", 0}}},
+        {"triatt", "chunked", {{"chunk", 0}}},
+        {"pair_mlp", "chunked", {{"chunk", 0}}},
+        {"rotary", "simd", {{"parallel", 1}}},
+        {"gelu", "simd", {{"parallel", 1}}},
+        {"gelu_tanh", "simd", {{"parallel", 1}}},
+        {"swiglu", "simd", {{"parallel", 1}}},
+    };
+    for (const auto& [op, variant, params] : want) {
+        const sw::Variant dv = sw::default_variant(op);
+        EXPECT_EQ(dv.name, variant) << op;
+        for (const auto& [k, v] : params) {
+            ASSERT_TRUE(dv.params.count(k)) << op << " lacks " << k;
+            EXPECT_EQ(dv.params.at(k), v) << op << " " << k;
+        }
+    }
 }
 
 TEST(TuningDefaults, ChoicesResolveAgainstTheDefaults) {

@@ -9,6 +9,14 @@
 
 namespace bioinfer::fold {
 
+std::string input_key(const Input& in) {
+    std::string key;
+    for (const Entity& e : in.entities)  // '\n' separates fields: no field holds one
+        key += cat(entity_kind_name(e.kind), '\n', e.chain_id, '\n', e.sequence, '\n', e.ccd, '\n',
+                   e.smiles, '\n', e.msa, "\n\n");
+    return key;
+}
+
 const char* entity_kind_name(EntityKind k) {
     switch (k) {
         case EntityKind::Protein:
@@ -53,14 +61,17 @@ std::string detect_architecture(const io::ModelDir& dir) {
 }
 
 std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
-    detect_architecture(dir);
-    return std::make_unique<esmfold::EsmFoldSpec>(
-        esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
+    const std::string arch = detect_architecture(dir);
+    if (arch == "esmfold")
+        return std::make_unique<esmfold::EsmFoldSpec>(
+            esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
+    fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
 }
 
 std::unique_ptr<StructureModel> load(const io::ModelDir& dir) {
-    detect_architecture(dir);
-    return esmfold::EsmFoldStructureModel::load(dir);
+    const std::string arch = detect_architecture(dir);
+    if (arch == "esmfold") return esmfold::EsmFoldStructureModel::load(dir);
+    fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
 }
 
 }  // namespace bioinfer::fold

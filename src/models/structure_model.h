@@ -40,6 +40,10 @@ struct Input {
     int64_t tokens = 0, residues = 0;
 };
 
+// What makes two inputs the same prediction: every entity's kind, chain id, sequence, CCD code,
+// SMILES and MSA, in order (predict folds identical inputs once; the id is not part of it).
+std::string input_key(const Input& in);
+
 // Chain ids in input order: A..Z, then a..z, then 0..9, then two characters.
 std::string chain_id(int32_t k);
 

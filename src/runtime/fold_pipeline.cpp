@@ -71,7 +71,7 @@ std::string fold_memory_error(const fold::ModelSpec& spec, const FoldRecord& r, 
 
 namespace {
 
-// Folds one target and writes its files; returns their names.
+// A target's prediction and the seconds it took.
 struct Folded {
     fold::Prediction out;
     double seconds = 0;
@@ -144,7 +144,7 @@ json write_sample(const fold::Prediction& out, size_t k, const std::string& id, 
 // Writes a target's files (per sample a structure, PAE and plot; the confidence JSON last);
 // returns their names. Sample 0, the model's best, is <id>.<format>; sample k > 0 is
 // <id>_sample<k>.<format>.
-json write_target(const fold::StructureModel& model, const FoldRecord& rec, const fold::Prediction& out,
+json write_target(const FoldRecord& rec, const fold::Prediction& out,
                   double seconds, const PredictOptions& opts, const std::string& out_dir) {
     BI_CHECK(!out.samples.empty(), rec.input.where, "the model returned no structure");
     const std::string stem = (fs::path(out_dir) / safe_file_stem(rec.id)).string();
@@ -208,7 +208,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;
-    spec.dedup_key = [&](size_t i) { return recs[i].sequence; };  // identical sequences fold once
+    spec.dedup_key = [&](size_t i) { return fold::input_key(recs[i].input); };  // identical inputs fold once
     spec.cost = [&](size_t i) { return recs[i].input.tokens; };
     spec.work = [&](size_t i) { return recs[i].residues; };
     // A target whose files are all there is skipped (the confidence JSON is written last).
@@ -239,7 +239,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
         },
         [&](Folded& f, size_t, size_t m, const StageFn& stage) {
             stage("writing");
-            return write_target(model, recs[m], f.out, f.seconds, opts, out_dir);
+            return write_target(recs[m], f.out, f.seconds, opts, out_dir);
         });
     stats.seconds = run_job(opts, spec, results);
     return stats;

@@ -89,8 +89,9 @@ Progress& start_job_progress(Progress* given, std::unique_ptr<Progress>& own, co
                              const std::string& model_label, double load_seconds);
 
 // A worker runs targets with its own threads and the model resident. On the CPU, workers split
-// the cores and share the one read-only copy of the weights; an accelerator backend gets one
-// worker per device, each with its weights in that device's memory.
+// the cores and share the one read-only copy of the weights. A worker on an accelerator runs its
+// ops on that device's backend (run_on_workers scopes it); loading each device's own copy of the
+// weights comes with the first accelerator backend, until then every worker is a host worker.
 struct Worker {
     int index = 0;
     Device device;    // the host, or the accelerator whose backend its ops run on
