@@ -134,11 +134,17 @@ std::vector<Shape> attention_shapes(const std::string& set) {
     return out;
 }
 
+// A (rows, cols) shape of a row-wise op, its second dimension named `col` ("dim", "cols").
+void add_rows_shape(std::vector<Shape>& out, const std::string& set, const std::string& label,
+                    int64_t rows, const char* col, int64_t cols) {
+    add_unique(out, {set, label + " " + std::to_string(rows) + "x" + std::to_string(cols),
+                     {{"rows", rows}, {col, cols}}});
+}
+
 std::vector<Shape> layer_norm_shapes(const std::string& set) {
     std::vector<Shape> out;
     const auto mk = [&](const std::string& label, int64_t rows, int64_t d) {
-        add_unique(out, {set, label + " " + std::to_string(rows) + "x" + std::to_string(d),
-                         {{"rows", rows}, {"dim", d}}});
+        add_rows_shape(out, set, label, rows, "dim", d);
     };
     if (set == "esm")
         for (int64_t m : kLmTokens)
@@ -174,8 +180,7 @@ std::vector<Shape> rotary_shapes(const std::string& set) {
 std::vector<Shape> softmax_shapes(const std::string& set) {
     std::vector<Shape> out;
     const auto mk = [&](const std::string& label, int64_t rows, int64_t cols) {
-        add_unique(out, {set, label + " " + std::to_string(rows) + "x" + std::to_string(cols),
-                         {{"rows", rows}, {"cols", cols}}});
+        add_rows_shape(out, set, label, rows, "cols", cols);
     };
     if (set == "esm")
         for (int64_t l : {128, 512, 1024}) mk("esm h20", 20 * l, l);
@@ -188,11 +193,14 @@ std::vector<Shape> softmax_shapes(const std::string& set) {
     return out;
 }
 
+std::string activation_op(int64_t fn) {
+    return fn == kActGelu ? "gelu" : fn == kActGeluTanh ? "gelu_tanh" : "swiglu";
+}
+
 std::vector<Shape> activation_shapes(const std::string& set) {
     std::vector<Shape> out;
     const auto mk = [&](const std::string& label, int64_t fn, int64_t rows, int64_t cols) {
-        const char* f = fn == kActGelu ? "gelu" : fn == kActGeluTanh ? "gelu_tanh" : "swiglu";
-        add_unique(out, {set, label + " " + f + " " + std::to_string(rows) + "x" + std::to_string(cols),
+        add_unique(out, {set, label + " " + activation_op(fn) + " " + std::to_string(rows) + "x" + std::to_string(cols),
                          {{"fn", fn}, {"n", rows * cols}}});
     };
     if (set == "esm")
@@ -305,10 +313,6 @@ std::vector<Variant> layer_norm_variants(const Dims&, const std::string& dtype) 
 std::vector<Variant> softmax_variants(const Dims&, const std::string& dtype) {
     if (dtype != "fp32") return {};
     return {v("three_pass", "softmax"), v("online", "softmax"), v("ref", "softmax", {}, false)};
-}
-
-std::string activation_op(int64_t fn) {
-    return fn == kActGelu ? "gelu" : fn == kActGeluTanh ? "gelu_tanh" : "swiglu";
 }
 
 std::vector<Variant> rotary_variants(const Dims&, const std::string& dtype) {
