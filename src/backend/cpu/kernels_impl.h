@@ -19,6 +19,10 @@
 #include "tuning/defaults.h"
 
 namespace bioinfer::cpu {
+// Everything here has internal linkage: kernels_avx2.cpp and kernels_avx512.cpp compile this one
+// source with different ISA flags, and an external inline function (a scalar tail helper, say)
+// emitted by both would leave the linker free to hand the AVX-512 copy to the AVX2 table.
+namespace {
 
 // exp(x), Cephes-style: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial; rel. error ~2e-7.
 template <typename V>
@@ -917,4 +921,5 @@ kernels::KernelTable make_kernel_table() {
     return t;
 }
 
+}  // namespace
 }  // namespace bioinfer::cpu
