@@ -1,0 +1,392 @@
+"""A tiny random-weight Boltz-2 built from the boltz package's own modules, its inputs, and its
+features as boltz's own pipeline makes them. Shared by the Boltz-2 fixture parts
+(boltz2_dump_*.py) and make_boltz2_fixtures.py.
+
+The canonical residue molecules boltz reads from its cache (`mols/<RES>.pkl`, RDKit molecules with
+CCD atom names and conformers) are made here with RDKit: heavy atoms named as the CCD names them,
+one ETKDGv3 conformer, pickled with all properties. Both sides read the same molecules.
+"""
+from __future__ import annotations
+
+import pickle
+import random
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# Widths are small and head dimensions are not multiples of 8, so no kernel can lean on them.
+TINY = dict(
+    atom_s=20,
+    atom_z=6,
+    token_s=44,
+    token_z=20,
+    num_bins=64,
+    atom_feature_dim=388,
+    atoms_per_window_queries=32,
+    atoms_per_window_keys=128,
+    pairformer_blocks=2,
+    pairformer_heads=4,  # 44 / 4 = 11 per head
+    pairwise_head_width=6,
+    pairwise_num_heads=2,
+    msa_s=12,
+    msa_blocks=2,
+    template_dim=10,
+    template_blocks=1,
+    atom_encoder_depth=2,
+    atom_encoder_heads=2,  # 20 / 2 = 10 per head
+    token_transformer_depth=2,
+    token_transformer_heads=4,  # 2 * 44 / 4 = 22 per head
+    atom_decoder_depth=2,
+    atom_decoder_heads=2,
+    conditioning_transition_layers=2,
+    dim_fourier=24,
+    confidence_blocks=2,
+)
+
+PROTEIN_3 = {
+    "A": "ALA", "R": "ARG", "N": "ASN", "D": "ASP", "C": "CYS", "Q": "GLN", "E": "GLU",
+    "G": "GLY", "H": "HIS", "I": "ILE", "L": "LEU", "K": "LYS", "M": "MET", "F": "PHE",
+    "P": "PRO", "S": "SER", "T": "THR", "W": "TRP", "Y": "TYR", "V": "VAL",
+}
+NUCLEIC = {"A": "A", "C": "C", "G": "G", "U": "U"}  # RNA residue names; DNA ones are D + letter
+
+
+def hyper_parameters() -> dict:
+    """Boltz2.__init__ arguments of the tiny model, laid out as the released checkpoint's are."""
+    from boltz.main import Boltz2DiffusionParams, BoltzSteeringParams
+
+    t = TINY
+    pairformer_args = dict(num_blocks=t["pairformer_blocks"], num_heads=t["pairformer_heads"],
+                           dropout=0.0, pairwise_head_width=t["pairwise_head_width"],
+                           pairwise_num_heads=t["pairwise_num_heads"], activation_checkpointing=False,
+                           offload_to_cpu=False, v2=True)
+    return dict(
+        atom_s=t["atom_s"], atom_z=t["atom_z"], token_s=t["token_s"], token_z=t["token_z"],
+        num_bins=t["num_bins"], atom_feature_dim=t["atom_feature_dim"],
+        atoms_per_window_queries=t["atoms_per_window_queries"],
+        atoms_per_window_keys=t["atoms_per_window_keys"],
+        training_args=dict(recycling_steps=3, sampling_steps=200, diffusion_multiplicity=1,
+                           diffusion_samples=1, confidence_loss_weight=1.0),
+        validation_args=dict(recycling_steps=3, sampling_steps=200, diffusion_samples=1,
+                             symmetry_correction=False, run_confidence_sequentially=False),
+        embedder_args=dict(atom_encoder_depth=t["atom_encoder_depth"],
+                           atom_encoder_heads=t["atom_encoder_heads"],
+                           add_method_conditioning=True, add_modified_flag=True,
+                           add_cyclic_flag=True, add_mol_type_feat=True),
+        msa_args=dict(msa_s=t["msa_s"], msa_blocks=t["msa_blocks"], msa_dropout=0.0, z_dropout=0.0,
+                      use_paired_feature=True, pairwise_head_width=t["pairwise_head_width"],
+                      pairwise_num_heads=t["pairwise_num_heads"], activation_checkpointing=False,
+                      offload_to_cpu=False, subsample_msa=False, num_subsampled_msa=1024),
+        pairformer_args=pairformer_args,
+        score_model_args=dict(sigma_data=16, dim_fourier=t["dim_fourier"],
+                              atom_encoder_depth=t["atom_encoder_depth"],
+                              atom_encoder_heads=t["atom_encoder_heads"],
+                              token_transformer_depth=t["token_transformer_depth"],
+                              token_transformer_heads=t["token_transformer_heads"],
+                              atom_decoder_depth=t["atom_decoder_depth"],
+                              atom_decoder_heads=t["atom_decoder_heads"],
+                              conditioning_transition_layers=t["conditioning_transition_layers"],
+                              activation_checkpointing=False, transformer_post_ln=False),
+        diffusion_process_args=asdict(Boltz2DiffusionParams()),
+        diffusion_loss_args=dict(add_smooth_lddt_loss=True, nucleotide_loss_weight=5.0,
+                                 ligand_loss_weight=10.0),
+        confidence_model_args=dict(
+            num_dist_bins=64, max_dist=22, add_s_to_z_prod=True, add_s_input_to_s=True,
+            add_z_input_to_z=True, use_s_diffusion=False,
+            pairformer_args=dict(pairformer_args, num_blocks=t["confidence_blocks"]),
+            confidence_args=dict(num_plddt_bins=50, num_pde_bins=64, num_pae_bins=64,
+                                 use_separate_heads=True)),
+        template_args=dict(template_dim=t["template_dim"], template_blocks=t["template_blocks"],
+                           pairwise_head_width=t["pairwise_head_width"],
+                           pairwise_num_heads=t["pairwise_num_heads"]),
+        use_templates=True, use_templates_v2=True,
+        confidence_prediction=True, token_level_confidence=True, alpha_pae=1.0,
+        fix_sym_check=True, cyclic_pos_enc=True, bond_type_feature=True, predict_bfactor=True,
+        ema=False, use_kernels=False, validate_structure=False, structure_prediction_training=True,
+        steering_args=asdict(BoltzSteeringParams()),
+        predict_args=dict(recycling_steps=1, sampling_steps=6, diffusion_samples=2,
+                          max_parallel_samples=2, write_confidence_summary=True,
+                          write_full_pae=True, write_full_pde=True),
+    )
+
+
+def randomize_(model: torch.nn.Module, seed: int) -> None:
+    """Every parameter random (boltz zero-initialises many final projections and gates, which would
+    make whole modules vanish): weights ~ N(0, 1/fan_in), biases ~ N(0, 0.1), norm scales
+    1 + N(0, 0.1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=g) / max(p.shape[-1], 1) ** 0.5)
+            elif name.endswith("weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+
+
+def build_model(seed: int = 0):
+    from boltz.model.models.boltz2 import Boltz2
+
+    torch.manual_seed(seed)
+    model = Boltz2(**hyper_parameters())
+    randomize_(model, seed)
+    model.eval()
+    return model
+
+
+def write_checkpoint(model, path: Path) -> None:
+    """A Lightning checkpoint as boltz's released ones are laid out: a torch zip holding
+    `state_dict` and `hyper_parameters` (plus Lightning's bookkeeping). One option is an object
+    that is not plain data (a dataclass), as released hyper-parameters can hold; a reader skips it."""
+    from boltz.main import BoltzSteeringParams
+
+    hp = hyper_parameters()
+    hp["steering_args"] = BoltzSteeringParams()
+    ckpt = {
+        "epoch": 0, "global_step": 0, "pytorch-lightning_version": "2.5.0",
+        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "hyper_parameters": hp,
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(ckpt, tmp)
+    tmp.rename(path)
+
+
+# ---- canonical residue molecules -----------------------------------------------------------------
+
+def _residue_from_sequence(letter: str, flavor: int, keep_phosphate: bool):
+    """Heavy atoms of one residue with their PDB names, from RDKit's sequence builder. Nucleotides
+    are cut out of a dinucleotide so they keep P, OP1 and OP2."""
+    from rdkit import Chem
+
+    seq = letter * 2 if keep_phosphate else letter
+    mol = Chem.MolFromSequence(seq, flavor=flavor)
+    Chem.Kekulize(mol, clearAromaticFlags=True)
+    rw = Chem.RWMol(mol)
+    want_res = 2 if keep_phosphate else 1
+    drop = [a.GetIdx() for a in mol.GetAtoms()
+            if a.GetPDBResidueInfo().GetResidueNumber() != want_res
+            or a.GetPDBResidueInfo().GetName().strip() == "OXT"]
+    for idx in sorted(drop, reverse=True):
+        rw.RemoveAtom(idx)
+    out = rw.GetMol()
+    for a in out.GetAtoms():
+        a.SetNoImplicit(False)
+        a.SetNumExplicitHs(0)
+        a.SetProp("name", a.GetPDBResidueInfo().GetName().strip())
+    Chem.SanitizeMol(out)
+    return out
+
+
+def _strip_to(mol, names: list[str]):
+    from rdkit import Chem
+
+    mol = Chem.Mol(mol)
+    Chem.Kekulize(mol, clearAromaticFlags=True)
+    rw = Chem.RWMol(mol)
+    for a in sorted(mol.GetAtoms(), key=lambda a: -a.GetIdx()):
+        if a.GetProp("name") not in names:
+            rw.RemoveAtom(a.GetIdx())
+    out = rw.GetMol()
+    for a in out.GetAtoms():
+        a.SetNoImplicit(False)
+        a.SetNumExplicitHs(0)
+    Chem.SanitizeMol(out)
+    return out
+
+
+def canonical_residue(res: str):
+    """RDKit molecule of a canonical residue (boltz's name), heavy atoms only, with `name` props."""
+    from boltz.data import const
+
+    inv3 = {v: k for k, v in PROTEIN_3.items()}
+    if res in inv3:
+        mol = _residue_from_sequence(inv3[res], 0, keep_phosphate=False)
+    elif res == "UNK":
+        mol = _residue_from_sequence("A", 0, keep_phosphate=False)
+    elif res in ("A", "C", "G", "U"):
+        mol = _residue_from_sequence(res, 2, keep_phosphate=True)
+    elif res == "N":
+        mol = _strip_to(_residue_from_sequence("A", 2, keep_phosphate=True), const.ref_atoms["N"])
+    elif res in ("DA", "DC", "DG", "DT"):
+        mol = _residue_from_sequence(res[1], 6, keep_phosphate=True)
+    elif res == "DN":
+        mol = _strip_to(_residue_from_sequence("A", 6, keep_phosphate=True), const.ref_atoms["DN"])
+    else:
+        raise ValueError(f"no template for residue {res}")
+    names = [a.GetProp("name") for a in mol.GetAtoms()]
+    missing = [n for n in const.ref_atoms[res] if n not in names]
+    assert not missing, f"{res}: RDKit template lacks {missing}"
+    return mol
+
+
+def embed_conformer(mol, seed: int):
+    """One ETKDGv3 conformer (hydrogens added for the embedding, then removed), named Computed as
+    CCD-derived molecules name theirs."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    molh = Chem.AddHs(mol)
+    params = AllChem.ETKDGv3()
+    params.randomSeed = seed
+    cid = AllChem.EmbedMolecule(molh, params)
+    assert cid == 0, "ETKDG failed"
+    out = Chem.RemoveHs(molh)
+    for a, b in zip(out.GetAtoms(), mol.GetAtoms()):
+        a.SetProp("name", b.GetProp("name"))
+    out.GetConformer(0).SetProp("name", "Computed")
+    return out
+
+
+CANONICAL_RESIDUES = (list(PROTEIN_3.values()) + ["UNK", "A", "C", "G", "U", "N",
+                                                  "DA", "DC", "DG", "DT", "DN"])
+
+
+def make_mols_dir(mol_dir: Path, seed: int = 7) -> dict:
+    """Writes mols/<RES>.pkl for every canonical residue; returns {res: mol}."""
+    from rdkit import Chem
+
+    Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
+    mol_dir.mkdir(parents=True, exist_ok=True)
+    mols = {}
+    for i, res in enumerate(CANONICAL_RESIDUES):
+        mol = embed_conformer(canonical_residue(res), seed + i)
+        with open(mol_dir / f"{res}.pkl", "wb") as f:
+            pickle.dump(mol, f)
+        mols[res] = mol
+    return mols
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+
+# name -> (YAML text, {msa file name: a3m text}). The monomer's MSA has insertions (lower case),
+# gaps, a duplicate of the query and a duplicate row, so the dedup and deletion rules show.
+CASES = {
+    "monomer": (
+        """version: 1
+sequences:
+  - protein:
+      id: A
+      sequence: MKTAYIAKQRXGSW
+      msa: monomer.a3m
+""",
+        {"monomer.a3m": """>query
+MKTAYIAKQRXGSW
+>s1
+MKTAYLAKQRAGSW
+>s2
+MR-AYIAKqrQRAGSF
+>s3
+MKTAYIAKQRXGSW
+>s4
+-KTGYIAKQRAGS-
+>s5
+MR-AYIAKqrQRAGSF
+""" }),
+    "heterodimer": (
+        """version: 1
+sequences:
+  - protein:
+      id: A
+      sequence: MKVLHEGSTW
+      msa: dimer_a.a3m
+  - protein:
+      id: B
+      sequence: GSPEEKLR
+      msa: empty
+""",
+        {"dimer_a.a3m": """>query
+MKVLHEGSTW
+>u1
+MKVLYEGSTW
+>u2
+MRVLHEaaGSTF
+"""}),
+    "protein_rna": (
+        """version: 1
+sequences:
+  - protein:
+      id: A
+      sequence: MSTNPKPQR
+      msa: empty
+  - rna:
+      id: B
+      sequence: ACGUNA
+""",
+        {}),
+}
+
+
+def write_case(name: str, workdir: Path) -> Path:
+    yaml_text, msas = CASES[name]
+    workdir.mkdir(parents=True, exist_ok=True)
+    for fname, text in msas.items():
+        (workdir / fname).write_text(text)
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml_text)
+    return path
+
+
+def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0) -> dict:
+    """The batch boltz's predict loop hands the model for case `name` (fp32 CPU tensors)."""
+    from boltz.data.module.inferencev2 import Boltz2InferenceDataModule
+    from boltz.main import process_inputs
+    from boltz.data.types import Manifest
+
+    case_dir = workdir / name
+    if case_dir.exists():
+        shutil.rmtree(case_dir)
+    yaml_path = write_case(name, case_dir / "input")
+    out_dir = case_dir / "processed_root"
+    # process_inputs resolves MSA paths relative to the working directory, as boltz's CLI does.
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(case_dir / "input")
+    try:
+        process_inputs(data=[yaml_path], out_dir=out_dir, ccd_path=mol_dir.parent / "ccd.pkl",
+                       mol_dir=mol_dir, msa_server_url="", msa_pairing_strategy="greedy",
+                       boltz2=True)
+    finally:
+        os.chdir(cwd)
+    processed = out_dir / "processed"
+    manifest = Manifest.load(processed / "manifest.json")
+    dm = Boltz2InferenceDataModule(
+        manifest=manifest, target_dir=processed / "structures", msa_dir=processed / "msa",
+        mol_dir=mol_dir, num_workers=0, constraints_dir=None,
+        template_dir=processed / "templates" if (processed / "templates").exists() else None,
+        extra_mols_dir=processed / "mols" if (processed / "mols").exists() else None,
+        override_method=None)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    batch = next(iter(dm.predict_dataloader()))
+    out = {}
+    for k, v in batch.items():
+        if isinstance(v, torch.Tensor):
+            out[k] = v.float() if v.is_floating_point() else v
+        else:
+            out[k] = v
+    return out
+
+
+def tensor_feats(feats: dict) -> dict:
+    """The tensor entries of a batch (records and other objects dropped)."""
+    return {k: v for k, v in feats.items() if isinstance(v, torch.Tensor)}
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as td:
+        td = Path(td)
+        make_mols_dir(td / "mols")
+        model = build_model()
+        print(sum(p.numel() for p in model.parameters()), "parameters")
+        for case in CASES:
+            f = featurize(case, td / "work", td / "mols")
+            print(case, {k: tuple(v.shape) for k, v in tensor_feats(f).items()})

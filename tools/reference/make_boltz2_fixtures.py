@@ -1,0 +1,90 @@
+"""Boltz-2 parity fixtures: a tiny random-weight Boltz-2 built from the boltz package's modules,
+saved as a Lightning checkpoint laid out as the released boltz2_conf.ckpt, and for each input case
+its features and the reference's intermediate tensors.
+
+    .venv-reference/bin/python tools/reference/make_boltz2_fixtures.py [--out tests/fixtures/boltz2_tiny]
+
+Writes into --out:
+  boltz2_conf.ckpt          the tiny model (state_dict + hyper_parameters)
+  inputs/<case>/...         the case's YAML and MSA files, as a user would write them
+  mols/<RES>.pkl            the canonical residue molecules both sides read (RDKit, pickled)
+  <case>.safetensors        `feat.<name>`: the batch boltz's data pipeline hands the model (fp32);
+                            every other tensor comes from a part, named `<part>.<...>`
+
+A part is a module tools/reference/boltz2_dump_<part>.py with
+    dump(model, feats: dict, case: str) -> dict[str, torch.Tensor]
+whose names all start with `<part>.`; parts are found by that file name pattern.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import boltz2_tiny as bt  # noqa: E402
+
+# Features the parity tests never read (training targets, potentials' index lists).
+DROPPED_FEATURES = ("disto_target", "disto_coords_ensemble", "coords", "bfactor", "plddt")
+
+
+def feature_tensors(feats: dict) -> dict:
+    out = {}
+    for k, v in bt.tensor_feats(feats).items():
+        if k in DROPPED_FEATURES or k.startswith(("rdkit_", "chiral_", "stereo_", "planar_",
+                                                     "connected_", "symmetric_", "contact_pair",
+                                                     "contact_union", "contact_negation",
+                                                     "contact_thresholds")):
+            continue
+        out[f"feat.{k}"] = v.detach().float().contiguous()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(HERE.parent.parent / "tests/fixtures/boltz2_tiny"))
+    ap.add_argument("--cases", nargs="*", default=list(bt.CASES))
+    ap.add_argument("--parts", nargs="*", default=None, help="only these parts (default: all)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    parts = sorted(p.stem[len("boltz2_dump_"):] for p in HERE.glob("boltz2_dump_*.py"))
+    if args.parts is not None:
+        parts = [p for p in parts if p in args.parts]
+    modules = {p: importlib.import_module(f"boltz2_dump_{p}") for p in parts}
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if (out / "mols").exists():
+        shutil.rmtree(out / "mols")
+    bt.make_mols_dir(out / "mols")
+    model = bt.build_model(seed=0)
+    bt.write_checkpoint(model, out / "boltz2_conf.ckpt")
+
+    with tempfile.TemporaryDirectory() as td:
+        for case in args.cases:
+            bt.write_case(case, out / "inputs" / case)
+            feats = bt.featurize(case, Path(td), out / "mols", seed=0)
+            tensors = feature_tensors(feats)
+            for part, mod in modules.items():
+                with torch.no_grad():
+                    got = mod.dump(model, feats, case)
+                for k, v in got.items():
+                    assert k.startswith(part + "."), f"part {part} wrote {k}"
+                    assert k not in tensors, f"{k} written twice"
+                    tensors[k] = v.detach().float().contiguous()
+            tmp = out / f"{case}.safetensors.tmp"
+            save_file(tensors, str(tmp), metadata={"case": case, "parts": ",".join(parts)})
+            tmp.rename(out / f"{case}.safetensors")
+            print(f"{case}: {len(tensors)} tensors", flush=True)
+
+
+if __name__ == "__main__":
+    main()
