@@ -1,0 +1,109 @@
+// Boltz-2 hyper-parameters from a checkpoint: see config.h.
+#include "models/boltz2/config.h"
+
+#include <set>
+
+namespace bioinfer::boltz2 {
+namespace {
+
+template <typename T>
+void take(const nlohmann::json& j, const char* key, T& v) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null()) v = it->get<T>();
+}
+
+const nlohmann::json& section(const nlohmann::json& hp, const char* key) {
+    static const nlohmann::json empty = nlohmann::json::object();
+    auto it = hp.find(key);
+    return it != hp.end() && it->is_object() ? *it : empty;
+}
+
+// Layers present under `prefix` ("pairformer_module.layers."): the count of distinct indices.
+int64_t count_layers(const io::ModelDir& m, const std::string& prefix) {
+    std::set<int64_t> idx;
+    for (const auto& n : m.names()) {
+        if (n.rfind(prefix, 0) != 0) continue;
+        const size_t end = n.find('.', prefix.size());
+        idx.insert(std::stoll(n.substr(prefix.size(), end - prefix.size())));
+    }
+    return static_cast<int64_t>(idx.size());
+}
+
+}  // namespace
+
+Config Config::load(const io::ModelDir& m) {
+    Config c;
+    const nlohmann::json& hp = m.config();
+    take(hp, "atom_s", c.atom_s);
+    take(hp, "atom_z", c.atom_z);
+    take(hp, "token_s", c.token_s);
+    take(hp, "token_z", c.token_z);
+    take(hp, "num_bins", c.num_bins);
+    take(hp, "atom_feature_dim", c.atom_feature_dim);
+    take(hp, "atoms_per_window_queries", c.window_queries);
+    take(hp, "atoms_per_window_keys", c.window_keys);
+    const auto& emb = section(hp, "embedder_args");
+    take(emb, "atom_encoder_depth", c.embedder_atom_depth);
+    take(emb, "atom_encoder_heads", c.embedder_atom_heads);
+    take(emb, "add_method_conditioning", c.add_method_conditioning);
+    take(emb, "add_modified_flag", c.add_modified_flag);
+    take(emb, "add_cyclic_flag", c.add_cyclic_flag);
+    take(emb, "add_mol_type_feat", c.add_mol_type_feat);
+    const auto& msa = section(hp, "msa_args");
+    take(msa, "msa_s", c.msa_s);
+    take(msa, "pairwise_head_width", c.pairwise_head_width);
+    take(msa, "pairwise_num_heads", c.pairwise_num_heads);
+    take(msa, "use_paired_feature", c.msa_use_paired_feature);
+    const auto& pf = section(hp, "pairformer_args");
+    take(pf, "num_heads", c.pairformer_heads);
+    const auto& sm = section(hp, "score_model_args");
+    take(sm, "sigma_data", c.sigma_data);
+    take(sm, "dim_fourier", c.dim_fourier);
+    take(sm, "atom_encoder_depth", c.atom_encoder_depth);
+    take(sm, "atom_encoder_heads", c.atom_encoder_heads);
+    take(sm, "token_transformer_depth", c.token_transformer_depth);
+    take(sm, "token_transformer_heads", c.token_transformer_heads);
+    take(sm, "atom_decoder_depth", c.atom_decoder_depth);
+    take(sm, "atom_decoder_heads", c.atom_decoder_heads);
+    take(sm, "conditioning_transition_layers", c.conditioning_transition_layers);
+    // boltz predict overrides the sampler's parameters at load with Boltz2DiffusionParams'
+    // defaults (the values Config starts with); the stored ones are training values.
+    const auto& conf = section(hp, "confidence_model_args");
+    take(hp, "confidence_prediction", c.confidence_prediction);
+    take(conf, "num_dist_bins", c.confidence_dist_bins);
+    take(conf, "max_dist", c.confidence_max_dist);
+    take(conf, "add_s_to_z_prod", c.add_s_to_z_prod);
+    take(conf, "add_s_input_to_s", c.add_s_input_to_s);
+    take(conf, "add_z_input_to_z", c.add_z_input_to_z);
+    take(section(conf, "pairformer_args"), "num_heads", c.confidence_heads);
+    const auto& ca = section(conf, "confidence_args");
+    take(ca, "num_plddt_bins", c.num_plddt_bins);
+    take(ca, "num_pde_bins", c.num_pde_bins);
+    take(ca, "num_pae_bins", c.num_pae_bins);
+    take(ca, "use_separate_heads", c.use_separate_heads);
+    take(hp, "token_level_confidence", c.token_level_confidence);
+    take(hp, "alpha_pae", c.alpha_pae);
+    take(hp, "fix_sym_check", c.fix_sym_check);
+    take(hp, "cyclic_pos_enc", c.cyclic_pos_enc);
+    take(hp, "min_dist", c.min_dist);
+    take(hp, "max_dist", c.max_dist);
+    take(hp, "conditioning_cutoff_min", c.conditioning_cutoff_min);
+    take(hp, "conditioning_cutoff_max", c.conditioning_cutoff_max);
+    // Optional modules and block counts: what the tensors hold decides.
+    c.bond_type_feature = m.has("token_bonds_type.weight");
+    c.predict_bfactor = m.has("bfactor_module.bfactor.weight");
+    c.use_templates = count_layers(m, "template_module.pairformer.layers.") > 0 ||
+                      m.has("template_module.z_proj.weight");
+    c.confidence_prediction = c.confidence_prediction &&
+                              count_layers(m, "confidence_module.pairformer_stack.layers.") > 0;
+    c.pairformer_blocks = count_layers(m, "pairformer_module.layers.");
+    c.msa_blocks = count_layers(m, "msa_module.layers.");
+    if (c.confidence_prediction)
+        c.confidence_blocks = count_layers(m, "confidence_module.pairformer_stack.layers.");
+    c.token_transformer_depth =
+        count_layers(m, "structure_module.score_model.token_transformer.layers.");
+    BI_CHECK(c.pairformer_blocks > 0, m.dir(), "not a Boltz-2 checkpoint: no pairformer_module.layers.*");
+    return c;
+}
+
+}  // namespace bioinfer::boltz2

@@ -1,0 +1,64 @@
+// Boltz-2 parity fixtures (tools/reference/make_boltz2_fixtures.py): per input case, the features
+// boltz's pipeline made (`feat.*`) and the reference's intermediate tensors, plus the tiny model's
+// Lightning checkpoint. The bar every module is held to: PCC >= 0.99999, relative L2 <= 1e-5.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/boltz2/features.h"
+#include "test_util.h"
+
+namespace bioinfer::test {
+
+#ifdef BIOINFER_FIXTURES
+inline std::string boltz2_fixture_dir() { return std::string(BIOINFER_FIXTURES) + "/boltz2_tiny"; }
+#endif
+
+inline const std::vector<std::string>& boltz2_cases() {
+    static const std::vector<std::string> c = {"monomer", "heterodimer", "protein_rna"};
+    return c;
+}
+
+struct Boltz2Case {
+    std::string name;
+    std::shared_ptr<io::SafetensorsFile> file;
+    boltz2::Features feats;  // `feat.*` with the batch dimension dropped
+    bool has(const std::string& k) const { return file->has(k); }
+    // A reference tensor as stored (fp32, shapes as the reference's, batch dimension included).
+    Tensor get(const std::string& k) const { return file->get(k).to_f32(); }
+    // The same with a leading batch dimension of 1 dropped.
+    Tensor get0(const std::string& k) const {
+        Tensor t = get(k);
+        Shape s = t.shape();
+        EXPECT_EQ(s.at(0), 1) << k;
+        s.erase(s.begin());
+        return t.reshape(s).clone();
+    }
+};
+
+#ifdef BIOINFER_FIXTURES
+inline Boltz2Case load_boltz2_case(const std::string& name) {
+    Boltz2Case c;
+    c.name = name;
+    c.file = io::SafetensorsFile::open(boltz2_fixture_dir() + "/" + name + ".safetensors");
+    for (const auto& [k, info] : c.file->tensors()) {
+        if (k.rfind("feat.", 0) != 0) continue;
+        c.feats.set(k.substr(5), c.get0(k));
+    }
+    return c;
+}
+#endif
+
+// The module bar: PCC >= 0.99999 and relative L2 <= 1e-5 (fp32 both sides).
+inline void expect_parity(const Tensor& got, const Tensor& ref, const std::string& what,
+                          double min_pcc = 0.99999, double max_rel_l2 = 1e-5) {
+    ASSERT_EQ(got.numel(), ref.numel()) << what;
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    const Stats s = stats(g.f32(), r.f32(), g.numel());
+    EXPECT_GE(s.pcc, min_pcc) << what << " (rel L2 " << s.rel_l2 << ", max-abs " << s.max_abs << ")";
+    EXPECT_LE(s.rel_l2, max_rel_l2) << what << " (PCC " << s.pcc << ", max-abs " << s.max_abs << ")";
+}
+
+}  // namespace bioinfer::test
