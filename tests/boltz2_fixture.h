@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "models/boltz2/features.h"
 #include "test_util.h"
@@ -14,6 +15,13 @@ namespace bioinfer::test {
 
 #ifdef BIOINFER_FIXTURES
 inline std::string boltz2_fixture_dir() { return std::string(BIOINFER_FIXTURES) + "/boltz2_tiny"; }
+// The tiny model's weights (the Lightning checkpoint in the fixture folder), names as boltz's
+// state_dict keys ("pairformer_module.layers.0.tri_mul_out.p_in.weight"); config() holds the
+// checkpoint's hyper_parameters.
+inline const io::ModelDir& boltz2_weights() {
+    static const io::ModelDir m = io::ModelDir::open(boltz2_fixture_dir());
+    return m;
+}
 #endif
 
 inline const std::vector<std::string>& boltz2_cases() {
