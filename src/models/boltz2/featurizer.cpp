@@ -250,10 +250,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         // conformer (boltz's off-by-one); the others are centred, rotated and translated.
         AugmentationSource aug = opt.augmentation ? opt.augmentation : seeded_augmentation(opt.seed);
         const int max_uid = atom_uid.empty() ? 0 : *std::max_element(atom_uid.begin(), atom_uid.end());
+        std::vector<std::vector<size_t>> uid_atoms(size_t(max_uid) + 1);
+        for (size_t a = 0; a < atom_uid.size(); ++a) uid_atoms[size_t(atom_uid[a])].push_back(a);
         for (int uid = 0; uid < max_uid; ++uid) {
-            std::vector<size_t> idx;
-            for (size_t a = 0; a < atom_uid.size(); ++a)
-                if (atom_uid[a] == uid) idx.push_back(a);
+            const std::vector<size_t>& idx = uid_atoms[size_t(uid)];
             if (idx.empty()) continue;
             float mean[3] = {0, 0, 0};
             for (size_t a : idx)
