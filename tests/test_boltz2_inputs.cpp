@@ -1,6 +1,6 @@
 // Boltz-2 inputs and featurizer: the fixture cases' YAML and MSAs parsed and featurised here must
-// give boltz's own features (feat.*) exactly (ref_pos with the reference's random motions injected);
-// bad inputs give one clear error each.
+// give boltz's own features (feat.*) exactly (ref_pos with the reference's random motions
+// injected); bad inputs give one clear error each.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,7 +52,8 @@ double max_diff(const Tensor& got, const Tensor& ref) {
     if (got.shape() != ref.shape()) return -1;
     const Tensor g = got.to_f32(), r = ref.to_f32();
     double m = 0;
-    for (int64_t i = 0; i < g.numel(); ++i) m = std::max(m, double(std::fabs(g.f32()[i] - r.f32()[i])));
+    for (int64_t i = 0; i < g.numel(); ++i)
+        m = std::max(m, double(std::fabs(g.f32()[i] - r.f32()[i])));
     return m;
 }
 
@@ -152,7 +153,9 @@ TEST(Boltz2Inputs, DeletionQuirkAndUniqueRowsAsTheReference) {
     // narrows every later row's deletions to nothing).
     const Boltz2Case c = load_boltz2_case("monomer");
     EXPECT_EQ(c.feats.at("msa").shape()[0], 4);
-    EXPECT_EQ(max_diff(c.feats.at("has_deletion"), Tensor::zeros(c.feats.at("has_deletion").shape())), 0.0);
+    EXPECT_EQ(
+        max_diff(c.feats.at("has_deletion"), Tensor::zeros(c.feats.at("has_deletion").shape())),
+        0.0);
     const Featurized f = featurize_case(c);
     EXPECT_EQ(max_diff(f.feats.at("has_deletion"), c.feats.at("has_deletion")), 0.0);
     EXPECT_EQ(max_diff(f.feats.at("deletion_value"), c.feats.at("deletion_value")), 0.0);
@@ -181,11 +184,12 @@ TEST(Boltz2Inputs, MetadataForStructureWriting) {
 // ---- parsing ------------------------------------------------------------------------------------
 
 class Boltz2BadInputs : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         dir = fs::temp_directory_path() /
-              ("bioinfer_boltz2_inputs_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-               "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+              ("bioinfer_boltz2_inputs_" +
+               std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::create_directories(dir);
         write_bytes((dir / "q.a3m").string(), ">q\nMKTAY\n>s\nMKSAY\n");
     }
@@ -217,7 +221,8 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
         std::string yaml, want, where;
     };
     const std::vector<Case> cases = {
-        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: q.a3m\n      foo: 1\n",
+        {head +
+             "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: q.a3m\n      foo: 1\n",
          "unknown key 'foo'", "in.yaml:7:7"},
         {head + "  - peptide:\n      id: A\n      sequence: MK\n", "unknown entity type 'peptide'",
          "in.yaml:3:5"},
@@ -253,25 +258,30 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
 }
 
 TEST_F(Boltz2BadInputs, BadMsaFiles) {
-    EXPECT_NE(error_of([&] { io::read_msa(put("a.a3m", ">q\nMK.TAY\n"), 0); })
-                  .find("a.a3m:2] character '.' at position 3"),
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("a.a3m", ">q\nMK.TAY\n"), 0);
+              }).find("a.a3m:2] character '.' at position 3"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { io::read_msa(put("b.a3m", ">q\nMKTAY\n>s\nMKTA\n"), 0); })
-                  .find("b.a3m:4] MSA row has 4 aligned columns"),
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("b.a3m", ">q\nMKTAY\n>s\nMKTA\n"), 0);
+              }).find("b.a3m:4] MSA row has 4 aligned columns"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { io::read_msa(put("c.csv", "sequence,taxon\nMKTAY,1\n"), 0); })
-                  .find("expected the columns key and sequence"),
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("c.csv", "sequence,taxon\nMKTAY,1\n"), 0);
+              }).find("expected the columns key and sequence"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { io::read_msa(put("d.sto", "# STOCKHOLM\n"), 0); })
-                  .find("expected an .a3m or .csv file"),
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("d.sto", "# STOCKHOLM\n"), 0);
+              }).find("expected an .a3m or .csv file"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { io::read_msa(put("e.a3m", "# only a comment\n"), 0); })
-                  .find("no sequences"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([&] { io::read_msa(put("e.a3m", "# only a comment\n"), 0); }).find("no sequences"),
+        std::string::npos);
 }
 
 TEST_F(Boltz2BadInputs, CsvMsaKeepsPairingKeys) {
-    const io::Msa m = io::read_msa(put("m.csv", "key,sequence\n,MKTAY\n12,MKSAY\n12,MKSAY\n7.0,MRTaAY\n"), 0);
+    const io::Msa m =
+        io::read_msa(put("m.csv", "key,sequence\n,MKTAY\n12,MKSAY\n12,MKSAY\n7.0,MRTaAY\n"), 0);
     ASSERT_EQ(m.rows.size(), 3u);  // the repeated row is dropped
     EXPECT_EQ(m.rows[0].taxonomy, -1);
     EXPECT_EQ(m.rows[1].taxonomy, 12);
@@ -282,12 +292,13 @@ TEST_F(Boltz2BadInputs, CsvMsaKeepsPairingKeys) {
 
 TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
     // Chains are grouped by entity (type, sequence) in first-appearance order, as boltz does.
-    const std::string yaml = put("g.yaml",
-                                 "version: 1\nsequences:\n"
-                                 "  - protein:\n      id: [A, B]\n      sequence: MKTAY\n      msa: q.a3m\n"
-                                 "  - rna:\n      id: R\n      sequence: ACGUN\n"
-                                 "  - protein:\n      id: C\n      sequence: MKTAY\n      msa: q.a3m\n"
-                                 "  - dna:\n      id: D\n      sequence: ACGTN\n      cyclic: true\n");
+    const std::string yaml =
+        put("g.yaml",
+            "version: 1\nsequences:\n"
+            "  - protein:\n      id: [A, B]\n      sequence: MKTAY\n      msa: q.a3m\n"
+            "  - rna:\n      id: R\n      sequence: ACGUN\n"
+            "  - protein:\n      id: C\n      sequence: MKTAY\n      msa: q.a3m\n"
+            "  - dna:\n      id: D\n      sequence: ACGTN\n      cyclic: true\n");
     io::BoltzTarget t = io::read_boltz_input(yaml);
     ASSERT_EQ(t.chains.size(), 5u);
     std::vector<std::string> ids;
@@ -306,22 +317,25 @@ TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
     EXPECT_EQ(f.feats.num_atoms() % 32, 0);
     // The same proteins with different MSAs are refused.
     put("r.a3m", ">q\nMKTAY\n");
-    EXPECT_NE(error_of([&] {
-                  io::read_boltz_input(put("h.yaml", "sequences:\n  - protein:\n      id: A\n      "
-                                                     "sequence: MKTAY\n      msa: q.a3m\n  - protein:\n"
-                                                     "      id: B\n      sequence: MKTAY\n      msa: r.a3m\n"));
-              }).find("must share the same MSA"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of([&] {
+            io::read_boltz_input(put("h.yaml",
+                                     "sequences:\n  - protein:\n      id: A\n      "
+                                     "sequence: MKTAY\n      msa: q.a3m\n  - protein:\n"
+                                     "      id: B\n      sequence: MKTAY\n      msa: r.a3m\n"));
+        }).find("must share the same MSA"),
+        std::string::npos);
 
     // FASTA: >ID|TYPE|MSA headers give the same target as the YAML form.
-    const std::string fa = put("het.fasta",
-                               ">A|protein|" + boltz2_fixture_dir() + "/inputs/heterodimer/dimer_a.a3m\n"
-                               "MKVLHEGSTW\n>B|PROTEIN|empty\nGSPEEKLR\n");
+    const std::string fa = put("het.fasta", ">A|protein|" + boltz2_fixture_dir() +
+                                                "/inputs/heterodimer/dimer_a.a3m\n"
+                                                "MKVLHEGSTW\n>B|PROTEIN|empty\nGSPEEKLR\n");
     const Boltz2Case c = load_boltz2_case("heterodimer");
     FeaturizeOptions opt;
     opt.augmentation = reference_motions(c);
     expect_features_match(boltz2::featurize(io::read_boltz_input(fa), opt), c);
-    const io::BoltzTarget r = io::read_boltz_input(put("r.fa", ">A|protein|empty\nMK\n>B|rna\nACGU\n"));
+    const io::BoltzTarget r =
+        io::read_boltz_input(put("r.fa", ">A|protein|empty\nMK\n>B|rna\nACGU\n"));
     EXPECT_EQ(r.chains[1].type, io::BoltzEntityType::Rna);
     EXPECT_EQ(r.chains[1].msa_kind, io::BoltzMsaKind::None);
     for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
@@ -336,7 +350,6 @@ TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
         EXPECT_NE(e.find("x.fasta:"), std::string::npos) << e;
     }
 }
-
 
 // CSV MSAs with pairing keys (a key shared by both proteins twice in one of them, keys found in one
 // chain only, unkeyed rows), a query row with an insertion, a query row that differs from the input

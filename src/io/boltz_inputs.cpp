@@ -20,10 +20,14 @@ namespace fs = std::filesystem;
 
 const char* boltz_entity_name(BoltzEntityType t) {
     switch (t) {
-        case BoltzEntityType::Protein: return "protein";
-        case BoltzEntityType::Dna: return "dna";
-        case BoltzEntityType::Rna: return "rna";
-        case BoltzEntityType::Ligand: return "ligand";
+        case BoltzEntityType::Protein:
+            return "protein";
+        case BoltzEntityType::Dna:
+            return "dna";
+        case BoltzEntityType::Rna:
+            return "rna";
+        case BoltzEntityType::Ligand:
+            return "ligand";
     }
     return "?";
 }
@@ -108,13 +112,16 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
                      it->second, ")");
         }
 
-    std::vector<std::pair<std::pair<BoltzEntityType, std::string>, std::vector<const Entry*>>> groups;
+    std::vector<std::pair<std::pair<BoltzEntityType, std::string>, std::vector<const Entry*>>>
+        groups;
     for (const Entry& e : entries) {
         auto key = std::make_pair(e.type, e.sequence);
         auto it = std::find_if(groups.begin(), groups.end(),
                                [&](const auto& g) { return g.first == key; });
-        if (it == groups.end()) groups.push_back({key, {&e}});
-        else it->second.push_back(&e);
+        if (it == groups.end())
+            groups.push_back({key, {&e}});
+        else
+            it->second.push_back(&e);
     }
 
     for (size_t ent = 0; ent < groups.size(); ++ent) {
@@ -126,9 +133,9 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
         std::string msa_path;
         if (first.type == BoltzEntityType::Protein) {
             for (const Entry* e : items) {
-                BI_CHECK(e->has_msa == first.has_msa && e->msa == first.msa, e->where,
-                         "chain ", e->ids.at(0), " gives the MSA '", e->msa, "' but chain ",
-                         first_chain, " with the same sequence gives '", first.msa,
+                BI_CHECK(e->has_msa == first.has_msa && e->msa == first.msa, e->where, "chain ",
+                         e->ids.at(0), " gives the MSA '", e->msa, "' but chain ", first_chain,
+                         " with the same sequence gives '", first.msa,
                          "': all proteins with the same sequence must share the same MSA");
             }
             BI_CHECK(first.has_msa, first.where, "chain ", first_chain,
@@ -182,13 +189,13 @@ void check_keys(const YAML::Node& map, const std::string& source, const std::str
     std::set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
         const std::string key = scalar(it->first, source, what + " key");
-        BI_CHECK(seen.insert(key).second, mark(source, it->first), what, ": duplicated key '",
-                 key, "'");
+        BI_CHECK(seen.insert(key).second, mark(source, it->first), what, ": duplicated key '", key,
+                 "'");
         if (known.count(key)) continue;
         std::string list;
         for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-        fail(mark(source, it->first), cat(what, ": unknown key '", key, "' (expected one of: ",
-                                          list, ")"));
+        fail(mark(source, it->first),
+             cat(what, ": unknown key '", key, "' (expected one of: ", list, ")"));
     }
 }
 
@@ -208,7 +215,8 @@ Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
     e.type = type == "protein" ? BoltzEntityType::Protein
              : type == "dna"   ? BoltzEntityType::Dna
                                : BoltzEntityType::Rna;
-    BI_CHECK(body.IsMap(), mark(source, body), type, " entry: expected a mapping with id and sequence");
+    BI_CHECK(body.IsMap(), mark(source, body), type,
+             " entry: expected a mapping with id and sequence");
     std::set<std::string> known = {"id", "sequence", "modifications", "cyclic"};
     if (e.type == BoltzEntityType::Protein) known.insert("msa");
     check_keys(body, source, type + " entry", known);
@@ -308,8 +316,8 @@ BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) 
         BI_CHECK(!f[0].empty(), where, "empty chain id in '", r.id, "'");
         const std::string type = lower(f[1]);
         if (type == "ccd" || type == "smiles")
-            fail(where, cat("chain ", f[0], ": ligand entities (", type,
-                            ") are not supported yet"));
+            fail(where,
+                 cat("chain ", f[0], ": ligand entities (", type, ") are not supported yet"));
         BI_CHECK(type == "protein" || type == "dna" || type == "rna", where, "chain ", f[0],
                  ": invalid entity type '", f[1], "' (expected protein, dna, rna, ccd or smiles)");
         Entry e;

@@ -21,9 +21,9 @@ enum class BoltzMsaKind { None, Empty, File };
 struct BoltzChain {
     std::string id;  // chain name as written ("A")
     BoltzEntityType type = BoltzEntityType::Protein;
-    int entity_id = 0;  // boltz's entity: index of the (type, sequence) group, first appearance
-    int sym_id = 0;     // copy number within the entity, in chain order
-    std::string sequence;               // one-letter sequence as written (polymers)
+    int entity_id = 0;     // boltz's entity: index of the (type, sequence) group, first appearance
+    int sym_id = 0;        // copy number within the entity, in chain order
+    std::string sequence;  // one-letter sequence as written (polymers)
     std::vector<std::string> residues;  // residue tokens: ALA..VAL/UNK, A C G U N, DA DC DG DT DN
     bool cyclic = false;                // `cyclic: true` (polymers)
     BoltzMsaKind msa_kind = BoltzMsaKind::None;

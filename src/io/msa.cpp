@@ -33,7 +33,7 @@ void for_each_line(std::string_view text, F&& f) {
 // Collects rows with boltz's rules: skip a row whose gap-stripped upper-cased text was seen, stop
 // after max_seqs kept rows. Returns false when the limit is reached.
 class RowCollector {
-public:
+  public:
     RowCollector(Msa& msa, int64_t max_seqs) : msa_(msa), max_seqs_(max_seqs) {}
 
     bool add(std::string_view seq, int64_t taxonomy, int lineno) {
@@ -54,9 +54,8 @@ public:
                 ++count;  // an insertion relative to the query: counted, not a column
                 continue;
             }
-            BI_CHECK((c >= 'A' && c <= 'Z') || c == '-', where, "character '", c,
-                     "' at position ", i + 1,
-                     " is not an MSA letter: expected A-Z, a-z (insertions) or '-'");
+            BI_CHECK((c >= 'A' && c <= 'Z') || c == '-', where, "character '", c, "' at position ",
+                     i + 1, " is not an MSA letter: expected A-Z, a-z (insertions) or '-'");
             if (count > 0) {
                 row.deletions.emplace_back(int32_t(row.residues.size()), count);
                 count = 0;
@@ -73,7 +72,7 @@ public:
         return !(max_seqs_ > 0 && int64_t(msa_.rows.size()) >= max_seqs_);
     }
 
-private:
+  private:
     Msa& msa_;
     int64_t max_seqs_;
     std::unordered_set<std::string> seen_;
@@ -140,9 +139,12 @@ Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_
             auto cols = split_csv(line);
             for (size_t i = 0; i < cols.size(); ++i) {
                 const std::string name(strip(cols[i]));
-                if (name == "key" && key_col < 0) key_col = int(i);
-                else if (name == "sequence" && seq_col < 0) seq_col = int(i);
-                else key_col = seq_col = -2;  // any other or repeated column
+                if (name == "key" && key_col < 0)
+                    key_col = int(i);
+                else if (name == "sequence" && seq_col < 0)
+                    seq_col = int(i);
+                else
+                    key_col = seq_col = -2;  // any other or repeated column
             }
             BI_CHECK(cols.size() == 2 && key_col >= 0 && seq_col >= 0, cat(source, ":", lineno),
                      "invalid MSA CSV header '", line, "': expected the columns key and sequence");
@@ -151,8 +153,8 @@ Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_
         }
         if (strip(line).empty()) return;
         auto cols = split_csv(line);
-        BI_CHECK(cols.size() == 2, cat(source, ":", lineno), "expected 2 fields (key, sequence), got ",
-                 cols.size());
+        BI_CHECK(cols.size() == 2, cat(source, ":", lineno),
+                 "expected 2 fields (key, sequence), got ", cols.size());
         std::string_view seq = strip(cols[size_t(seq_col)]);
         if (seq.empty()) return;
         const std::string key(strip(cols[size_t(key_col)]));

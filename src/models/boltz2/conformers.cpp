@@ -33,9 +33,9 @@ int ResidueMol::atom_index(const std::string& atom_name) const {
 void ConformerLibrary::add(ResidueMol mol) {
     BI_CHECK(!mol.conformers.empty(), "boltz2 conformers", "molecule ", mol.name,
              " has no conformer");
-    BI_CHECK(mol.conformer_ids.size() == mol.conformers.size(), "boltz2 conformers",
-             "molecule ", mol.name, ": expected one id per conformer, got ",
-             mol.conformer_ids.size(), " ids for ", mol.conformers.size(), " conformers");
+    BI_CHECK(mol.conformer_ids.size() == mol.conformers.size(), "boltz2 conformers", "molecule ",
+             mol.name, ": expected one id per conformer, got ", mol.conformer_ids.size(),
+             " ids for ", mol.conformers.size(), " conformers");
     for (const auto& c : mol.conformers)
         BI_CHECK(c.size() == mol.atoms.size(), "boltz2 conformers", "molecule ", mol.name,
                  ": expected ", mol.atoms.size(), " coordinates per conformer, got ", c.size());

@@ -1,6 +1,6 @@
-// Boltz-2's residue vocabulary (boltz.data.const) and the canonical residue molecules its featurizer
-// reads (boltz's mols/<RES>.pkl), reduced to heavy atoms with names, elements, charges, chirality
-// and conformer coordinates. The built-in tables are generated (conformers_data.cpp).
+// Boltz-2's residue vocabulary (boltz.data.const) and the canonical residue molecules its
+// featurizer reads (boltz's mols/<RES>.pkl), reduced to heavy atoms with names, elements, charges,
+// chirality and conformer coordinates. The built-in tables are generated (conformers_data.cpp).
 #pragma once
 #include <array>
 #include <map>
@@ -11,11 +11,12 @@ namespace bioinfer::boltz2 {
 
 // boltz.data.const, as the input parser and featurizer use it.
 struct Vocab {
-    std::vector<std::string> tokens;  // 33 residue tokens: <pad>, -, ALA..VAL, UNK, A G C U N, DA..DN
+    std::vector<std::string>
+        tokens;  // 33 residue tokens: <pad>, -, ALA..VAL, UNK, A G C U N, DA..DN
     std::map<char, std::string> protein_letters, rna_letters, dna_letters;  // one letter -> token
-    std::map<std::string, std::string> unk_token;  // PROTEIN/DNA/RNA -> UNK/DN/N
-    std::map<std::string, std::vector<std::string>> ref_atoms;  // token -> its atoms, in order
-    std::map<std::string, std::string> center_atom, disto_atom;  // token -> atom name
+    std::map<std::string, std::string> unk_token;                 // PROTEIN/DNA/RNA -> UNK/DN/N
+    std::map<std::string, std::vector<std::string>> ref_atoms;    // token -> its atoms, in order
+    std::map<std::string, std::string> center_atom, disto_atom;   // token -> atom name
     std::vector<std::string> protein_backbone, nucleic_backbone;  // atom_backbone_feat classes
     std::vector<std::string> chain_types;                         // PROTEIN DNA RNA NONPOLYMER
     std::vector<std::string> chirality_types;
@@ -51,7 +52,7 @@ struct ResidueMol {
 };
 
 class ConformerLibrary {
-public:
+  public:
     void add(ResidueMol mol);
     bool has(const std::string& res) const { return mols_.count(res) > 0; }
     const ResidueMol& at(const std::string& res) const;  // throws naming the residue
@@ -60,7 +61,7 @@ public:
     // The molecules the parity fixtures were featurised with (generated table).
     static const ConformerLibrary& builtin();
 
-private:
+  private:
     std::map<std::string, ResidueMol> mols_;
 };
 

@@ -19,7 +19,9 @@ namespace {
 
 constexpr const char* kWhere = "boltz2 featurize";
 
-Tensor make(std::vector<float> v, Shape shape) { return Tensor::of(v, std::move(shape)); }
+Tensor make(std::vector<float> v, Shape shape) {
+    return Tensor::of(v, std::move(shape));
+}
 
 // boltz's quaternion_to_matrix (real part first).
 std::array<std::array<float, 3>, 3> quaternion_to_matrix(double r, double i, double j, double k) {
@@ -82,9 +84,8 @@ AugmentationSource seeded_augmentation(uint64_t seed) {
         std::normal_distribution<double> normal(0.0, 1.0);
         double q[4];
         for (double& x : q) x = normal(*rng);
-        const double norm = std::copysign(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] +
-                                                    q[3] * q[3]),
-                                          q[0]);
+        const double norm =
+            std::copysign(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), q[0]);
         RigidTransform t;
         t.rot = quaternion_to_matrix(q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm);
         for (float& x : t.trans) x = float(normal(*rng));
@@ -170,11 +171,13 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 int bb = 0;
                 if (type_upper == "PROTEIN") {
                     auto it = std::find(v.protein_backbone.begin(), v.protein_backbone.end(), n);
-                    if (it != v.protein_backbone.end()) bb = int(it - v.protein_backbone.begin()) + 1;
+                    if (it != v.protein_backbone.end())
+                        bb = int(it - v.protein_backbone.begin()) + 1;
                 } else {
                     auto it = std::find(v.nucleic_backbone.begin(), v.nucleic_backbone.end(), n);
                     if (it != v.nucleic_backbone.end())
-                        bb = int(it - v.nucleic_backbone.begin()) + 1 + int(v.protein_backbone.size());
+                        bb = int(it - v.nucleic_backbone.begin()) + 1 +
+                             int(v.protein_backbone.size());
                 }
                 atom_backbone.push_back(bb);
                 meta.atoms.push_back({n, a.element, a.symbol, int64_t(tokens.size())});
@@ -238,8 +241,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         for (int64_t p = 0; p < N * N; ++p) cc[size_t(p * n_cc + unspecified)] = 1.f;
         f.set("contact_conditioning", make(cc, {N, N, n_cc}));
         f.set("contact_threshold", Tensor::zeros({N, N}));
-        f.set("method_feature",
-              make(std::vector<float>(size_t(N), float(method_it->second)), {N}));
+        f.set("method_feature", make(std::vector<float>(size_t(N), float(method_it->second)), {N}));
         f.set("modified", Tensor::zeros({N}));
         f.set("affinity_token_mask", Tensor::zeros({N}));
     }
@@ -248,8 +250,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     {
         // center_random_augmentation for uid in range(max(uid)): the last residue keeps its raw
         // conformer (boltz's off-by-one); the others are centred, rotated and translated.
-        AugmentationSource aug = opt.augmentation ? opt.augmentation : seeded_augmentation(opt.seed);
-        const int max_uid = atom_uid.empty() ? 0 : *std::max_element(atom_uid.begin(), atom_uid.end());
+        AugmentationSource aug =
+            opt.augmentation ? opt.augmentation : seeded_augmentation(opt.seed);
+        const int max_uid =
+            atom_uid.empty() ? 0 : *std::max_element(atom_uid.begin(), atom_uid.end());
         std::vector<std::vector<size_t>> uid_atoms(size_t(max_uid) + 1);
         for (size_t a = 0; a < atom_uid.size(); ++a) uid_atoms[size_t(atom_uid[a])].push_back(a);
         for (int uid = 0; uid < max_uid; ++uid) {
@@ -264,8 +268,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 float x[3];
                 for (int d = 0; d < 3; ++d) x[d] = atom_pos[a][d] - mean[d];
                 for (int j = 0; j < 3; ++j)
-                    atom_pos[a][j] = x[0] * t.rot[0][j] + x[1] * t.rot[1][j] + x[2] * t.rot[2][j] +
-                                     t.trans[j];
+                    atom_pos[a][j] =
+                        x[0] * t.rot[0][j] + x[1] * t.rot[1][j] + x[2] * t.rot[2][j] + t.trans[j];
             }
         }
 
@@ -286,7 +290,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                          "' has a character outside ASCII 32..95");
                 name_chars[size_t((a * 4 + int64_t(k)) * 64 + code)] = 1.f;
             }
-            for (size_t k = n.size(); k < 4; ++k) name_chars[size_t((a * 4 + int64_t(k)) * 64)] = 1.f;
+            for (size_t k = n.size(); k < 4; ++k)
+                name_chars[size_t((a * 4 + int64_t(k)) * 64)] = 1.f;
             element[size_t(a * n_el + atom_element[size_t(a)])] = 1.f;
             charge[size_t(a)] = float(atom_charge[size_t(a)]);
             chirality[size_t(a)] = float(atom_chirality[size_t(a)]);
@@ -307,7 +312,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             const auto pos = [&](const char* n) {
                 return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
             };
-            if (t.atom_count < 3 || t.res_name == "UNK" || t.res_name == "PAD" || t.res_name == "-") {
+            if (t.atom_count < 3 || t.res_name == "UNK" || t.res_name == "PAD" ||
+                t.res_name == "-") {
             } else if (t.mol_type == v.chain_type_id("PROTEIN")) {
                 fa = pos("N"), fb = pos("CA"), fc = pos("C"), ok = true;
             } else {
@@ -358,8 +364,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 if (key == -1) continue;
                 auto it = std::find_if(tax.begin(), tax.end(),
                                        [&](const auto& g) { return g.first == key; });
-                if (it == tax.end()) tax.push_back({key, {{c, int(s)}}});
-                else it->second.push_back({c, int(s)});
+                if (it == tax.end())
+                    tax.push_back({key, {{c, int(s)}}});
+                else
+                    it->second.push_back({c, int(s)});
             }
         tax.erase(std::remove_if(tax.begin(), tax.end(),
                                  [](const auto& g) { return g.second.size() <= 1; }),
@@ -378,7 +386,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         // available (so paired rows also appear unpaired; boltz issue #581).
         std::vector<std::deque<int>> available(static_cast<size_t>(C));
         for (int c = 0; c < C; ++c)
-            for (size_t s = 1; s < msas[size_t(c)].rows.size(); ++s) available[size_t(c)].push_back(int(s));
+            for (size_t s = 1; s < msas[size_t(c)].rows.size(); ++s)
+                available[size_t(c)].push_back(int(s));
 
         std::vector<std::vector<int>> pairing, paired;
         pairing.push_back(std::vector<int>(size_t(C), 0));
@@ -389,8 +398,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             for (const auto& [c, s] : items) {
                 auto it = std::find_if(occ.begin(), occ.end(),
                                        [&](const auto& o) { return o.first == c; });
-                if (it == occ.end()) occ.push_back({c, {s}});
-                else it->second.push_back(s);
+                if (it == occ.end())
+                    occ.push_back({c, {s}});
+                else
+                    it->second.push_back(s);
             }
             size_t max_occ = 0;
             for (const auto& o : occ) max_occ = std::max(max_occ, o.second.size());

@@ -33,8 +33,8 @@ struct FeaturizeOptions {
     int64_t max_msa_seqs = 8192;
     uint64_t seed = 0;                // seeds seeded_augmentation when `augmentation` is unset
     AugmentationSource augmentation;  // overrides the seed (tests inject the reference's motions)
-    std::string method = "x-ray diffraction";  // method conditioning (boltz's default)
-    int64_t atoms_per_window = 32;             // atoms are padded to a multiple of this
+    std::string method = "x-ray diffraction";      // method conditioning (boltz's default)
+    int64_t atoms_per_window = 32;                 // atoms are padded to a multiple of this
     const ConformerLibrary* conformers = nullptr;  // null: ConformerLibrary::builtin()
 };
 
