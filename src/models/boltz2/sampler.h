@@ -1,0 +1,96 @@
+// Boltz-2's reverse-diffusion sampler (boltz/model/modules/diffusionv2.py AtomDiffusion.sample,
+// inference without steering): the EDM schedule, churn (gamma), per-step random rotation and
+// translation after centering on the unmasked mean (padded atoms included), noise, the denoiser
+// in chunks of samples, Kabsch alignment of the noisy onto the denoised coordinates, and the
+// Euler step. Contact and template guidance return exactly zero without constraints or templates
+// (boltz evaluates them by default), so they are not computed.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "models/boltz2/config.h"
+
+namespace bioinfer::boltz2 {
+
+// Standard normal draws, in the order the sampler asks for them (the reference's torch.randn
+// calls): x0 (S, A, 3); per step quaternions (S, 4), translations (S, 1, 3), noise (S, A, 3).
+class NormalSource {
+public:
+    virtual ~NormalSource() = default;
+    virtual Tensor normal(const Shape& shape) = 0;
+};
+
+// Production: a seeded std::mt19937_64 with std::normal_distribution<float> (bioinfer's own seed
+// semantics; it does not reproduce torch's stream).
+class SeededNormal : public NormalSource {
+public:
+    explicit SeededNormal(uint64_t seed) : gen_(seed) {}
+    Tensor normal(const Shape& shape) override;
+
+private:
+    std::mt19937_64 gen_;
+    std::normal_distribution<float> dist_{0.0f, 1.0f};
+};
+
+// Replays recorded draws in order (parity tests replay the reference's); a shape mismatch or
+// running out is an error.
+class ReplayNormal : public NormalSource {
+public:
+    explicit ReplayNormal(std::vector<Tensor> draws) : draws_(std::move(draws)) {}
+    Tensor normal(const Shape& shape) override;
+    size_t used() const { return next_; }
+
+private:
+    std::vector<Tensor> draws_;
+    size_t next_ = 0;
+};
+
+struct SamplerParams {
+    int64_t steps = 200;
+    int64_t samples = 1;              // diffusion samples (boltz's multiplicity)
+    int64_t max_parallel_samples = 5;  // samples per denoiser call
+    double sigma_min = 1e-4, sigma_max = 160.0, sigma_data = 16.0, rho = 7.0;
+    double gamma_0 = 0.8, gamma_min = 1.0, noise_scale = 1.003, step_scale = 1.5;
+    bool alignment_reverse_diff = true;
+    // Boltz-2 centers on the mean of ALL atoms, padding included (false); true centers on the
+    // mean of the masked atoms (other AF3-style samplers).
+    bool masked_centering = false;
+    static SamplerParams from(const Config& cfg, int64_t steps, int64_t samples,
+                              int64_t max_parallel_samples);
+};
+
+// sigma_k = sigma_data * (sigma_max^(1/rho) + k / (steps - 1) * (sigma_min^(1/rho) -
+// sigma_max^(1/rho)))^rho for k < steps, then 0: steps + 1 values, fp32 as boltz computes them.
+std::vector<float> sample_schedule(const SamplerParams& p);
+
+// The denoiser: x_noisy (S', A, 3) of S' <= max_parallel_samples samples at noise level sigma
+// -> denoised (S', A, 3).
+using Denoiser = std::function<Tensor(const Tensor& x_noisy, float sigma)>;
+
+// What one step saw (tests compare it with the reference's record).
+struct SamplerStep {
+    int64_t index;
+    float t_hat;
+    const Tensor& noisy;     // (S, A, 3) augmented x plus noise, the denoiser's input
+    const Tensor& denoised;  // (S, A, 3)
+    const Tensor& aligned;   // (S, A, 3) noisy aligned onto denoised (noisy without alignment)
+    const Tensor& next;      // (S, A, 3)
+};
+
+// Runs the sampler: atom_mask (A) atom_pad_mask; returns the coordinates (S, A, 3).
+Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerParams& p,
+              NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step = {});
+
+// Rotation matrices (S, 3, 3) from quaternion draws (S, 4), as boltz's random_rotations: the
+// quaternion normalised with a non-negative real part, then converted.
+Tensor rotations_from_normal(const Tensor& quat_draws);
+
+// boltz's weighted_rigid_align with weights = mask: `mobile` (S, A, 3) rigidly moved onto
+// `target` (S, A, 3) minimising the masked squared distance (Kabsch, proper rotation).
+Tensor rigid_align(const Tensor& mobile, const Tensor& target, const Tensor& mask);
+
+}  // namespace bioinfer::boltz2

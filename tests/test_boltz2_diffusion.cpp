@@ -1,0 +1,312 @@
+// Boltz-2's diffusion transformers, score model and sampler against the reference's dumps
+// (tools/reference/boltz2_dump_diffusion.py): per module on every case, plus tests that a wrong
+// gate half or mask fails the bar.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "boltz2_fixture.h"
+#include "models/boltz2/config.h"
+#include "models/boltz2/diffusion.h"
+#include "models/boltz2/dit.h"
+#include "models/boltz2/sampler.h"
+
+namespace bioinfer::test {
+namespace {
+
+using boltz2::AtomTransformer;
+using boltz2::DiffusionTransformer;
+
+const std::string kScore = "structure_module.score_model";
+
+const boltz2::Config& tiny_config() {
+    static const boltz2::Config c = boltz2::Config::load(boltz2_weights());
+    return c;
+}
+
+// The reference's tensor without its leading batch dim of 1, or as stored when it has none.
+Tensor ref0(const Boltz2Case& c, const std::string& k) { return c.get0(k); }
+
+Stats parity_stats(const Tensor& got, const Tensor& ref) {
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    return stats(g.f32(), r.f32(), g.numel());
+}
+
+bool within_bar(const Stats& s) { return s.pcc >= 0.99999 && s.rel_l2 <= 1e-5; }
+
+DiffusionTransformer token_transformer() {
+    const auto& cfg = tiny_config();
+    return DiffusionTransformer::load(boltz2_weights(), kScore + ".token_transformer",
+                                      2 * cfg.token_s, 2 * cfg.token_s,
+                                      cfg.token_transformer_depth, cfg.token_transformer_heads);
+}
+
+AtomTransformer atom_transformer(bool decoder) {
+    const auto& cfg = tiny_config();
+    const std::string p = decoder ? kScore + ".atom_attention_decoder.atom_decoder"
+                                  : kScore + ".atom_attention_encoder.atom_encoder";
+    return AtomTransformer::load(boltz2_weights(), p, cfg.atom_s,
+                                 decoder ? cfg.atom_decoder_depth : cfg.atom_encoder_depth,
+                                 decoder ? cfg.atom_decoder_heads : cfg.atom_encoder_heads,
+                                 cfg.window_queries, cfg.window_keys);
+}
+
+TEST(Boltz2Dit, TokenTransformerMatchesReference) {
+    const DiffusionTransformer tt = token_transformer();
+    for (const auto& name : boltz2_cases()) {
+        SCOPED_TRACE(name);
+        const Boltz2Case c = load_boltz2_case(name);
+        const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
+        const boltz2::DitBias bias =
+            tt.prepare(ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+        const Tensor out = tt.forward(a, s, bias, [&](int l, const Tensor& x) {
+            expect_parity(x, c.get("diffusion.call.tok.layer" + std::to_string(l)),
+                          name + " token layer " + std::to_string(l));
+        });
+        expect_parity(out, c.get("diffusion.call.tok.out"), name + " token transformer");
+    }
+}
+
+TEST(Boltz2Dit, AtomTransformersMatchReference) {
+    for (bool decoder : {false, true}) {
+        const AtomTransformer at = atom_transformer(decoder);
+        const std::string tag = decoder ? "dec" : "enc";
+        for (const auto& name : boltz2_cases()) {
+            SCOPED_TRACE(name + " " + tag);
+            const Boltz2Case c = load_boltz2_case(name);
+            const Tensor q = c.get("diffusion.call." + tag + ".in_q");
+            const Tensor cc = c.get("diffusion.call." + tag + ".in_c");
+            const std::string bname = decoder ? "atom_dec_bias" : "atom_enc_bias";
+            const boltz2::DitBias bias =
+                at.prepare(ref0(c, "diffusion.cond." + bname), c.feats.at("atom_pad_mask"));
+            const Tensor out = at.forward(q, cc, bias, [&](int l, const Tensor& x) {
+                expect_parity(x, c.get("diffusion.call." + tag + ".layer" + std::to_string(l)),
+                              name + " " + tag + " layer " + std::to_string(l));
+            });
+            expect_parity(out, c.get("diffusion.call." + tag + ".out"), name + " " + tag);
+            // The conditioning c is the same for every sample: given once, it gives the same.
+            const Tensor c_one = c.get("diffusion.cond.c");
+            if (!decoder) expect_parity(at.forward(q, c_one, bias), out, name + " shared c");
+        }
+    }
+}
+
+// The SwiGLU gate is the second half of swish_gate: taking the first half instead fails the bar.
+TEST(Boltz2Dit, WrongTransitionGateHalfFailsTheBar) {
+    DiffusionTransformer tt = token_transformer();
+    const Boltz2Case c = load_boltz2_case("monomer");
+    const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
+    const Tensor bias = ref0(c, "diffusion.cond.token_trans_bias");
+    for (auto& l : tt.layers) std::swap(l.transition.up, l.transition.gate);
+    const Stats st = parity_stats(tt.forward(a, s, bias, c.feats.at("token_pad_mask")),
+                                  c.get("diffusion.call.tok.out"));
+    EXPECT_FALSE(within_bar(st)) << "PCC " << st.pcc << " rel L2 " << st.rel_l2;
+}
+
+// Padded atoms are masked as keys: attending to them fails the bar (every case has padding).
+TEST(Boltz2Dit, UnmaskedPaddedAtomsFailTheBar) {
+    const AtomTransformer at = atom_transformer(false);
+    for (const auto& name : boltz2_cases()) {
+        const Boltz2Case c = load_boltz2_case(name);
+        const Tensor mask = c.feats.at("atom_pad_mask");
+        const Tensor all = Tensor::of(std::vector<float>(size_t(mask.numel()), 1.0f));
+        const Tensor out = at.forward(c.get("diffusion.call.enc.in_q"),
+                                      c.get("diffusion.call.enc.in_c"),
+                                      ref0(c, "diffusion.cond.atom_enc_bias"), all);
+        const Stats st = parity_stats(out, c.get("diffusion.call.enc.out"));
+        EXPECT_FALSE(within_bar(st)) << name << ": PCC " << st.pcc << " rel L2 " << st.rel_l2;
+    }
+}
+
+
+// A batch of samples gives what each sample gives alone (atom and token transformers).
+TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
+    const AtomTransformer at = atom_transformer(false);
+    const DiffusionTransformer tt = token_transformer();
+    const Boltz2Case c = load_boltz2_case("protein_rna");
+    const Tensor q = c.get("diffusion.call.enc.in_q"), cc = c.get("diffusion.call.enc.in_c");
+    const boltz2::DitBias ab =
+        at.prepare(ref0(c, "diffusion.cond.atom_enc_bias"), c.feats.at("atom_pad_mask"));
+    const Tensor both = at.forward(q, cc, ab);
+    const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
+    const boltz2::DitBias tb =
+        tt.prepare(ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    const Tensor tboth = tt.forward(a, s, tb);
+    for (int64_t i = 0; i < 2; ++i) {
+        const Tensor one = at.forward(q.narrow0(i, i + 1), cc.narrow0(i, i + 1), ab);
+        const Stats st = parity_stats(one, both.narrow0(i, i + 1));
+        EXPECT_LE(st.max_abs, 1e-5) << "atom sample " << i;
+        const Tensor tone = tt.forward(a.narrow0(i, i + 1), s.narrow0(i, i + 1), tb);
+        const Stats ts = parity_stats(tone, tboth.narrow0(i, i + 1));
+        EXPECT_LE(ts.max_abs, 1e-5) << "token sample " << i;
+    }
+}
+
+boltz2::DiffusionModule score_module() {
+    return boltz2::DiffusionModule::load(boltz2_weights(), kScore, tiny_config());
+}
+
+boltz2::ScoreContext score_context(const boltz2::DiffusionModule& dm, const Boltz2Case& c) {
+    return dm.prepare(ref0(c, "diffusion.cond.s_trunk"), ref0(c, "diffusion.cond.s_inputs"),
+                      ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+}
+
+TEST(Boltz2Diffusion, SingleConditioningMatchesReference) {
+    const boltz2::DiffusionModule dm = score_module();
+    for (const auto& name : boltz2_cases()) {
+        const Boltz2Case c = load_boltz2_case(name);
+        const boltz2::ScoreContext ctx = score_context(dm, c);
+        const Tensor times = c.get("diffusion.call.times");
+        // host-side (test): the reference's noise levels
+        const std::vector<float> t(times.f32(), times.f32() + times.numel());
+        Tensor fourier;
+        const Tensor s = dm.single_conditioner.forward(t, ctx.single_embedded, &fourier);
+        expect_parity(fourier, c.get("diffusion.call.single.fourier"), name + " fourier");
+        expect_parity(s, c.get("diffusion.call.single.s"), name + " single conditioning");
+    }
+}
+
+// One denoiser call: the preconditioning, the single conditioning and the token stage in
+// between the atom encoder and decoder (given here by the reference's own outputs of those).
+TEST(Boltz2Diffusion, DenoiserCallMatchesReference) {
+    const boltz2::DiffusionModule dm = score_module();
+    for (const auto& name : boltz2_cases()) {
+        SCOPED_TRACE(name);
+        const Boltz2Case c = load_boltz2_case(name);
+        const boltz2::ScoreContext ctx = score_context(dm, c);
+        const float sigma = c.get("diffusion.call.sigma").f32()[0];
+        boltz2::AtomStages atoms;
+        atoms.encode = [&](const Tensor& r, Tensor& q_skip) {
+            expect_parity(r, c.get("diffusion.call.r_noisy"), name + " r_noisy");
+            q_skip = c.get("diffusion.call.enc.q");
+            return c.get("diffusion.call.enc.a");
+        };
+        atoms.decode = [&](const Tensor& a, const Tensor&) {
+            expect_parity(a, c.get("diffusion.call.a_norm"), name + " token stage (a_norm)");
+            return c.get("diffusion.call.r_update");
+        };
+        const Tensor den = dm.denoise(c.get("diffusion.call.x_noisy"), sigma, ctx, atoms,
+                                      [&](const std::string& k, const Tensor& t) {
+                                          if (k == "single.s")
+                                              expect_parity(t, c.get("diffusion.call.single.s"),
+                                                            name + " single.s");
+                                      });
+        expect_parity(den, c.get("diffusion.call.denoised"), name + " denoised");
+    }
+}
+
+std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps) {
+    std::vector<Tensor> d{c.get("diffusion.sample.x0_randn")};
+    const Tensor q = c.get("diffusion.sample.quat_randn"), t = c.get("diffusion.sample.trans_randn"),
+                 e = c.get("diffusion.sample.eps_randn");
+    for (int64_t i = 0; i < steps; ++i) {
+        d.push_back(q.narrow0(i, i + 1).clone());
+        d.push_back(t.narrow0(i, i + 1).clone());
+        d.push_back(e.narrow0(i, i + 1).clone());
+    }
+    return d;
+}
+
+boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
+    const int64_t steps = c.get("diffusion.sample.t_hat").numel(),
+                  samples = c.get("diffusion.sample.final").size(0);
+    return boltz2::SamplerParams::from(tiny_config(), steps, samples, samples);
+}
+
+// Runs the sampler on the reference's draws with a denoiser that returns the reference's
+// denoised coordinates of each step; returns the final coordinates' error relative to the
+// reference's coordinate spread (std).
+double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool check_steps) {
+    const Tensor ref_noisy = c.get("diffusion.sample.noisy"), ref_den = c.get("diffusion.sample.denoised"),
+                 ref_aligned = c.get("diffusion.sample.aligned"), ref_t = c.get("diffusion.sample.t_hat");
+    boltz2::ReplayNormal rng(reference_draws(c, p.steps));
+    int64_t step = 0;
+    const auto denoise = [&](const Tensor& x, float sigma) {
+        EXPECT_NEAR(sigma, ref_t.f32()[step], 1e-5 * ref_t.f32()[step]) << "step " << step;
+        if (check_steps) expect_parity(x, ref_noisy.narrow0(step, step + 1), "noisy step " + std::to_string(step));
+        return ref_den.narrow0(step, step + 1).reshape(x.shape()).clone();
+    };
+    const Tensor out = boltz2::sample(denoise, c.feats.at("atom_pad_mask"), p, rng,
+                                      [&](const boltz2::SamplerStep& s) {
+                                          if (check_steps)
+                                              expect_parity(s.aligned, ref_aligned.narrow0(s.index, s.index + 1),
+                                                            "aligned step " + std::to_string(s.index));
+                                          ++step;
+                                      });
+    EXPECT_EQ(rng.used(), size_t(1 + 3 * p.steps));
+    const Tensor ref = c.get("diffusion.sample.final");
+    // host-side (test): spread and error of the coordinates
+    const float* r = ref.f32();
+    const float* g = out.f32();
+    const int64_t n = ref.numel();
+    double mean = 0, var = 0, err = 0;
+    for (int64_t i = 0; i < n; ++i) mean += r[i];
+    mean /= double(n);
+    for (int64_t i = 0; i < n; ++i) {
+        var += (r[i] - mean) * (r[i] - mean);
+        err = std::max(err, std::abs(double(g[i]) - r[i]));
+    }
+    return err / std::sqrt(var / double(n));
+}
+
+TEST(Boltz2Sampler, ScheduleMatchesReference) {
+    const Boltz2Case c = load_boltz2_case("monomer");
+    const boltz2::SamplerParams p = tiny_sampler(c);
+    const std::vector<float> s = boltz2::sample_schedule(p);
+    ASSERT_EQ(int64_t(s.size()), p.steps + 1);
+    EXPECT_EQ(s.back(), 0.0f);
+    EXPECT_NEAR(s[0], 2560.0f, 1e-2);  // sigma_data * sigma_max
+}
+
+TEST(Boltz2Sampler, ReplayedRunMatchesReference) {
+    for (const auto& name : boltz2_cases()) {
+        SCOPED_TRACE(name);
+        const Boltz2Case c = load_boltz2_case(name);
+        const double rel = replay_sampler(c, tiny_sampler(c), true);
+        EXPECT_LE(rel, 1e-3) << name << ": max error / coordinate std";
+    }
+}
+
+// Boltz-2 centers on the mean of all atoms, padding included. The network input is not
+// translation-invariant, so the denoiser must see exactly the reference's noisy coordinates:
+// centering on the masked mean instead fails the bar there.
+TEST(Boltz2Sampler, MaskedCenteringFailsTheBar) {
+    for (const auto& name : boltz2_cases()) {
+        const Boltz2Case c = load_boltz2_case(name);
+        boltz2::SamplerParams p = tiny_sampler(c);
+        p.masked_centering = true;
+        const Tensor ref_noisy = c.get("diffusion.sample.noisy"), ref_den = c.get("diffusion.sample.denoised");
+        boltz2::ReplayNormal rng(reference_draws(c, p.steps));
+        int64_t step = 0, failing = 0;
+        boltz2::sample(
+            [&](const Tensor& x, float) {
+                if (!within_bar(parity_stats(x, ref_noisy.narrow0(step, step + 1)))) ++failing;
+                const Tensor d = ref_den.narrow0(step, step + 1).reshape(x.shape()).clone();
+                ++step;
+                return d;
+            },
+            c.feats.at("atom_pad_mask"), p, rng);
+        EXPECT_GT(failing, 0) << name;
+    }
+}
+
+// Samples denoised in chunks of max_parallel_samples give what one batch gives.
+TEST(Boltz2Sampler, ChunkedSamplesEqualOneBatch) {
+    const Boltz2Case c = load_boltz2_case("heterodimer");
+    const Tensor mask = c.feats.at("atom_pad_mask");
+    // A per-sample denoiser: a contraction towards each sample's own first atom.
+    const auto denoise = [](const Tensor& x, float sigma) {
+        Tensor y = Tensor::empty(x.shape());
+        ops::scale(x, 1.0f / (1.0f + 0.01f * sigma), y);
+        return y;
+    };
+    boltz2::SamplerParams p = boltz2::SamplerParams::from(tiny_config(), 5, 3, 3);
+    boltz2::SeededNormal r1(7), r2(7);
+    const Tensor all = boltz2::sample(denoise, mask, p, r1);
+    p.max_parallel_samples = 2;
+    const Tensor chunked = boltz2::sample(denoise, mask, p, r2);
+    EXPECT_EQ(parity_stats(all, chunked).max_abs, 0.0);
+}
+
+}  // namespace
+}  // namespace bioinfer::test
