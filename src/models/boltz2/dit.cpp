@@ -1,0 +1,292 @@
+// Boltz-2's conditioned transformers: AdaLN, the conditioned transition, DiT layers with a
+// precomputed pair bias over full token attention or 32 x 128 atom windows.
+#include "models/boltz2/dit.h"
+
+#include <cmath>
+#include <vector>
+
+#include "bioinfer/error.h"
+#include "ops/ops.h"
+
+namespace bioinfer::boltz2 {
+
+namespace {
+
+int64_t rows_of(const Tensor& t) { return t.numel() / t.size(-1); }
+
+// boltz's AttentionPairBias masks keys by adding (1 - mask) * -inf with inf = 1e6.
+constexpr float kMaskInf = 1e6f;
+
+// Keys of every window: x (S * A, D) -> (S * NW, Wk, D); window w's key j is atom
+// w * Wq - (Wk - Wq) / 2 + j of its sample, a zero vector outside [0, A). Built from x padded by
+// zero half-blocks (Wq / 2 atoms): the keys of window w are half-blocks [2w, 2w + h) of the padded
+// sequence, so each of the h key half-blocks of every window is one strided copy.
+Tensor window_keys(const Tensor& x, int64_t S, int64_t A, int64_t Wq, int64_t Wk) {
+    const int64_t D = x.size(-1), NW = A / Wq, hb = Wq / 2, h = Wk / hb, off = h / 2 - 1;
+    // (S, 2NW + h, hb, D): half-block b of the sample at index off + b
+    Tensor padded = Tensor::zeros({S, 2 * NW + h, hb, D});
+    Tensor inner = padded.slice(1, off, off + 2 * NW);
+    ops::copy(x.reshape({S, 2 * NW, hb, D}), inner);
+    const Tensor p5 = padded.reshape({S, NW + h / 2, 2, hb, D});
+    Tensor keys = Tensor::empty({S, NW, h, hb, D});
+    for (int64_t j = 0; j < h; ++j) {
+        Tensor dst = keys.slice(2, j, j + 1);
+        ops::copy(p5.slice(1, j / 2, j / 2 + NW).slice(2, j % 2, j % 2 + 1), dst);
+    }
+    return keys.reshape({S * NW, Wk, D});
+}
+
+// Per-head layout for batched GEMMs: x (G, L, H * Dh) -> (G * H, L, Dh).
+Tensor heads_first(const Tensor& x, int64_t G, int64_t L, int64_t H, int64_t Dh) {
+    return ops::contiguous(x.reshape({G, L, H, Dh}).permute({0, 2, 1, 3})).reshape({G * H, L, Dh});
+}
+
+// Windowed attention: q (S * A, D), k and v (S * A, D) before windowing; bias (NW, H, Wq, Wk)
+// with the key mask folded in; out (S * A, D).
+void window_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                      const DitBias& lay, int64_t heads, Tensor& out) {
+    const int64_t A = lay.length, Wq = lay.window_q, Wk = lay.window_k, NW = A / Wq;
+    const int64_t D = q.size(-1), S = rows_of(q) / A, Dh = D / heads, G = S * NW;
+    const Tensor qh = heads_first(q, G, Wq, heads, Dh);
+    const Tensor kh = heads_first(window_keys(k, S, A, Wq, Wk), G, Wk, heads, Dh);
+    const Tensor vh = heads_first(window_keys(v, S, A, Wq, Wk), G, Wk, heads, Dh);
+    Tensor scores = Tensor::empty({G * heads, Wq, Wk});
+    ops::bmm(qh, kh, scores, false, true);
+    ops::scale(scores, 1.0f / std::sqrt(float(Dh)), scores);
+    const int64_t per_sample = NW * heads;
+    for (int64_t s = 0; s < S; ++s) {
+        Tensor sc = scores.narrow0(s * per_sample, (s + 1) * per_sample);
+        ops::add(sc, bias, sc);
+    }
+    ops::softmax(scores, nullptr, nullptr);
+    Tensor ctx = Tensor::empty({G * heads, Wq, Dh});
+    ops::bmm(scores, vh, ctx);
+    Tensor dst = out.reshape({G, Wq, heads, Dh});
+    ops::copy(ctx.reshape({G, heads, Wq, Dh}).permute({0, 2, 1, 3}), dst);
+}
+
+nn::LayerNorm plain_layer_norm(int64_t d) {
+    return nn::LayerNorm::from(Tensor::of(std::vector<float>(size_t(d), 1.0f)), Tensor(), 1e-5f);
+}
+
+}  // namespace
+
+AdaLn AdaLn::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t dim_cond) {
+    AdaLn a;
+    a.a_norm = plain_layer_norm(dim);
+    a.s_norm = nn::LayerNorm::load(m, p + ".s_norm", dim_cond, 1e-5f, false);
+    a.s_scale = nn::Linear::load(m, p + ".s_scale", dim_cond, dim);
+    a.s_bias = nn::Linear::load(m, p + ".s_bias", dim_cond, dim, false);
+    return a;
+}
+
+void AdaLn::operator()(const Tensor& a, const Tensor& s, Tensor& out) const {
+    const int64_t R = rows_of(a), D = a.size(-1), Ds = s.size(-1);
+    Tensor an = Tensor::empty({R, D}), sn = Tensor::empty({R, Ds}), sc = Tensor::empty({R, D});
+    a_norm(a.reshape({R, D}), an);
+    s_norm(s.reshape({R, Ds}), sn);
+    s_scale(sn, sc, {.act = Act::Sigmoid});
+    Tensor o = out.reshape({R, D});
+    ops::mul(sc, an, o);
+    s_bias(sn, o, {.accumulate = true});
+}
+
+ConditionedTransition ConditionedTransition::load(const io::ModelDir& m, const std::string& p,
+                                                  int64_t dim, int64_t dim_cond) {
+    ConditionedTransition t;
+    const int64_t F = 2 * dim;  // expansion factor 2
+    t.adaln = AdaLn::load(m, p + ".adaln", dim, dim_cond);
+    const Tensor sg = m.get_f32(p + ".swish_gate.0.weight", {2 * F, dim});
+    t.up = nn::Linear::from(sg.narrow0(0, F).clone(), Tensor());
+    t.gate = nn::Linear::from(sg.narrow0(F, 2 * F).clone(), Tensor());
+    t.a_to_b = nn::Linear::load(m, p + ".a_to_b", dim, F, false);
+    t.b_to_a = nn::Linear::load(m, p + ".b_to_a", F, dim, false);
+    t.out_proj = nn::Linear::load(m, p + ".output_projection.0", dim_cond, dim);
+    return t;
+}
+
+void ConditionedTransition::operator()(const Tensor& a, const Tensor& s, Tensor& out) const {
+    const int64_t R = rows_of(a), D = a.size(-1), F = up.out_features();
+    Tensor an = Tensor::empty({R, D});
+    adaln(a, s, an);
+    Tensor x1 = Tensor::empty({R, F}), x2 = Tensor::empty({R, F}), x3 = Tensor::empty({R, F});
+    up(an, x1);
+    gate(an, x2);
+    a_to_b(an, x3);
+    ops::swiglu(x2, x1, x1);  // silu(gate half) * first half
+    ops::mul(x1, x3, x1);
+    Tensor y = Tensor::empty({R, D}), g = Tensor::empty({R, D});
+    b_to_a(x1, y);
+    out_proj(s.reshape({R, s.size(-1)}), g, {.act = Act::Sigmoid});
+    Tensor o = out.reshape({R, D});
+    ops::mul(g, y, o);
+}
+
+DitLayer DitLayer::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t dim_cond,
+                        int64_t heads) {
+    BI_CHECK(heads > 0 && dim % heads == 0, p, "width ", dim, " is not a multiple of ", heads,
+             " heads");
+    DitLayer l;
+    l.heads = heads;
+    l.adaln = AdaLn::load(m, p + ".adaln", dim, dim_cond);
+    const std::string a = p + ".pair_bias_attn";
+    l.q = nn::Linear::load(m, a + ".proj_q", dim, dim);
+    l.k = nn::Linear::load(m, a + ".proj_k", dim, dim, false);
+    l.v = nn::Linear::load(m, a + ".proj_v", dim, dim, false);
+    l.g = nn::Linear::load(m, a + ".proj_g", dim, dim, false);
+    l.o = nn::Linear::load(m, a + ".proj_o", dim, dim, false);
+    // boltz registers this linear twice (output_projection_linear and output_projection.0): the
+    // same tensor under two names. Read both so the load accounts for them.
+    l.out_proj = nn::Linear::load(m, p + ".output_projection_linear", dim_cond, dim);
+    if (m.has(p + ".output_projection.0.weight")) {
+        m.get_raw(p + ".output_projection.0.weight");
+        m.get_raw(p + ".output_projection.0.bias");
+    }
+    l.transition = ConditionedTransition::load(m, p + ".transition", dim, dim_cond);
+    if (m.has(p + ".post_lnorm.weight")) l.post_ln = nn::LayerNorm::load(m, p + ".post_lnorm", dim, 1e-5f);
+    return l;
+}
+
+void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& lay) const {
+    const int64_t R = rows_of(a), D = a.size(-1);
+    Tensor a2 = a.reshape({R, D});
+    const Tensor s2 = s.reshape({R, s.size(-1)});
+    Tensor b = Tensor::empty({R, D});
+    adaln(a2, s2, b);
+    Tensor tq = Tensor::empty({R, D}), tk = Tensor::empty({R, D}), tv = Tensor::empty({R, D}),
+           tg = Tensor::empty({R, D}), ctx = Tensor::empty({R, D});
+    q(b, tq);
+    // k and v have no bias, so projecting the atoms before windowing equals boltz's projection of
+    // the windowed keys (out-of-range keys stay zero vectors).
+    k(b, tk);
+    v(b, tv);
+    g(b, tg, {.act = Act::Sigmoid});
+    const int64_t Dh = D / heads;
+    if (lay.window_q > 0) {
+        window_attention(tq, tk, tv, bias, lay, heads, ctx);
+    } else {
+        const int64_t N = lay.length, S = R / N;
+        std::vector<uint8_t> valid;
+        valid.reserve(size_t(R));
+        for (int64_t i = 0; i < S; ++i) valid.insert(valid.end(), lay.key_valid.begin(), lay.key_valid.end());
+        Tensor c3 = ctx.reshape({S, N, D});
+        ops::attention(tq.reshape({S, N, D}), tk.reshape({S, N, D}), tv.reshape({S, N, D}), heads,
+                       1.0f / std::sqrt(float(Dh)), valid, c3, nullptr, {.bias = &bias});
+    }
+    ops::mul(ctx, tg, ctx);
+    Tensor att = Tensor::empty({R, D}), gate = Tensor::empty({R, D});
+    o(ctx, att);
+    out_proj(s2, gate, {.act = Act::Sigmoid});
+    ops::add_mul(gate, att, a2);
+    Tensor t = Tensor::empty({R, D});
+    transition(a2, s2, t);
+    ops::add(a2, t, a2);
+    if (post_ln.defined()) {
+        Tensor n = Tensor::empty({R, D});
+        post_ln(a2, n);
+        ops::copy(n, a2);
+    }
+}
+
+DiffusionTransformer DiffusionTransformer::load(const io::ModelDir& m, const std::string& p,
+                                                int64_t dim, int64_t dim_cond, int64_t depth,
+                                                int64_t heads) {
+    DiffusionTransformer t;
+    t.dim = dim;
+    t.heads = heads;
+    for (int64_t i = 0; i < depth; ++i)
+        t.layers.push_back(DitLayer::load(m, p + ".layers." + std::to_string(i), dim, dim_cond, heads));
+    return t;
+}
+
+DitBias DiffusionTransformer::prepare(const Tensor& bias, const Tensor& mask) const {
+    const int64_t L = int64_t(layers.size()), N = mask.numel();
+    BI_CHECK(bias.ndim() == 3 && bias.size(0) == N && bias.size(1) == N &&
+                 bias.size(2) == L * heads,
+             "boltz2::DiffusionTransformer", "bias: expected (", N, ", ", N, ", ", L * heads,
+             "), got ", shape_str(bias.shape()));
+    DitBias out;
+    out.length = N;
+    const Tensor m = mask.to_f32();
+    // host-side: the token mask as attention flags, once per run
+    const float* mv = m.f32();
+    for (int64_t i = 0; i < N; ++i) out.key_valid.push_back(mv[i] != 0.0f ? 1 : 0);
+    const Tensor b4 = bias.reshape({N, N, L, heads});
+    for (int64_t l = 0; l < L; ++l)  // (N, N, H) of layer l -> (H, N, N)
+        out.layers.push_back(ops::contiguous(b4.slice(2, l, l + 1).permute({2, 3, 0, 1}))
+                                 .reshape({heads, N, N}));
+    return out;
+}
+
+Tensor DiffusionTransformer::forward(const Tensor& a, const Tensor& s, const DitBias& bias,
+                                     const std::function<void(int, const Tensor&)>& after) const {
+    BI_CHECK(a.size(-1) == dim && bias.length > 0 && rows_of(a) % bias.length == 0 &&
+                 rows_of(s) == rows_of(a) && bias.layers.size() == layers.size(),
+             "boltz2::DiffusionTransformer", "a ", shape_str(a.shape()), " and s ",
+             shape_str(s.shape()), " must hold whole samples of ", bias.length, " rows of width ",
+             dim, " and bias ", layers.size(), " layers");
+    Tensor x = a.clone();
+    for (size_t l = 0; l < layers.size(); ++l) {
+        layers[l].forward(x, s, bias.layers[l], bias);
+        if (after) after(int(l), x);
+    }
+    return x;
+}
+
+AtomTransformer AtomTransformer::load(const io::ModelDir& m, const std::string& p, int64_t dim,
+                                      int64_t depth, int64_t heads, int64_t window_q,
+                                      int64_t window_k) {
+    BI_CHECK(window_q > 0 && window_q % 2 == 0 && window_k % (window_q / 2) == 0 &&
+                 (window_k / (window_q / 2)) % 2 == 0 && window_k >= window_q,
+             p, "unsupported atom windows: ", window_q, " queries, ", window_k, " keys");
+    AtomTransformer t;
+    t.dit = DiffusionTransformer::load(m, p + ".diffusion_transformer", dim, dim, depth, heads);
+    t.window_q = window_q;
+    t.window_k = window_k;
+    return t;
+}
+
+DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask) const {
+    const int64_t A = mask.numel(), L = int64_t(dit.layers.size()), H = dit.heads;
+    const int64_t Wq = window_q, Wk = window_k, NW = A / Wq;
+    BI_CHECK(A % Wq == 0, "boltz2::AtomTransformer", "atoms: expected a multiple of ", Wq,
+             ", got ", A);
+    BI_CHECK(bias.ndim() == 4 && bias.size(0) == NW && bias.size(1) == Wq && bias.size(2) == Wk &&
+                 bias.size(3) == L * H,
+             "boltz2::AtomTransformer", "bias: expected (", NW, ", ", Wq, ", ", Wk, ", ", L * H,
+             "), got ", shape_str(bias.shape()));
+    DitBias out;
+    out.length = A;
+    out.window_q = Wq;
+    out.window_k = Wk;
+    // (NW, Wk) additive key mask: 0 for real atoms, -1e6 for padding and keys outside the atoms
+    Tensor km = window_keys(mask.to_f32().reshape({A, 1}), 1, A, Wq, Wk).reshape({NW, 1, 1, Wk});
+    ops::activation(km, Act::None, km, -1.0f);
+    ops::scale(km, kMaskInf, km);
+    const Tensor b5 = bias.reshape({NW, Wq, Wk, L, H});
+    for (int64_t l = 0; l < L; ++l) {  // (NW, Wq, Wk, H) of layer l -> (NW, H, Wq, Wk)
+        Tensor bl = ops::contiguous(b5.slice(3, l, l + 1).permute({0, 3, 4, 1, 2}))
+                        .reshape({NW, H, Wq, Wk});
+        ops::add_into(km.expand({NW, H, Wq, Wk}), bl);
+        out.layers.push_back(bl);
+    }
+    return out;
+}
+
+Tensor AtomTransformer::forward(const Tensor& q, const Tensor& c, const DitBias& bias,
+                                const std::function<void(int, const Tensor&)>& after) const {
+    const int64_t R = rows_of(q), A = bias.length;
+    BI_CHECK(A > 0 && R % A == 0, "boltz2::AtomTransformer", "q ", shape_str(q.shape()),
+             ": expected whole samples of ", A, " atoms");
+    const int64_t S = R / A, Ds = c.size(-1);
+    Tensor cc = c;
+    if (rows_of(c) == A && S > 1) {  // one conditioning shared by every sample
+        cc = Tensor::empty({S, A, Ds});
+        ops::copy(c.reshape({1, A, Ds}).expand({S, A, Ds}), cc);
+    }
+    BI_CHECK(rows_of(cc) == R, "boltz2::AtomTransformer", "c ", shape_str(c.shape()),
+             ": expected ", A, " or ", R, " rows");
+    return dit.forward(q, cc, bias, after);
+}
+
+}  // namespace bioinfer::boltz2

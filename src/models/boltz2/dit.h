@@ -1,0 +1,115 @@
+// Boltz-2's conditioned transformers (boltz/model/modules/transformersv2.py): AdaLN, the
+// conditioned SwiGLU transition, the DiT layer with a precomputed pair bias, the token-level
+// DiffusionTransformer and the windowed AtomTransformer (32-query blocks x 128-key windows).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::boltz2 {
+
+// Algorithm 26: out = sigmoid(s_scale(LN_w(s))) * LN(a) + s_bias(LN_w(s)); LN(a) has no affine,
+// LN_w(s) a weight and no bias.
+struct AdaLn {
+    nn::LayerNorm a_norm, s_norm;
+    nn::Linear s_scale;  // with bias
+    nn::Linear s_bias;   // no bias
+    static AdaLn load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                      int64_t dim_cond);
+    // a (R, D), s (R, Ds) -> out (R, D)
+    void operator()(const Tensor& a, const Tensor& s, Tensor& out) const;
+};
+
+// Algorithm 25 as boltz writes it: with a' = AdaLN(a, s),
+//   out = sigmoid(out_proj(s)) * b_to_a(silu(x2) * x1 * a_to_b(a')), [x1 | x2] = swish_gate(a')
+// The SwiGLU gate is the SECOND half of swish_gate's output (SwiGLU's chunk order).
+struct ConditionedTransition {
+    AdaLn adaln;
+    nn::Linear up, gate;  // rows [0, F) and [F, 2F) of swish_gate.0 (2F, D), no bias
+    nn::Linear a_to_b, b_to_a;
+    nn::Linear out_proj;  // output_projection.0 (D, Ds) with bias
+    static ConditionedTransition load(const io::ModelDir& m, const std::string& prefix,
+                                      int64_t dim, int64_t dim_cond);
+    // a (R, D), s (R, Ds) -> out (R, D)
+    void operator()(const Tensor& a, const Tensor& s, Tensor& out) const;
+};
+
+// The pair bias of every layer of a DiffusionTransformer, rearranged once (the conditioning is
+// computed once per sampler run and reused by every step): per layer (H, N, N) for full token
+// attention, or (NW, H, Wq, Wk) for windowed atom attention with the key mask folded in as
+// -1e6 on keys that are padding or outside the atoms (boltz's `(1 - mask) * -inf`, inf = 1e6).
+struct DitBias {
+    std::vector<Tensor> layers;
+    int64_t length = 0;                // N tokens or A atoms per sample
+    int64_t window_q = 0, window_k = 0;  // 0: full attention
+    std::vector<uint8_t> key_valid;    // full attention: (N) 1 = real token
+};
+
+// Algorithm 23, one layer: b = AdaLN(a, s); a += sigmoid(out_proj(s)) * attn(b);
+// a += transition(a, s); then post_ln when the checkpoint has one.
+// attn: q = proj_q(b) (bias), k/v = proj_k/v(b) (no bias), scores q.k / sqrt(Dh) + pair bias,
+// softmax over keys, o = proj_o(sigmoid(proj_g(b)) * ctx).
+struct DitLayer {
+    AdaLn adaln;
+    nn::Linear q, k, v, g, o;
+    nn::Linear out_proj;  // output_projection_linear (D, Ds) with bias
+    ConditionedTransition transition;
+    nn::LayerNorm post_ln;  // undefined: none (boltz's default)
+    int64_t heads = 0;
+    static DitLayer load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                         int64_t dim_cond, int64_t heads);
+    // a (R, D) updated in place, R = samples * bias.length rows; s (R, Ds).
+    void forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& layout) const;
+};
+
+// A stack of DiT layers (boltz's DiffusionTransformer), e.g. the score model's token transformer
+// under prefix "structure_module.score_model.token_transformer".
+struct DiffusionTransformer {
+    std::vector<DitLayer> layers;
+    int64_t dim = 0, heads = 0;
+    // Layers "<prefix>.layers.<i>", i < depth.
+    static DiffusionTransformer load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                                     int64_t dim_cond, int64_t depth, int64_t heads);
+    // Full attention: bias (N, N, depth * heads) as the conditioning makes it (layer i uses
+    // channels [i * heads, (i + 1) * heads)), mask (N) token mask (1 = real).
+    DitBias prepare(const Tensor& bias, const Tensor& mask) const;
+    // a (R, D), R = samples * N (any leading shape), s (R, Ds); returns the updated a (same shape).
+    // after_layer, when set, sees each layer's output (layer index from 0, a).
+    Tensor forward(const Tensor& a, const Tensor& s, const DitBias& bias,
+                   const std::function<void(int, const Tensor&)>& after_layer = {}) const;
+    Tensor forward(const Tensor& a, const Tensor& s, const Tensor& bias, const Tensor& mask) const {
+        return forward(a, s, prepare(bias, mask));
+    }
+};
+
+// Algorithm 7 as boltz blocks it: atoms in windows of Wq = 32 queries; window w's keys are atoms
+// [w * Wq - (Wk - Wq) / 2, w * Wq + (Wk + Wq) / 2), i.e. w*32-48 .. w*32+79 for Wk = 128 (boltz's
+// get_indexing_matrix / single_to_keys). Keys outside [0, A) are zero vectors and masked, as are
+// padded atoms. A must be a multiple of Wq (boltz pads atoms to 32).
+struct AtomTransformer {
+    DiffusionTransformer dit;
+    int64_t window_q = 32, window_k = 128;
+    // prefix: the AtomTransformer module, e.g.
+    // "structure_module.score_model.atom_attention_encoder.atom_encoder" (layers under
+    // "<prefix>.diffusion_transformer.layers.<i>").
+    static AtomTransformer load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
+                                int64_t depth, int64_t heads, int64_t window_q = 32,
+                                int64_t window_k = 128);
+    // bias (NW, Wq, Wk, depth * heads) (boltz's atom_enc_bias / atom_dec_bias without the batch
+    // dim), mask (A) atom_pad_mask (1 = real atom), NW = A / Wq.
+    DitBias prepare(const Tensor& bias, const Tensor& mask) const;
+    // q (R, D), R = samples * A (any leading shape); c (R, Ds) or (A, Ds) shared by every sample.
+    // Returns the updated q (same shape as q).
+    Tensor forward(const Tensor& q, const Tensor& c, const DitBias& bias,
+                   const std::function<void(int, const Tensor&)>& after_layer = {}) const;
+    Tensor forward(const Tensor& q, const Tensor& c, const Tensor& bias, const Tensor& mask) const {
+        return forward(q, c, prepare(bias, mask));
+    }
+};
+
+}  // namespace bioinfer::boltz2
