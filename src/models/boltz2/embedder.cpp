@@ -131,7 +131,6 @@ DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
     AtomEncoderOut atoms = atom_encoder.forward(f, out.layout, &s_trunk, &out.z);
     out.q = atoms.q;
     out.c = atoms.c;
-    out.p = atoms.p;
     out.atom_enc_bias = atom_enc_proj_z(atoms.p);
     out.atom_dec_bias = atom_dec_proj_z(atoms.p);
     out.token_trans_bias = token_trans_proj_z(out.z);

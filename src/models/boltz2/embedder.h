@@ -44,7 +44,6 @@ struct DiffusionConditioningOut {
     AtomLayout layout;       // the windows (boltz's to_keys) and atom/token tables
     Tensor z;                // (N, N, token_z) the pairwise conditioner's output
     Tensor q, c;             // (A, atom_s): q the embedded atom features, c + s_trunk conditioning
-    Tensor p;                // (K, W, H, atom_z) the atom-pair representation
     Tensor atom_enc_bias;    // (K, W, H, atom_encoder_depth * atom_encoder_heads)
     Tensor atom_dec_bias;    // (K, W, H, atom_decoder_depth * atom_decoder_heads)
     Tensor token_trans_bias; // (N, N, token_transformer_depth * token_transformer_heads)
