@@ -573,6 +573,17 @@ TEST_P(OpBackend, GathersAndSequenceGlue) {
                 ASSERT_EQ(got.f32()[i * 5 + d], table.f32()[ids[size_t(i)] * 5 + d]) << b;
                 ASSERT_EQ(acc.f32()[i * 5 + d], out.f32()[i * 5 + d] + table.f32()[ids[size_t(i)] * 5 + d]) << b;
             }
+        // a negative id is a zero row: written as zeros, or nothing added
+        const std::vector<int32_t> holes{-1, 3, -1};
+        Tensor gz = random_tensor({3, 5}, 96), ga = random_tensor({3, 5}, 97), ga0 = ga.clone();
+        ops::embedding(Tensor::of(holes), table, gz);
+        ops::embedding(Tensor::of(holes), table, ga, /*accumulate=*/true);
+        for (int i = 0; i < 3; ++i)
+            for (int d = 0; d < 5; ++d) {
+                const float row = holes[size_t(i)] < 0 ? 0.0f : table.f32()[holes[size_t(i)] * 5 + d];
+                ASSERT_EQ(gz.f32()[i * 5 + d], row) << b;
+                ASSERT_EQ(ga.f32()[i * 5 + d], ga0.f32()[i * 5 + d] + row) << b;
+            }
         // token dropout: two sequences, one with two <mask> (id 32) of 6 tokens
         const std::vector<int64_t> cu{0, 6, 9};
         const std::vector<int32_t> tok{0, 32, 5, 32, 7, 2, 0, 9, 2};
@@ -594,6 +605,39 @@ TEST_P(OpBackend, GathersAndSequenceGlue) {
                     const float q = qk.f32()[j * 2 * I + c], k = qk.f32()[i * 2 * I + I + c];
                     ASSERT_EQ(pd.f32()[((i - 1) * L + j) * 2 * I + c], q * k) << b;
                     ASSERT_EQ(pd.f32()[((i - 1) * L + j) * 2 * I + I + c], q - k) << b;
+                }
+    });
+}
+
+TEST_P(OpBackend, AtomPairGeometry) {
+    on_ref_and(tested(), [&](const std::string& b) {
+        // 3 windows of 4 query atoms, 8 key slots from 2 atoms before the window on; atoms 10
+        // and 11 are padding; uids change every 3 atoms
+        const int64_t K = 3, W = 4, H = 8, A = K * W;
+        Tensor pos = random_tensor({A, 3}, 98, 0.0f, 3.0f), valid = Tensor::empty({A}), uid = Tensor::empty({A});
+        std::vector<int32_t> keys(size_t(K * H));
+        for (int64_t a = 0; a < A; ++a) valid.f32()[a] = a < 10 ? 1.0f : 0.0f, uid.f32()[a] = float(a / 3);
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t h = 0; h < H; ++h) {
+                const int64_t atom = k * W - 2 + h;
+                keys[size_t(k * H + h)] = atom >= 0 && atom < A ? int32_t(atom) : -1;
+            }
+        Tensor out = Tensor::empty({K, W, H, 5});
+        ops::atom_pair_geometry(pos, valid, uid, Tensor::of(keys, {K, H}), out);
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t w = 0; w < W; ++w)
+                for (int64_t h = 0; h < H; ++h) {
+                    const int64_t q = k * W + w, key = keys[size_t(k * H + h)];
+                    const float* o = out.f32() + ((k * W + w) * H + h) * 5;
+                    float n = 0;
+                    for (int c = 0; c < 3; ++c) {
+                        const float d = (key >= 0 ? pos.f32()[key * 3 + c] : 0.0f) - pos.f32()[q * 3 + c];
+                        ASSERT_EQ(o[c], d) << b;
+                        n += d * d;
+                    }
+                    ASSERT_FLOAT_EQ(o[3], 1.0f / (1.0f + n)) << b;
+                    const bool v = key >= 0 && q < 10 && key < 10 && q / 3 == key / 3;
+                    ASSERT_EQ(o[4], v ? 1.0f : 0.0f) << b << " window " << k << " query " << w << " key " << h;
                 }
     });
 }

@@ -12,15 +12,31 @@ namespace {
 constexpr int64_t kAlignedErrorBins = 64;
 }  // namespace
 
-DistogramHead DistogramHead::load(const io::ModelDir& m, const std::string& prefix, int64_t c, int64_t bins) {
+DistogramHead DistogramHead::load(const io::ModelDir& m, const std::string& prefix, int64_t c, int64_t bins,
+                                  bool sum_pairs) {
     DistogramHead h;
     h.proj = Linear::load(m, prefix, c, bins);
     h.bins = bins;
+    h.sum_pairs = sum_pairs;
     return h;
 }
 
 Tensor DistogramHead::operator()(const Tensor& z) const {
     const int64_t L = z.size(0), cz = z.size(2);
+    if (sum_pairs) {
+        // W (z + z^T) + b, `chunk` rows of the pair at a time
+        Tensor out = Tensor::empty({L, L, bins});
+        const int64_t chunk = std::max<int64_t>(1, (int64_t(64) << 20) / std::max<int64_t>(1, L * cz * 4));
+        for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+            const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+            Tensor x = Tensor::empty({r1 - r0, L, cz});
+            ops::copy(z.narrow0(r0, r1), x);
+            ops::add_into(z.slice(1, r0, r1).permute({1, 0, 2}), x);
+            Tensor o = out.narrow0(r0, r1).reshape({n, bins});
+            proj(x.reshape({n, cz}), o);
+        }
+        return out;
+    }
     Tensor logits = Tensor::empty({L * L, bins});
     proj(z.reshape({L * L, cz}), logits);
     // symmetrised: (x[i, j] + x[j, i]) / 2

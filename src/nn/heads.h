@@ -12,12 +12,14 @@
 
 namespace bioinfer::nn {
 
-// Distance-bin logits symmetrised as ESMFold does: (W z_ij + W z_ji) / 2.
+// Distance-bin logits symmetrised as ESMFold does, (W z_ij + W z_ji) / 2, or, with `sum_pairs`,
+// as Boltz-2 and ESMFold2 do, W (z_ij + z_ji) + b.
 struct DistogramHead {
     Linear proj;  // C -> bins
     int64_t bins = 64;
+    bool sum_pairs = false;
     static DistogramHead load(const io::ModelDir& m, const std::string& prefix, int64_t c,
-                              int64_t bins);
+                              int64_t bins, bool sum_pairs = false);
     // z (L, L, C) -> (L, L, bins), symmetric in (i, j)
     Tensor operator()(const Tensor& z) const;
 };

@@ -21,6 +21,15 @@ Tensor PairToSequence::operator()(const Tensor& z, int64_t chunk) const {
     return pair_bias(z, ln, linear, chunk, false);
 }
 
+GatedBiasedAttentionNames GatedBiasedAttentionNames::boltz2() {
+    GatedBiasedAttentionNames n;
+    n.proj.clear();
+    n.q = "proj_q", n.k = "proj_k", n.v = "proj_v", n.g = "proj_g", n.o = "proj_o";
+    n.q_bias = true;
+    n.g_o_bias = false;
+    return n;
+}
+
 GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std::string& p,
                                                 int64_t dim, int64_t head_dim,
                                                 const GatedBiasedAttentionNames& n) {
@@ -29,6 +38,14 @@ GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std
     GatedBiasedAttention a;
     a.heads = dim / head_dim;
     a.head_dim = head_dim;
+    if (n.proj.empty()) {
+        a.q = Linear::load(m, p + "." + n.q, dim, dim, n.q_bias);
+        a.k = Linear::load(m, p + "." + n.k, dim, dim, false);
+        a.v = Linear::load(m, p + "." + n.v, dim, dim, false);
+        a.g = Linear::load(m, p + "." + n.g, dim, dim, n.g_o_bias);
+        a.o = Linear::load(m, p + "." + n.o, dim, dim, n.g_o_bias);
+        return a;
+    }
     // proj (3 * dim, dim): output column h * 3 * hw + part * hw + c is head h's q/k/v channel c.
     Tensor w = m.get_f32(p + "." + n.proj + ".weight", {3 * dim, dim});
     // host-side: the weight rearranged once at load
@@ -42,8 +59,8 @@ GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std
     a.q = Linear::from(parts[0], Tensor());
     a.k = Linear::from(parts[1], Tensor());
     a.v = Linear::from(parts[2], Tensor());
-    a.g = Linear::load(m, p + "." + n.g, dim, dim);
-    a.o = Linear::load(m, p + "." + n.o, dim, dim);
+    a.g = Linear::load(m, p + "." + n.g, dim, dim, n.g_o_bias);
+    a.o = Linear::load(m, p + "." + n.o, dim, dim, n.g_o_bias);
     return a;
 }
 
@@ -87,22 +104,39 @@ void SequenceToPair::add_to(const Tensor& s, Tensor& z, int64_t chunk) const {
     }
 }
 
+ResidueMlpNames ResidueMlpNames::boltz2() {
+    ResidueMlpNames n;
+    n.ln = "norm", n.gate = "fc1", n.up = "fc2", n.down = "fc3";
+    n.bias = false;
+    return n;
+}
+
 ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t inner,
                             const ResidueMlpNames& n) {
-    return {LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f),
-            Linear::load(m, p + "." + n.up, dim, inner),
-            Linear::load(m, p + "." + n.down, inner, dim)};
+    ResidueMlp r{LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f),
+                 Linear::load(m, p + "." + n.up, dim, inner, n.bias),
+                 Linear::load(m, p + "." + n.down, inner, dim, n.bias)};
+    if (!n.gate.empty()) r.gate = Linear::load(m, p + "." + n.gate, dim, inner, n.bias);
+    return r;
 }
 
 void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {
     const int64_t rows = x.size(0), D = x.size(1), F = up.out_features();
     // chunk counts rows of x; about 256 MiB of temporaries by default
-    if (chunk <= 0) chunk = std::max<int64_t>(1, (int64_t(256) << 20) / ((D + F) * 4));
+    const bool swiglu = gate.w.defined();
+    if (chunk <= 0) chunk = std::max<int64_t>(1, (int64_t(256) << 20) / ((D + (swiglu ? 2 : 1) * F) * 4));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t r1 = std::min(rows, r0 + chunk), n = r1 - r0;
         Tensor xr = x.narrow0(r0, r1), xn = Tensor::empty({n, D}), h = Tensor::empty({n, F});
         ln(xr, xn);
-        up(xn, h, {.act = Act::Relu});
+        if (swiglu) {
+            Tensor gt = Tensor::empty({n, F});
+            gate(xn, gt);
+            up(xn, h);
+            ops::swiglu(gt, h, h);  // silu(gate) * up
+        } else {
+            up(xn, h, {.act = Act::Relu});
+        }
         down(h, xr, {.accumulate = true});
     }
 }

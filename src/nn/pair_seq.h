@@ -29,10 +29,16 @@ struct PairToSequence {
 
 // s += o_proj(sigmoid(g_proj(y)) * attention(y)), y = LN(s) given by the caller; q, k and v come
 // from one fused projection whose output columns are per head [q | k | v] (ESMFold's layout),
-// split into three at load. Scores are scaled by head_dim^-1/2 and biased by (H, L, L).
+// split into three at load, or from three linears (Boltz-2's AttentionPairBias). Scores are
+// scaled by head_dim^-1/2 and biased by (H, L, L).
 struct GatedBiasedAttentionNames {
-    std::string proj = "proj";  // fused q/k/v (3 * dim, dim), no bias
+    std::string proj = "proj";  // fused q/k/v (3 * dim, dim), no bias; empty: q, k, v below
+    std::string q, k, v;        // separate (dim, dim) linears when proj is empty
+    bool q_bias = false;        // q has a bias (separate linears only; k and v never do)
     std::string g = "g_proj", o = "o_proj";
+    bool g_o_bias = true;       // g and o have biases
+    // Boltz-2's AttentionPairBias (v2): proj_q with bias; proj_k, proj_v, proj_g, proj_o without.
+    static GatedBiasedAttentionNames boltz2();
 };
 
 struct GatedBiasedAttention {
@@ -56,15 +62,21 @@ struct SequenceToPair {
     void add_to(const Tensor& s, Tensor& z, int64_t chunk = 0) const;
 };
 
-// x += down(relu(up(LN(x)))) over the rows of x (rows, D), `chunk` rows at a time.
+// x += down(relu(up(LN(x)))) over the rows of x (rows, D), `chunk` rows at a time; or, when
+// `gate` is named, the SwiGLU transition x += down(silu(gate(LN(x))) * up(LN(x))).
 // Defaults: an nn.Sequential ("....mlp") with LayerNorm at .0, Linear at .1 and .3.
 struct ResidueMlpNames {
     std::string ln = "0", up = "1", down = "3";
+    std::string gate;   // SwiGLU's gate linear; empty: ReLU MLP
+    bool bias = true;   // the linears have biases
+    // Boltz's Transition: norm, fc1 (gate), fc2 (up), fc3 (down), no linear biases.
+    static ResidueMlpNames boltz2();
 };
 
 struct ResidueMlp {
     LayerNorm ln;
     Linear up, down;
+    Linear gate;  // SwiGLU only
     static ResidueMlp load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
                            int64_t inner, const ResidueMlpNames& names = {});
     void add_to(Tensor& x, int64_t chunk = 0) const;

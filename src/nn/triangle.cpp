@@ -145,6 +145,12 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
     }
 }
 
+TriangleAttentionNames TriangleAttentionNames::boltz2() {
+    TriangleAttentionNames n;
+    n.g_o_bias = false;
+    return n;
+}
+
 TriangleAttention TriangleAttention::load(const io::ModelDir& m, const std::string& p, int64_t c,
                                           int64_t head_dim, int64_t heads, bool starting,
                                           const TriangleAttentionNames& n) {
@@ -158,8 +164,8 @@ TriangleAttention TriangleAttention::load(const io::ModelDir& m, const std::stri
     t.q = Linear::load(m, p + "." + n.q, c, hc, false);
     t.k = Linear::load(m, p + "." + n.k, c, hc, false);
     t.v = Linear::load(m, p + "." + n.v, c, hc, false);
-    t.g = Linear::load(m, p + "." + n.g, c, hc);
-    t.o = Linear::load(m, p + "." + n.o, hc, c);
+    t.g = Linear::load(m, p + "." + n.g, c, hc, n.g_o_bias);
+    t.o = Linear::load(m, p + "." + n.o, hc, c, n.g_o_bias);
     return t;
 }
 

@@ -67,6 +67,9 @@ struct TriangleAttentionNames {
     std::string bias = "linear";  // pair bias, C -> heads, no bias
     std::string q = "mha.linear_q", k = "mha.linear_k", v = "mha.linear_v";  // no bias
     std::string g = "mha.linear_g", o = "mha.linear_o";
+    bool g_o_bias = true;  // linear_g and linear_o have biases (ESMFold) or none (Boltz-2)
+    // Boltz-2's TriangleAttentionStartingNode / EndingNode: the same names, no biases at all.
+    static TriangleAttentionNames boltz2();
 };
 
 struct TriangleAttention {

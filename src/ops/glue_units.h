@@ -121,6 +121,26 @@ inline int32_t distance_bin(const float* pi, const float* pj, const float* bound
     return n;
 }
 
+// One query row of the windowed atom-pair geometry (KernelTable::atom_pair_geometry): the H key
+// slots of query atom q, keys (H) the window's key atoms, out (H, 5).
+inline void atom_pair_geometry_row(const float* pos, const float* valid, const float* uid,
+                                   const int32_t* keys, int64_t q, int64_t H, float* out) {
+    const float* pq = pos + q * 3;
+    for (int64_t h = 0; h < H; ++h) {
+        const int32_t k = keys[h];
+        const float zero[3] = {0.0f, 0.0f, 0.0f};
+        const float* pk = k >= 0 ? pos + int64_t(k) * 3 : zero;
+        float* o = out + h * 5;
+        float n = 0.0f;
+        for (int c = 0; c < 3; ++c) {
+            o[c] = pk[c] - pq[c];
+            n += o[c] * o[c];
+        }
+        o[3] = 1.0f / (1.0f + n);
+        o[4] = k >= 0 && valid[q] != 0.0f && valid[k] != 0.0f && uid[q] == uid[k] ? 1.0f : 0.0f;
+    }
+}
+
 inline nn::QuatRigid quat_rigid(const float* f) {
     return {{f[0], f[1], f[2], f[3]}, {f[4], f[5], f[6]}};
 }

@@ -122,7 +122,8 @@ struct KernelTable {
                        int64_t cols) = nullptr;
     // y = act(x + shift) elementwise (may run in place).
     void (*activation)(const Context& ctx, Act act, const float* x, float shift, float* y, int64_t n) = nullptr;
-    // out[i] = table[ids[i]] (+= with accumulate), rows of D; ids are in [0, V) (checked by ops).
+    // out[i] = table[ids[i]] (+= with accumulate), rows of D; ids are < V (checked by ops or
+    // trusted); a negative id is a zero row (out[i] = 0, or left as it is with accumulate).
     void (*embedding)(const Context& ctx, const int32_t* ids, int64_t n, const float* table,
                       int64_t D, float* out, bool accumulate) = nullptr;
     // ESM's token dropout at inference over B packed sequences (rows cu[b]..cu[b+1]) of D: rows
@@ -153,6 +154,14 @@ struct KernelTable {
     // out[i, j] = number of squared bounds (nb, ascending) below |p_j - p_i|^2; points (L, 3).
     void (*distance_bins)(const Context& ctx, const float* points, int64_t L,
                           const float* bounds_sq, int64_t nb, int32_t* out) = nullptr;
+    // Windowed atom-pair geometry (Boltz's atom encoder) over K windows of W query atoms and H
+    // key slots: keys[k * H + h] is the key atom of slot h of window k (-1: none). Row
+    // ((k * W + w) * H + h) of out (K * W * H, 5) = [d (3), 1 / (1 + |d|^2), v] for query
+    // q = k * W + w: d = pos[key] - pos[q] (pos (A, 3); a missing key sits at 0), v = 1 when
+    // valid[q], valid[key] and uid[q] == uid[key], else 0 (a missing key is invalid).
+    void (*atom_pair_geometry)(const Context& ctx, const float* pos, const float* valid,
+                               const float* uid, const int32_t* keys, int64_t K, int64_t W,
+                               int64_t H, float* out) = nullptr;
     // frames (L, 7) composed in place with updates (L, 6) (x, y, z, tx, ty, tz): AlphaFold's
     // quaternion update, q' = normalise(q + q * (0, x, y, z)), t' = t + R(q) (tx, ty, tz).
     void (*quat_update)(const Context& ctx, float* frames, const float* update, int64_t L) = nullptr;

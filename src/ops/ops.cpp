@@ -575,6 +575,27 @@ void distance_bins(const Tensor& points, const Tensor& bounds_sq, Tensor& out) {
     table().distance_bins(ctx(), points.f32(), L, bounds_sq.f32(), bounds_sq.numel(), out.i32());
 }
 
+void atom_pair_geometry(const Tensor& pos, const Tensor& valid, const Tensor& uid,
+                        const Tensor& keys, Tensor& out) {
+    const char* op = "atom_pair_geometry";
+    check_f32_contig(pos, op, "pos");
+    check_f32_contig(valid, op, "valid");
+    check_f32_contig(uid, op, "uid");
+    check_i32(keys, op, "keys");
+    check_f32_contig(out, op, "out");
+    const int64_t A = pos.size(0);
+    BI_CHECK(pos.ndim() == 2 && pos.size(1) == 3 && valid.numel() == A && uid.numel() == A, op,
+             "expected pos (A, 3), valid (A) and uid (A), got ", shape_str(pos.shape()), " ",
+             shape_str(valid.shape()), " ", shape_str(uid.shape()));
+    BI_CHECK(keys.ndim() == 2 && keys.size(0) > 0 && A % keys.size(0) == 0, op,
+             "keys: expected (K, H) with K dividing ", A, " atoms, got ", shape_str(keys.shape()));
+    const int64_t K = keys.size(0), H = keys.size(1), W = A / K;
+    BI_CHECK(out.shape() == (Shape{K, W, H, 5}), op, "out: expected ",
+             shape_str(Shape{K, W, H, 5}), ", got ", shape_str(out.shape()));
+    table().atom_pair_geometry(ctx(), pos.f32(), valid.f32(), uid.f32(), keys.i32(), K, W, H,
+                               out.f32());
+}
+
 void quat_update(Tensor& frames, const Tensor& update) {
     check_f32_contig(frames, "quat_update", "frames");
     check_f32_contig(update, "quat_update", "update");

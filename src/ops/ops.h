@@ -94,8 +94,9 @@ void attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t
 // an error.
 void embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out,
                bool accumulate = false);
-// The same with ids an I32 tensor (n) on the backend's device (computed by an op: bins, classes);
-// ids are trusted to lie in [0, V).
+// The same with ids an I32 tensor (n) on the backend's device (computed by an op: bins, classes,
+// gather indices); ids are trusted to lie below V, and a negative id gives a zero row (adds
+// nothing with accumulate): a gather whose missing rows are zeros (windows past the edge, padding).
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate = false);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 // out = a * b elementwise (may alias a or b); contiguous, or 2-D views with contiguous rows.
@@ -144,6 +145,13 @@ void virtual_cb(const Tensor& atoms, Tensor& out);
 // out (L, L) I32 = the number of squared distance bounds (K, ascending) below
 // |points[j] - points[i]|^2, points (L, 3).
 void distance_bins(const Tensor& points, const Tensor& bounds_sq, Tensor& out);
+// Boltz's windowed atom-pair geometry. pos (A, 3), valid (A), uid (A) F32 (exact integers);
+// keys (K, H) I32 the atom in key slot h of window k (-1: none); window k's W queries are atoms
+// k*W..k*W+W-1 (A = K * W). out (K, W, H, 5) = [d (3), 1 / (1 + |d|^2), v]: d = pos[key] -
+// pos[query] (keys minus queries; a missing key sits at the origin), v = 1 when both atoms are
+// valid and share a uid (a missing key is invalid), else 0.
+void atom_pair_geometry(const Tensor& pos, const Tensor& valid, const Tensor& uid,
+                        const Tensor& keys, Tensor& out);
 // frames (L, 7) (quaternion, translation) composed in place with updates (L, 6).
 void quat_update(Tensor& frames, const Tensor& update);
 // Invariant point attention's core (see kernels::IpaArgs for the layouts): out (L, H*(C+4Pv+Cz)).

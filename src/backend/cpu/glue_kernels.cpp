@@ -188,8 +188,12 @@ void embedding(const Context&, const int32_t* ids, int64_t n, const float* table
                float* out, bool accumulate) {
 #pragma omp parallel for schedule(static) if (big(n * D))
     for (int64_t i = 0; i < n; ++i) {
-        const float* row = table + int64_t(ids[i]) * D;
         float* o = out + i * D;
+        if (ids[i] < 0) {  // a zero row
+            if (!accumulate) std::memset(o, 0, size_t(D) * 4);
+            continue;
+        }
+        const float* row = table + int64_t(ids[i]) * D;
         if (accumulate)
             for (int64_t d = 0; d < D; ++d) o[d] += row[d];
         else
@@ -265,6 +269,15 @@ void distance_bins(const Context&, const float* points, int64_t L, const float* 
             out[i * L + j] = kernels::glue::distance_bin(points + i * 3, points + j * 3, bounds_sq, nb);
 }
 
+void atom_pair_geometry(const Context&, const float* pos, const float* valid, const float* uid,
+                        const int32_t* keys, int64_t K, int64_t W, int64_t H, float* out) {
+#pragma omp parallel for collapse(2) schedule(static) if (K * W > 64)
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t w = 0; w < W; ++w)
+            kernels::glue::atom_pair_geometry_row(pos, valid, uid, keys + k * H, k * W + w, H,
+                                                  out + (k * W + w) * H * 5);
+}
+
 void quat_update(const Context&, float* frames, const float* update, int64_t L) {
     for (int64_t i = 0; i < L; ++i) kernels::glue::quat_update_1(frames + i * 7, update + i * 6);
 }
@@ -303,6 +316,7 @@ void fill_table(kernels::KernelTable& t) {
     t.relpos_classes = relpos_classes;
     t.virtual_cb = virtual_cb;
     t.distance_bins = distance_bins;
+    t.atom_pair_geometry = atom_pair_geometry;
     t.quat_update = quat_update;
     t.ipa = ipa;
     t.atom_frames = atom_frames;

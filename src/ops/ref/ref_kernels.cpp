@@ -238,7 +238,7 @@ void embedding(const Context&, const int32_t* ids, int64_t n, const float* table
                float* out, bool accumulate) {
     for (int64_t i = 0; i < n; ++i)
         for (int64_t d = 0; d < D; ++d) {
-            const float v = table[int64_t(ids[i]) * D + d];
+            const float v = ids[i] < 0 ? 0.0f : table[int64_t(ids[i]) * D + d];
             out[i * D + d] = accumulate ? out[i * D + d] + v : v;
         }
 }
@@ -288,6 +288,14 @@ void relpos_classes(const Context&, const int32_t* index, int64_t L, int64_t bin
 
 void virtual_cb(const Context&, const float* atoms, int64_t L, int64_t stride, float* out) {
     for (int64_t i = 0; i < L; ++i) glue::virtual_cb_1(atoms + i * stride * 3, out + i * 3);
+}
+
+void atom_pair_geometry(const Context&, const float* pos, const float* valid, const float* uid,
+                        const int32_t* keys, int64_t K, int64_t W, int64_t H, float* out) {
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t w = 0; w < W; ++w)
+            glue::atom_pair_geometry_row(pos, valid, uid, keys + k * H, k * W + w, H,
+                                         out + (k * W + w) * H * 5);
 }
 
 void distance_bins(const Context&, const float* points, int64_t L, const float* bounds_sq,
@@ -414,6 +422,7 @@ const KernelTable& ref_kernels() {
                                .relpos_classes = relpos_classes,
                                .virtual_cb = virtual_cb,
                                .distance_bins = distance_bins,
+                               .atom_pair_geometry = atom_pair_geometry,
                                .quat_update = quat_update,
                                .ipa = ipa,
                                .atom_frames = atom_frames};

@@ -1,0 +1,490 @@
+// Boltz-2's trunk: pair input embedding, MSA module, pairformer, recycling and heads (trunk.h).
+#include "models/boltz2/trunk.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bioinfer/error.h"
+#include "ops/ops.h"
+
+namespace bioinfer::boltz2 {
+namespace {
+
+constexpr int64_t kNumTokens = 33;  // boltz's const.num_tokens (the MSA one-hot width)
+
+// The smallest element of t (through ops: the largest of -t).
+float min_value(const Tensor& t) {
+    Tensor neg = Tensor::empty(t.shape());
+    ops::scale(t, -1.0f, neg);
+    return -ops::max_value(neg);
+}
+
+// One target, no padding: the masks this port assumes are all ones.
+void check_all_ones(const Features& f, const char* name, const char* where) {
+    if (!f.has(name)) return;
+    const Tensor& t = f.at(name);
+    BI_CHECK(t.numel() == 0 || (min_value(t) == 1.0f && ops::max_value(t) == 1.0f), where,
+             name, ": expected all ones (one target without padding)");
+}
+
+// An integer-valued F32 feature as I32 ids.
+Tensor ids_of(const Tensor& t) {
+    const int64_t n = t.numel();
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    // host-side: integer features (token / MSA / bond classes) read once per input
+    const float* p = t.f32();
+    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t(std::lrint(p[i]));
+    return Tensor::of(ids);
+}
+
+// z (L, L, C) = a (L, C) broadcast over columns + b (L, C) broadcast over rows: a_i + b_j.
+void outer_sum(const Tensor& a, const Tensor& b, Tensor& z) {
+    const int64_t L = a.size(0), C = a.size(1);
+    ops::copy(a.reshape({L, 1, C}).expand({L, L, C}), z);
+    ops::add_into(b.reshape({1, L, C}).expand({L, L, C}), z);
+}
+
+Tensor linear_out(const nn::Linear& lin, const Tensor& x) {
+    Tensor y = Tensor::empty({x.size(0), lin.out_features()});
+    lin(x, y);
+    return y;
+}
+
+}  // namespace
+
+nn::ChainRelativePosition::Tokens relpos_tokens(const Features& f) {
+    nn::ChainRelativePosition::Tokens t;
+    t.asym_id = f.at("asym_id");
+    t.residue_index = f.at("residue_index");
+    t.entity_id = f.at("entity_id");
+    t.token_index = f.at("token_index");
+    t.sym_id = f.at("sym_id");
+    if (f.has("cyclic_period")) t.cyclic_period = f.at("cyclic_period");
+    return t;
+}
+
+// ---- contact conditioning and the pair input terms ------------------------------------------
+
+ContactConditioning ContactConditioning::load(const io::ModelDir& m, const std::string& p,
+                                              int64_t c, const Config& cfg) {
+    ContactConditioning cc;
+    cc.fourier_w = m.get_f32(p + ".fourier_embedding.proj.weight", {c, 1}).reshape({c});
+    cc.fourier_b = m.get_f32(p + ".fourier_embedding.proj.bias", {c});
+    cc.encoder = nn::Linear::load(m, p + ".encoder", c + 4, c);
+    cc.special = Tensor::empty({2, c});
+    Tensor row0 = cc.special.narrow0(0, 1).reshape({c}), row1 = cc.special.narrow0(1, 2).reshape({c});
+    ops::copy(m.get_f32(p + ".encoding_unspecified", {c}), row0);
+    ops::copy(m.get_f32(p + ".encoding_unselected", {c}), row1);
+    cc.cutoff_min = float(cfg.conditioning_cutoff_min);
+    cc.cutoff_max = float(cfg.conditioning_cutoff_max);
+    return cc;
+}
+
+Tensor ContactConditioning::operator()(const Features& f) const {
+    const Tensor& cc = f.at("contact_conditioning");  // (L, L, 5)
+    const Tensor& thr = f.at("contact_threshold");    // (L, L)
+    const int64_t L = cc.size(0), C = special.size(1), P = L * L;
+    BI_CHECK(cc.ndim() == 3 && cc.size(1) == L && cc.size(2) == 5 && thr.numel() == P,
+             "contact_conditioning", "expected (L, L, 5) classes and (L, L) thresholds, got ",
+             shape_str(cc.shape()), " and ", shape_str(thr.shape()));
+    // The reference computes enc * (1 - c0 - c1) + unspecified * c0 + unselected * c1 for the
+    // one-hot class c: an UNSPECIFIED (UNSELECTED) pair is exactly that vector, any other pair is
+    // exactly enc. So each pair picks a row of [unspecified; unselected; enc(pairs specified)],
+    // and the encoder runs only on the pairs that carry a constraint (none without constraints).
+    std::vector<int32_t> row(static_cast<size_t>(P));
+    std::vector<float> x;  // (specified pairs, C + 4) encoder inputs
+    int64_t n = 0;
+    {
+        // host-side: the per-pair constraint classes and thresholds are input features (one-hot,
+        // read once per input); only constrained pairs get an encoder row
+        const float* c5 = cc.f32();
+        const float* t = thr.f32();
+        const float* w = fourier_w.f32();
+        const float* b = fourier_b.f32();
+        const float two_pi = float(2.0 * M_PI);
+        for (int64_t p = 0; p < P; ++p) {
+            const float c0 = c5[p * 5], c1 = c5[p * 5 + 1];
+            if (c0 == 1.0f && c1 == 0.0f) { row[size_t(p)] = 0; continue; }
+            if (c1 == 1.0f && c0 == 0.0f) { row[size_t(p)] = 1; continue; }
+            BI_CHECK(c0 == 0.0f && c1 == 0.0f, "contact_conditioning",
+                     "expected one-hot classes, got ", c0, " and ", c1, " at pair ", p);
+            row[size_t(p)] = int32_t(2 + n++);
+            const float tn = (t[p] - cutoff_min) / (cutoff_max - cutoff_min);
+            x.insert(x.end(), {c5[p * 5 + 2], c5[p * 5 + 3], c5[p * 5 + 4], tn});
+            for (int64_t k = 0; k < C; ++k) x.push_back(std::cos(two_pi * (tn * w[k] + b[k])));
+        }
+    }
+    Tensor table = Tensor::empty({2 + n, C});
+    Tensor head = table.narrow0(0, 2);
+    ops::copy(special, head);
+    if (n > 0) {
+        Tensor enc = table.narrow0(2, 2 + n);
+        encoder(Tensor::of(x, {n, C + 4}), enc);
+    }
+    Tensor out = Tensor::empty({L, L, C});
+    Tensor flat = out.reshape({P, C});
+    ops::embedding(Tensor::of(row), table, flat);
+    return out;
+}
+
+PairInputEmbedding PairInputEmbedding::load(const io::ModelDir& m, const std::string& p,
+                                            const Config& cfg) {
+    PairInputEmbedding e;
+    const int64_t c = cfg.token_z;
+    e.rel_pos = nn::ChainRelativePosition::load(
+        m, p + "rel_pos.linear_layer", c,
+        cfg.fix_sym_check ? nn::ChainRelativePosition::ChainBucket::DifferentEntity
+                          : nn::ChainRelativePosition::ChainBucket::SameChain,
+        cfg.cyclic_pos_enc);
+    e.token_bonds = nn::Linear::load(m, p + "token_bonds", 1, c, false);
+    if (m.has(p + "token_bonds_type.weight"))
+        e.token_bonds_type = m.get_f32(p + "token_bonds_type.weight", {7, c});
+    e.contact = ContactConditioning::load(m, p + "contact_conditioning", c, cfg);
+    return e;
+}
+
+Tensor PairInputEmbedding::relpos(const Features& f) const { return rel_pos(relpos_tokens(f)); }
+
+void PairInputEmbedding::add_to(const Features& f, Tensor& z, const Tensor* rp) const {
+    const int64_t L = z.size(0), C = z.size(2);
+    Tensor flat = z.reshape({L * L, C});
+    ops::add_into(rp ? *rp : relpos(f), z);
+    // token_bonds (L, L, 1): a 1 -> C linear, one product per element, added to z
+    token_bonds(f.at("token_bonds").reshape({L * L, 1}), flat, {.accumulate = true});
+    if (token_bonds_type.defined())
+        ops::embedding(ids_of(f.at("type_bonds")), token_bonds_type, flat, true);
+    ops::add_into(contact(f), z);
+}
+
+// ---- MSA-side blocks ------------------------------------------------------------------------
+
+PairWeightedAveraging PairWeightedAveraging::load(const io::ModelDir& m, const std::string& p,
+                                                  int64_t c_m, int64_t c_z, int64_t head_dim,
+                                                  int64_t heads) {
+    PairWeightedAveraging a;
+    a.heads = heads;
+    a.head_dim = head_dim;
+    a.norm_m = nn::LayerNorm::load(m, p + ".norm_m", c_m, 1e-5f);
+    a.norm_z = nn::LayerNorm::load(m, p + ".norm_z", c_z, 1e-5f);
+    a.proj_m = nn::Linear::load(m, p + ".proj_m", c_m, heads * head_dim, false);
+    a.proj_g = nn::Linear::load(m, p + ".proj_g", c_m, heads * head_dim, false);
+    a.proj_z = nn::Linear::load(m, p + ".proj_z", c_z, heads, false);
+    a.proj_o = nn::Linear::load(m, p + ".proj_o", heads * head_dim, c_m, false);
+    return a;
+}
+
+void PairWeightedAveraging::add_to(Tensor& m, const Tensor& z) const {
+    const int64_t S = m.size(0), L = m.size(1), Cm = m.size(2), H = heads, D = head_dim;
+    // w (H, L, L) = softmax over j of proj_z(LN(z))[i, j, h]
+    Tensor w = nn::pair_bias(z, norm_z, proj_z, 0, false);
+    Tensor w2 = w.reshape({H * L, L});
+    ops::softmax(w2, nullptr, nullptr);
+    // MSA rows a chunk at a time: about 64 MiB of (rows, L, H * D) temporaries each
+    const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / std::max<int64_t>(1, L * H * D * 4 * 4), 1, S);
+    for (int64_t s0 = 0; s0 < S; s0 += chunk) {
+        const int64_t s1 = std::min(S, s0 + chunk), ns = s1 - s0, n = ns * L;
+        Tensor mr = m.narrow0(s0, s1).reshape({n, Cm});
+        Tensor mn = Tensor::empty({n, Cm}), v = Tensor::empty({n, H * D}), g = Tensor::empty({n, H * D});
+        norm_m(mr, mn);
+        proj_m(mn, v);
+        proj_g(mn, g, {.act = Act::Sigmoid});
+        // v (ns, L, H, D) -> head-major (H, L, ns * D) so o_h = w_h . v_h is one batched GEMM
+        Tensor vh = Tensor::empty({H, L, ns, D});
+        ops::copy(v.reshape({ns, L, H, D}).permute({2, 1, 0, 3}), vh);
+        Tensor oh = Tensor::empty({H, L, ns * D});
+        ops::bmm(w, vh.reshape({H, L, ns * D}), oh);
+        Tensor o = Tensor::empty({ns, L, H, D});
+        ops::copy(oh.reshape({H, L, ns, D}).permute({2, 1, 0, 3}), o);
+        Tensor o2 = o.reshape({n, H * D});
+        ops::mul(o2, g, o2);
+        proj_o(o2, mr, {.accumulate = true});
+    }
+}
+
+OuterProductMean OuterProductMean::load(const io::ModelDir& m, const std::string& p, int64_t c_m,
+                                        int64_t c_z, int64_t hidden) {
+    OuterProductMean o;
+    o.hidden = hidden;
+    o.norm = nn::LayerNorm::load(m, p + ".norm", c_m, 1e-5f);
+    o.proj_a = nn::Linear::load(m, p + ".proj_a", c_m, hidden, false);
+    o.proj_b = nn::Linear::load(m, p + ".proj_b", c_m, hidden, false);
+    o.proj_o = nn::Linear::load(m, p + ".proj_o", hidden * hidden, c_z);
+    return o;
+}
+
+void OuterProductMean::add_to(const Tensor& m, Tensor& z, int64_t chunk) const {
+    const int64_t S = m.size(0), L = m.size(1), Cm = m.size(2), H = hidden, C = z.size(2);
+    Tensor mn = Tensor::empty({S * L, Cm}), a = Tensor::empty({S, L * H}), b = Tensor::empty({S, L * H});
+    norm(m.reshape({S * L, Cm}), mn);
+    Tensor a2 = a.reshape({S * L, H}), b2 = b.reshape({S * L, H});
+    proj_a(mn, a2);
+    proj_b(mn, b2);
+    const float inv_count = 1.0f / float(S);  // msa_mask all ones: every row counts
+    // pair rows i a chunk at a time: (rows * H, L * H) products, about 64 MiB by default
+    if (chunk <= 0) chunk = std::max<int64_t>(1, (int64_t(64) << 20) / std::max<int64_t>(1, L * H * H * 4 * 3));
+    chunk = std::min(chunk, L);
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), r = r1 - r0, n = r * L;
+        Tensor ac = Tensor::empty({1, S, r * H});
+        Tensor ac2 = ac.reshape({S, r * H});
+        ops::copy(a.slice(1, r0 * H, r1 * H), ac2);
+        // p[(i, c), (j, d)] = sum_s a[s, i, c] b[s, j, d]
+        Tensor p = Tensor::empty({1, r * H, L * H});
+        ops::bmm(ac, b.reshape({1, S, L * H}), p, /*trans_a=*/true);
+        Tensor x = Tensor::empty({r, L, H, H});  // [(i, j), (c, d)]
+        ops::copy(p.reshape({r, H, L, H}).permute({0, 2, 1, 3}), x);
+        Tensor x2 = x.reshape({n, H * H});
+        Tensor zr = z.narrow0(r0, r1).reshape({n, C});
+        if (divide_before_projection) {
+            ops::scale(x2, inv_count, x2);
+            proj_o(x2, zr, {.accumulate = true});
+        } else {
+            Tensor y = Tensor::empty({n, C});
+            proj_o(x2, y);
+            ops::scale(y, inv_count, y);
+            ops::add_into(y, zr);
+        }
+    }
+}
+
+// ---- pairformer -----------------------------------------------------------------------------
+
+PairformerNoSeqLayer PairformerNoSeqLayer::load(const io::ModelDir& m, const std::string& p,
+                                                int64_t c_z, int64_t tri_head_dim,
+                                                int64_t tri_heads) {
+    PairformerNoSeqLayer l;
+    const auto mul = nn::TriangleMultiplicationNames::boltz2();
+    const auto att = nn::TriangleAttentionNames::boltz2();
+    l.tri_mul_out = nn::TriangleMultiplication::load(m, p + ".tri_mul_out", c_z, true, mul);
+    l.tri_mul_in = nn::TriangleMultiplication::load(m, p + ".tri_mul_in", c_z, false, mul);
+    l.tri_att_start = nn::TriangleAttention::load(m, p + ".tri_att_start", c_z, tri_head_dim,
+                                                  tri_heads, true, att);
+    l.tri_att_end = nn::TriangleAttention::load(m, p + ".tri_att_end", c_z, tri_head_dim,
+                                                tri_heads, false, att);
+    l.transition_z = nn::ResidueMlp::load(m, p + ".transition_z", c_z, 4 * c_z,
+                                          nn::ResidueMlpNames::boltz2());
+    return l;
+}
+
+void PairformerNoSeqLayer::run(Tensor& z) const {
+    const int64_t L = z.size(0), C = z.size(2);
+    tri_mul_out.add_to(z);
+    tri_mul_in.add_to(z);
+    tri_att_start.add_to(z);
+    tri_att_end.add_to(z);
+    Tensor rows = z.reshape({L * L, C});
+    transition_z.add_to(rows);
+}
+
+PairformerLayer PairformerLayer::load(const io::ModelDir& m, const std::string& p, int64_t c_s,
+                                      int64_t c_z, int64_t heads, int64_t tri_head_dim,
+                                      int64_t tri_heads) {
+    BI_CHECK(heads > 0 && c_s % heads == 0, p, "token_s ", c_s, " is not a multiple of the ",
+             heads, " heads");
+    PairformerLayer l;
+    l.pair = PairformerNoSeqLayer::load(m, p, c_z, tri_head_dim, tri_heads);
+    l.pre_norm_s = nn::LayerNorm::load(m, p + ".pre_norm_s", c_s, 1e-5f);
+    l.bias_norm = nn::LayerNorm::load(m, p + ".attention.proj_z.0", c_z, 1e-5f);
+    l.bias_proj = nn::Linear::load(m, p + ".attention.proj_z.1", c_z, heads, false);
+    l.attention = nn::GatedBiasedAttention::load(m, p + ".attention", c_s, c_s / heads,
+                                                 nn::GatedBiasedAttentionNames::boltz2());
+    l.transition_s = nn::ResidueMlp::load(m, p + ".transition_s", c_s, 4 * c_s,
+                                          nn::ResidueMlpNames::boltz2());
+    BI_CHECK(!m.has(p + ".s_post_norm.weight"), p, "post_layer_norm is not supported");
+    return l;
+}
+
+Tensor PairformerLayer::attention_update(const Tensor& s_normed, const Tensor& z) const {
+    const Tensor bias = nn::pair_bias(z, bias_norm, bias_proj, 0, false);  // (H, L, L)
+    Tensor out = Tensor::zeros(s_normed.shape());
+    attention.add_to(s_normed, bias, out);
+    return out;
+}
+
+void PairformerLayer::run(Tensor& s, Tensor& z) const {
+    pair.run(z);
+    Tensor sn = Tensor::empty(s.shape());
+    pre_norm_s(s, sn);
+    const Tensor bias = nn::pair_bias(z, bias_norm, bias_proj, 0, false);  // (H, L, L)
+    attention.add_to(sn, bias, s);
+    transition_s.add_to(s);
+}
+
+PairformerModule PairformerModule::load(const io::ModelDir& m, const std::string& p,
+                                        int64_t blocks, int64_t c_s, int64_t c_z, int64_t heads,
+                                        int64_t tri_head_dim, int64_t tri_heads) {
+    PairformerModule mod;
+    for (int64_t k = 0; k < blocks; ++k)
+        mod.layers.push_back(PairformerLayer::load(m, p + ".layers." + std::to_string(k), c_s, c_z,
+                                                   heads, tri_head_dim, tri_heads));
+    return mod;
+}
+
+void PairformerModule::run(Tensor& s, Tensor& z, const Tap& tap, const std::string& pre) const {
+    for (size_t k = 0; k < layers.size(); ++k) {
+        layers[k].run(s, z);
+        if (tap) {
+            tap(pre + "block" + std::to_string(k) + ".s", s);
+            tap(pre + "block" + std::to_string(k) + ".z", z);
+        }
+    }
+}
+
+// ---- MSA module -----------------------------------------------------------------------------
+
+void MsaLayer::run(Tensor& z, Tensor& m) const {
+    const int64_t S = m.size(0), L = m.size(1), Cm = m.size(2);
+    pair_weighted_averaging.add_to(m, z);
+    Tensor rows = m.reshape({S * L, Cm});
+    msa_transition.add_to(rows);
+    outer_product_mean.add_to(m, z);
+    pairformer_layer.run(z);
+}
+
+MsaModule MsaModule::load(const io::ModelDir& m, const Config& cfg) {
+    MsaModule mod;
+    mod.msa_s = cfg.msa_s;
+    mod.use_paired_feature = cfg.msa_use_paired_feature;
+    const int64_t extra = 2 + (mod.use_paired_feature ? 1 : 0), cm = cfg.msa_s;
+    const Tensor w = m.get_f32("msa_module.msa_proj.weight", {cm, kNumTokens + extra});
+    mod.msa_table = ops::contiguous(w.slice(1, 0, kNumTokens).permute({1, 0}));
+    mod.msa_extra = nn::Linear::from(ops::contiguous(w.slice(1, kNumTokens, kNumTokens + extra)),
+                                     Tensor());
+    mod.s_proj = nn::Linear::load(m, "msa_module.s_proj", cfg.token_s, cm, false);
+    for (int64_t k = 0; k < cfg.msa_blocks; ++k) {
+        const std::string p = "msa_module.layers." + std::to_string(k);
+        MsaLayer l;
+        l.pair_weighted_averaging = PairWeightedAveraging::load(m, p + ".pair_weighted_averaging",
+                                                                cm, cfg.token_z);
+        l.msa_transition = nn::ResidueMlp::load(m, p + ".msa_transition", cm, 4 * cm,
+                                                nn::ResidueMlpNames::boltz2());
+        l.outer_product_mean = OuterProductMean::load(m, p + ".outer_product_mean", cm, cfg.token_z);
+        l.pairformer_layer = PairformerNoSeqLayer::load(m, p + ".pairformer_layer", cfg.token_z,
+                                                        cfg.pairwise_head_width,
+                                                        cfg.pairwise_num_heads);
+        mod.layers.push_back(std::move(l));
+    }
+    return mod;
+}
+
+Tensor MsaModule::embed(const Features& f, const Tensor& s_inputs) const {
+    const Tensor& msa = f.at("msa");  // (S, L)
+    const int64_t S = msa.size(0), L = msa.size(1), extra = msa_extra.w.size(1);
+    Tensor m = Tensor::empty({S, L, msa_s});
+    Tensor flat = m.reshape({S * L, msa_s});
+    ops::embedding(ids_of(msa), msa_table, flat);  // the one-hot columns
+    Tensor x = Tensor::empty({S * L, extra});
+    const char* names[] = {"has_deletion", "deletion_value", "msa_paired"};
+    for (int64_t k = 0; k < extra; ++k) {
+        Tensor col = x.slice(1, k, k + 1);
+        ops::copy(f.at(names[k]).reshape({S * L, 1}), col);
+    }
+    msa_extra(x, flat, {.accumulate = true});
+    const Tensor sp = linear_out(s_proj, s_inputs);  // (L, msa_s)
+    ops::add_into(sp.reshape({1, L, msa_s}).expand({S, L, msa_s}), m);
+    return m;
+}
+
+void MsaModule::run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap) const {
+    check_all_ones(f, "msa_mask", "msa_module");
+    check_all_ones(f, "token_pad_mask", "msa_module");
+    Tensor m = embed(f, s_inputs);
+    for (size_t k = 0; k < layers.size(); ++k) {
+        layers[k].run(z, m);
+        if (tap) {
+            tap("msa.layer" + std::to_string(k) + ".z", z);
+            tap("msa.layer" + std::to_string(k) + ".m", m);
+        }
+    }
+}
+
+// ---- trunk ----------------------------------------------------------------------------------
+
+Trunk Trunk::load(const io::ModelDir& m, const Config& cfg) {
+    Trunk t;
+    t.cfg = cfg;
+    const int64_t cs = cfg.token_s, cz = cfg.token_z;
+    t.s_init = nn::Linear::load(m, "s_init", cs, cs, false);
+    t.z_init_1 = nn::Linear::load(m, "z_init_1", cs, cz, false);
+    t.z_init_2 = nn::Linear::load(m, "z_init_2", cs, cz, false);
+    t.pair_inputs = PairInputEmbedding::load(m, "", cfg);
+    t.s_norm = nn::LayerNorm::load(m, "s_norm", cs, 1e-5f);
+    t.z_norm = nn::LayerNorm::load(m, "z_norm", cz, 1e-5f);
+    t.s_recycle = nn::Linear::load(m, "s_recycle", cs, cs, false);
+    t.z_recycle = nn::Linear::load(m, "z_recycle", cz, cz, false);
+    t.msa = MsaModule::load(m, cfg);
+    t.pairformer = PairformerModule::load(m, "pairformer_module", cfg.pairformer_blocks, cs, cz,
+                                          cfg.pairformer_heads, cfg.pairwise_head_width,
+                                          cfg.pairwise_num_heads);
+    t.distogram = nn::DistogramHead::load(m, "distogram_module.distogram", cz, cfg.num_bins,
+                                          /*sum_pairs=*/true);
+    if (cfg.predict_bfactor)
+        t.bfactor = nn::Linear::load(m, "bfactor_module.bfactor", cs, cfg.num_bins);
+    return t;
+}
+
+Tensor Trunk::z_init(const Features& f, const Tensor& s_inputs, const Tensor* rp) const {
+    const int64_t L = s_inputs.size(0), C = cfg.token_z;
+    Tensor z = Tensor::empty({L, L, C});
+    outer_sum(linear_out(z_init_1, s_inputs), linear_out(z_init_2, s_inputs), z);
+    pair_inputs.add_to(f, z, rp);
+    return z;
+}
+
+TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_steps,
+                       const Tap& tap) const {
+    const int64_t L = s_inputs.size(0), Cs = cfg.token_s, Cz = cfg.token_z;
+    BI_CHECK(s_inputs.ndim() == 2 && s_inputs.size(1) == Cs && L == f.num_tokens(), "boltz2 trunk",
+             "s_inputs: expected (", f.num_tokens(), ", ", Cs, "), got ", shape_str(s_inputs.shape()));
+    check_all_ones(f, "token_pad_mask", "boltz2 trunk");
+    // Without templates (template_mask all 0) the template module adds exactly 0.
+    if (cfg.use_templates && f.has("template_mask"))
+        BI_CHECK(f.at("template_mask").numel() == 0 || ops::max_value(f.at("template_mask")) == 0.0f,
+                 "boltz2 trunk", "templates are not supported (template_mask has entries)");
+    TrunkOutput out;
+    out.relpos = relpos(f);
+    const Tensor s0 = linear_out(s_init, s_inputs);  // (L, Cs)
+    const Tensor z0 = z_init(f, s_inputs, &out.relpos);
+    if (tap) {
+        tap("s_init", s0);
+        tap("z_init", z0);
+    }
+    Tensor s = Tensor::zeros({L, Cs}), z = Tensor::zeros({L, L, Cz});
+    const int64_t chunk = nn::default_pair_chunk(L, Cz);
+    for (int pass = 0; pass <= recycling_steps; ++pass) {
+        const std::string pre = "pass" + std::to_string(pass) + ".";
+        // s = s_init + s_recycle(s_norm(s)); z likewise, `chunk` pair rows at a time
+        Tensor sn = Tensor::empty({L, Cs}), s_new = s0.clone();
+        s_norm(s, sn);
+        s_recycle(sn, s_new, {.accumulate = true});
+        Tensor z_new = z0.clone();
+        for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+            const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
+            Tensor zn = Tensor::empty({n, Cz}), dst = z_new.narrow0(r0, r1).reshape({n, Cz});
+            z_norm(z.narrow0(r0, r1).reshape({n, Cz}), zn);
+            z_recycle(zn, dst, {.accumulate = true});
+        }
+        s = std::move(s_new);
+        z = std::move(z_new);
+        if (tap) {
+            tap(pre + "s", s);
+            tap(pre + "z", z);
+        }
+        // z = z + MSAModule(z)
+        Tensor zm = z.clone();
+        const Tap msa_tap = tap ? Tap([&](const std::string& n, const Tensor& t) { tap(pre + n, t); })
+                                : Tap();
+        msa.run(zm, s_inputs, f, msa_tap);
+        if (tap) tap(pre + "msa_out", zm);
+        ops::add_into(zm, z);
+        zm = Tensor();
+        pairformer.run(s, z, tap, pre + "pf.");
+    }
+    out.pdistogram = distogram(z);
+    if (bfactor.w.defined()) out.pbfactor = linear_out(bfactor, s);
+    out.s = std::move(s);
+    out.z = std::move(z);
+    return out;
+}
+
+}  // namespace bioinfer::boltz2

@@ -1,0 +1,182 @@
+// Boltz-2's trunk (boltz 2.2.1, inference): s_init / z_init from the input embedding s_inputs and
+// the pair features, the recycling passes (template module skipped: without templates its output
+// is exactly 0), the MSA module, the pairformer, and the distogram and b-factor heads. Every piece
+// loads on its own from boltz's state_dict names and runs on one target (no token padding).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "models/boltz2/config.h"
+#include "models/boltz2/features.h"
+#include "nn/heads.h"
+#include "nn/pair_seq.h"
+#include "nn/relpos.h"
+#include "nn/transformer.h"
+#include "nn/triangle.h"
+
+namespace bioinfer::boltz2 {
+
+// Observer of named intermediates (tests compare them with the reference's).
+using Tap = std::function<void(const std::string& name, const Tensor& t)>;
+
+// The token features the relative position encoding reads (asym_id, residue_index, entity_id,
+// token_index, sym_id, cyclic_period).
+nn::ChainRelativePosition::Tokens relpos_tokens(const Features& f);
+
+// ContactConditioning: per pair, the learned vector of its class when the pair is UNSPECIFIED
+// (class 0) or UNSELECTED (class 1), else encoder([one-hot classes 2..4, t, cos(2 pi (w t + b))])
+// with t = (contact_threshold - cutoff_min) / (cutoff_max - cutoff_min).
+struct ContactConditioning {
+    Tensor fourier_w, fourier_b;  // (C) each: the Fourier embedding's fixed 1 -> C projection
+    nn::Linear encoder;  // C + 4 -> C with bias
+    Tensor special;      // (2, C): encoding_unspecified, encoding_unselected
+    float cutoff_min = 4.0f, cutoff_max = 20.0f;
+    // <prefix>.fourier_embedding.proj, .encoder, .encoding_unspecified, .encoding_unselected
+    static ContactConditioning load(const io::ModelDir& m, const std::string& prefix, int64_t c,
+                                    const Config& cfg);
+    // contact_conditioning (L, L, 5) one-hot, contact_threshold (L, L) -> (L, L, C)
+    Tensor operator()(const Features& f) const;
+};
+
+// The pair terms that depend on the input only, shared by z_init and the confidence module's
+// re-embedding: relative positions, token bonds, bond types, contact conditioning.
+struct PairInputEmbedding {
+    nn::ChainRelativePosition rel_pos;
+    nn::Linear token_bonds;   // 1 -> C, no bias
+    Tensor token_bonds_type;  // (bond types + 1, C) or undefined (no bond_type_feature)
+    ContactConditioning contact;
+    // prefix "" (trunk) or "confidence_module."
+    static PairInputEmbedding load(const io::ModelDir& m, const std::string& prefix,
+                                   const Config& cfg);
+    Tensor relpos(const Features& f) const;  // (L, L, C)
+    // z (L, L, C) += relpos, then token_bonds, then token_bonds_type, then contact conditioning,
+    // in the reference's order; relpos, when given, is relpos(f) already computed.
+    void add_to(const Features& f, Tensor& z, const Tensor* relpos = nullptr) const;
+};
+
+// PairWeightedAveraging: m (S, L, c_m) += proj_o(sigmoid(proj_g(LN(m))) * o), o[s, i, h] =
+// sum_j softmax_j(proj_z(LN(z))[i, j, h]) proj_m(LN(m))[s, j, h]. Masks are all ones (one target).
+struct PairWeightedAveraging {
+    int64_t heads = 8, head_dim = 32;
+    nn::LayerNorm norm_m, norm_z;
+    nn::Linear proj_m, proj_g, proj_z, proj_o;
+    static PairWeightedAveraging load(const io::ModelDir& m, const std::string& prefix,
+                                      int64_t c_m, int64_t c_z, int64_t head_dim = 32,
+                                      int64_t heads = 8);
+    void add_to(Tensor& m, const Tensor& z) const;
+};
+
+// OuterProductMean: z[i, j] += proj_o(sum_s a[s, i] (x) b[s, j] / n) with a, b = proj_a, proj_b of
+// LN(m) and n the MSA rows; boltz divides before the output linear (its bias not divided).
+// divide_before_projection = false divides after it instead (bias divided: ESMFold2's form).
+struct OuterProductMean {
+    int64_t hidden = 32;
+    bool divide_before_projection = true;
+    nn::LayerNorm norm;
+    nn::Linear proj_a, proj_b, proj_o;
+    static OuterProductMean load(const io::ModelDir& m, const std::string& prefix, int64_t c_m,
+                                 int64_t c_z, int64_t hidden = 32);
+    // m (S, L, c_m), z (L, L, c_z); every MSA row counts (msa_mask all ones).
+    void add_to(const Tensor& m, Tensor& z, int64_t chunk = 0) const;
+};
+
+// PairformerNoSeqLayer: z += tri_mul_out, tri_mul_in, tri_att_start, tri_att_end, transition_z,
+// each on the z the previous one left.
+struct PairformerNoSeqLayer {
+    nn::TriangleMultiplication tri_mul_out, tri_mul_in;
+    nn::TriangleAttention tri_att_start, tri_att_end;
+    nn::ResidueMlp transition_z;  // SwiGLU, 4 C
+    static PairformerNoSeqLayer load(const io::ModelDir& m, const std::string& prefix,
+                                     int64_t c_z, int64_t tri_head_dim, int64_t tri_heads);
+    void run(Tensor& z) const;  // z (L, L, C) in place
+};
+
+// PairformerLayer (v2): the pair updates of PairformerNoSeqLayer, then
+// s += AttentionPairBias(LN(s), z) (bias LN(z) -> heads, mask -1e6 never fires without padding)
+// and s += transition_s(s).
+struct PairformerLayer {
+    PairformerNoSeqLayer pair;
+    nn::LayerNorm pre_norm_s;
+    nn::LayerNorm bias_norm;  // attention.proj_z.0
+    nn::Linear bias_proj;     // attention.proj_z.1: C_z -> heads
+    nn::GatedBiasedAttention attention;
+    nn::ResidueMlp transition_s;  // SwiGLU, 4 C_s
+    static PairformerLayer load(const io::ModelDir& m, const std::string& prefix, int64_t c_s,
+                                int64_t c_z, int64_t heads, int64_t tri_head_dim,
+                                int64_t tri_heads);
+    // The attention's update for LN(s) `s_normed` (L, C_s), without adding it anywhere.
+    Tensor attention_update(const Tensor& s_normed, const Tensor& z) const;
+    void run(Tensor& s, Tensor& z) const;
+};
+
+// A stack of PairformerLayers; the tap, when set, sees "<prefix>block<k>.s" / ".z" after block k.
+struct PairformerModule {
+    std::vector<PairformerLayer> layers;
+    // prefix "pairformer_module" or "confidence_module.pairformer_stack"
+    static PairformerModule load(const io::ModelDir& m, const std::string& prefix, int64_t blocks,
+                                 int64_t c_s, int64_t c_z, int64_t heads, int64_t tri_head_dim,
+                                 int64_t tri_heads);
+    void run(Tensor& s, Tensor& z, const Tap& tap = {}, const std::string& tap_prefix = "") const;
+};
+
+// One MSA layer: m += PWA(m, z); m += transition(m); z += OPM(m); z = PairformerNoSeqLayer(z).
+struct MsaLayer {
+    PairWeightedAveraging pair_weighted_averaging;
+    nn::ResidueMlp msa_transition;  // SwiGLU, 4 msa_s
+    OuterProductMean outer_product_mean;
+    PairformerNoSeqLayer pairformer_layer;
+    void run(Tensor& z, Tensor& m) const;
+};
+
+// MSAModule. Its result is the updated z (the trunk adds it to its input: z + MSAModule(z)).
+struct MsaModule {
+    int64_t msa_s = 64;
+    bool use_paired_feature = true;
+    Tensor msa_table;  // (33, msa_s): msa_proj's one-hot columns as rows
+    nn::Linear msa_extra;  // [has_deletion, deletion_value (, msa_paired)] -> msa_s
+    nn::Linear s_proj;     // token_s -> msa_s
+    std::vector<MsaLayer> layers;
+    static MsaModule load(const io::ModelDir& m, const Config& cfg);
+    // m0 (S, L, msa_s) = msa_proj([one-hot msa, has_deletion, deletion_value, msa_paired])
+    //                   + s_proj(s_inputs)
+    Tensor embed(const Features& f, const Tensor& s_inputs) const;
+    // z (L, L, C) in place: the module's output. The tap sees "msa.layer<k>.z" / ".m".
+    void run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap = {}) const;
+};
+
+struct TrunkOutput {
+    Tensor s;           // (L, token_s)
+    Tensor z;           // (L, L, token_z)
+    Tensor relpos;      // (L, L, token_z): the relative position encoding (diffusion conditioning)
+    Tensor pdistogram;  // (L, L, num_bins)
+    Tensor pbfactor;    // (L, num_bins) or undefined (no b-factor head)
+};
+
+struct Trunk {
+    Config cfg;
+    nn::Linear s_init, z_init_1, z_init_2;  // no biases
+    PairInputEmbedding pair_inputs;
+    nn::LayerNorm s_norm, z_norm;
+    nn::Linear s_recycle, z_recycle;        // no biases
+    MsaModule msa;
+    PairformerModule pairformer;
+    nn::DistogramHead distogram;            // W (z + z^T) + b
+    nn::Linear bfactor;                     // token_s -> num_bins, or undefined
+
+    static Trunk load(const io::ModelDir& m, const Config& cfg);
+    Tensor relpos(const Features& f) const { return pair_inputs.relpos(f); }
+    // z_init (L, L, C) = z_init_1(s_i) + z_init_2(s_j) + relpos + bonds + bond types + contacts;
+    // relpos, when given, is relpos(f) already computed.
+    Tensor z_init(const Features& f, const Tensor& s_inputs, const Tensor* relpos = nullptr) const;
+    // recycling_steps + 1 passes from s_inputs (L, token_s). The tap sees "s_init", "z_init",
+    // "pass<p>.s" / ".z" (after recycling), "pass<p>.msa_out", "pass<p>.msa.layer<k>.z/.m",
+    // "pass<p>.pf.block<k>.s/.z".
+    TrunkOutput run(const Features& f, const Tensor& s_inputs, int recycling_steps,
+                    const Tap& tap = {}) const;
+};
+
+}  // namespace bioinfer::boltz2

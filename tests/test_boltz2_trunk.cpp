@@ -1,0 +1,219 @@
+// Boltz-2 trunk and confidence module against the reference's own forward (fixture parts `trunk`
+// and `confidence`, tools/reference/boltz2_dump_{trunk,confidence}.py), module by module on every
+// case, plus checks that a wrong chain-bucket rule or OPM count placement fails the bar.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "boltz2_fixture.h"
+// CONFIDENCE_INCLUDE
+#include "models/boltz2/trunk.h"
+#include "ops/ops.h"
+
+namespace bioinfer::test {
+namespace {
+
+using namespace boltz2;
+
+#ifdef BIOINFER_FIXTURES
+
+const Config& tiny_config() {
+    static const Config c = Config::load(boltz2_weights());
+    return c;
+}
+
+const Trunk& tiny_trunk() {
+    static const Trunk t = Trunk::load(boltz2_weights(), tiny_config());
+    return t;
+}
+
+Tensor plus(const Tensor& a, const Tensor& b) {
+    Tensor out = Tensor::empty(a.shape());
+    ops::add(a, b, out);
+    return out;
+}
+
+Tensor minus(const Tensor& a, const Tensor& b) {
+    Tensor nb = Tensor::empty(b.shape());
+    ops::scale(b, -1.0f, nb);
+    return plus(a, nb);
+}
+
+// True when got is outside the bar against ref (PCC below 0.99999 or rel L2 above 1e-5).
+bool fails_bar(const Tensor& got, const Tensor& ref) {
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    const Stats s = stats(g.f32(), r.f32(), g.numel());
+    return s.pcc < 0.99999 || s.rel_l2 > 1e-5;
+}
+
+class Boltz2TrunkCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    const Tensor s_inputs = c.get0("trunk.s_inputs");
+    const Tensor rp = t.relpos(c.feats);
+    expect_parity(rp, c.get0("trunk.relpos"), "relpos");
+    expect_parity(t.pair_inputs.contact(c.feats), c.get0("trunk.contact_conditioning"),
+                  "contact_conditioning");
+    // z_init as the reference sums its pieces
+    const int64_t L = s_inputs.size(0), C = tiny_config().token_z;
+    Tensor ref = Tensor::empty({L, L, C});
+    ops::copy(c.get0("trunk.z_init_1").reshape({L, 1, C}).expand({L, L, C}), ref);
+    ops::add_into(c.get0("trunk.z_init_2").reshape({1, L, C}).expand({L, L, C}), ref);
+    for (const char* k : {"trunk.relpos", "trunk.token_bonds", "trunk.token_bonds_type",
+                          "trunk.contact_conditioning"})
+        ops::add_into(c.get0(k), ref);
+    expect_parity(t.z_init(c.feats, s_inputs), ref, "z_init");
+}
+
+TEST_P(Boltz2TrunkCase, MsaModule) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    const Tensor s_inputs = c.get0("trunk.s_inputs");
+    const Tensor m0 = c.get0("trunk.pass0.msa.m0");
+    expect_parity(t.msa.embed(c.feats, s_inputs), m0, "msa embedding");
+    // The first layer's sub-modules, each from the reference's own input.
+    const Tensor z = c.get0("trunk.pass0.z");  // the template module adds 0
+    const MsaLayer& l0 = t.msa.layers[0];
+    Tensor m = m0.clone();
+    l0.pair_weighted_averaging.add_to(m, z);
+    expect_parity(minus(m, m0), c.get0("trunk.pass0.msa.l0.pair_weighted_averaging.out"), "PWA");
+    const Tensor m1 = plus(m0, c.get0("trunk.pass0.msa.l0.pair_weighted_averaging.out"));
+    m = m1.clone();
+    Tensor rows = m.reshape({m.size(0) * m.size(1), m.size(2)});
+    l0.msa_transition.add_to(rows);
+    expect_parity(minus(m, m1), c.get0("trunk.pass0.msa.l0.msa_transition.out"), "MSA transition");
+    const Tensor m2 = plus(m1, c.get0("trunk.pass0.msa.l0.msa_transition.out"));
+    Tensor zo = z.clone();
+    l0.outer_product_mean.add_to(m2, zo);
+    expect_parity(minus(zo, z), c.get0("trunk.pass0.msa.l0.outer_product_mean.out"), "OPM");
+    // The whole module in each pass, from the pass's z.
+    for (int p = 0; p < 2; ++p) {
+        const std::string pre = "trunk.pass" + std::to_string(p) + ".";
+        Tensor zz = c.get0(pre + "z");
+        std::map<std::string, Tensor> seen;
+        t.msa.run(zz, s_inputs, c.feats,
+                  [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
+        expect_parity(zz, c.get0(pre + "msa_out"), pre + "msa_out");
+        if (p == 0)
+            for (int k = 0; k < 2; ++k)
+                for (const char* x : {".z", ".m"}) {
+                    const std::string n = "msa.layer" + std::to_string(k) + x;
+                    expect_parity(seen.at(n), c.get0(pre + n), pre + n);
+                }
+    }
+}
+
+TEST_P(Boltz2TrunkCase, PairformerBlocks) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    // The first block's sub-modules in the first pass, each from the reference's own input.
+    {
+        const PairformerLayer& b0 = t.pairformer.layers[0];
+        const std::string pre = "trunk.pass0.pf.b0.";
+        Tensor z = plus(c.get0("trunk.pass0.z"), c.get0("trunk.pass0.msa_out"));
+        const auto step = [&](const char* name, const std::function<void(Tensor&)>& f) {
+            Tensor zz = z.clone();
+            f(zz);
+            expect_parity(minus(zz, z), c.get0(pre + name + ".out"), name);
+            z = plus(z, c.get0(pre + name + ".out"));
+        };
+        step("tri_mul_out", [&](Tensor& x) { b0.pair.tri_mul_out.add_to(x); });
+        step("tri_mul_in", [&](Tensor& x) { b0.pair.tri_mul_in.add_to(x); });
+        step("tri_att_start", [&](Tensor& x) { b0.pair.tri_att_start.add_to(x); });
+        step("tri_att_end", [&](Tensor& x) { b0.pair.tri_att_end.add_to(x); });
+        step("transition_z", [&](Tensor& x) {
+            Tensor r = x.reshape({x.size(0) * x.size(1), x.size(2)});
+            b0.pair.transition_z.add_to(r);
+        });
+        const Tensor s = c.get0("trunk.pass0.s");
+        Tensor sn = Tensor::empty(s.shape());
+        b0.pre_norm_s(s, sn);
+        expect_parity(b0.attention_update(sn, z), c.get0(pre + "attention.out"), "attention");
+        const Tensor s1 = plus(s, c.get0(pre + "attention.out"));
+        Tensor s2 = s1.clone();
+        b0.transition_s.add_to(s2);
+        expect_parity(minus(s2, s1), c.get0(pre + "transition_s.out"), "transition_s");
+    }
+    // Every block of the first and last pass from the previous block's reference output.
+    for (int p = 0; p < 2; ++p) {
+        const std::string pre = "trunk.pass" + std::to_string(p) + ".";
+        Tensor s_in = c.get0(pre + "s");
+        Tensor z_in = plus(c.get0(pre + "z"), c.get0(pre + "msa_out"));
+        for (size_t k = 0; k < t.pairformer.layers.size(); ++k) {
+            const std::string b = pre + "pf.block" + std::to_string(k);
+            Tensor s = s_in.clone(), z = z_in.clone();
+            t.pairformer.layers[k].run(s, z);
+            expect_parity(s, c.get0(b + ".s"), b + ".s");
+            expect_parity(z, c.get0(b + ".z"), b + ".z");
+            s_in = c.get0(b + ".s");
+            z_in = c.get0(b + ".z");
+        }
+    }
+}
+
+TEST_P(Boltz2TrunkCase, HeadsOnReferenceTrunk) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    const Tensor z = c.get0("trunk.z"), s = c.get0("trunk.s");
+    expect_parity(t.distogram(z), c.get0("trunk.pdistogram"), "distogram");
+    Tensor b = Tensor::empty({s.size(0), t.bfactor.out_features()});
+    t.bfactor(s, b);
+    expect_parity(b, c.get0("trunk.pbfactor"), "bfactor");
+}
+
+TEST_P(Boltz2TrunkCase, WholeTrunk) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    std::map<std::string, Tensor> seen;
+    const TrunkOutput out = t.run(c.feats, c.get0("trunk.s_inputs"), 1,
+                                  [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
+    expect_parity(seen.at("s_init"), c.get0("trunk.s_init"), "s_init");
+    for (int p = 0; p < 2; ++p) {
+        const std::string pre = "pass" + std::to_string(p) + ".";
+        for (const char* n : {"s", "z", "msa_out", "pf.block0.s", "pf.block0.z", "pf.block1.s",
+                              "pf.block1.z"})
+            expect_parity(seen.at(pre + n), c.get0("trunk." + pre + n), pre + n);
+    }
+    expect_parity(out.relpos, c.get0("trunk.relpos"), "relpos");
+    expect_parity(out.s, c.get0("trunk.s"), "trunk s");
+    expect_parity(out.z, c.get0("trunk.z"), "trunk z");
+    expect_parity(out.pdistogram, c.get0("trunk.pdistogram"), "pdistogram");
+    expect_parity(out.pbfactor, c.get0("trunk.pbfactor"), "pbfactor");
+}
+
+// ESMFold2's chain bucket rule (bucket 5 within a chain) instead of Boltz-2's (bucket 5 across
+// entities) must fail the bar on every case: a single chain gets class 2, not 5.
+TEST_P(Boltz2TrunkCase, WrongChainBucketFailsTheBar) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    nn::ChainRelativePosition wrong = tiny_trunk().pair_inputs.rel_pos;
+    wrong.chain_bucket = nn::ChainRelativePosition::ChainBucket::SameChain;
+    EXPECT_TRUE(fails_bar(wrong(relpos_tokens(c.feats)), c.get0("trunk.relpos")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Boltz2TrunkCase, ::testing::ValuesIn(boltz2_cases()));
+
+// The OPM count applied after the output linear (its bias divided too, ESMFold2's form) must fail
+// the bar where the MSA has more than one row (the monomer's has 4).
+TEST(Boltz2Trunk, OpmCountAfterProjectionFailsTheBar) {
+    const Boltz2Case c = load_boltz2_case("monomer");
+    OuterProductMean opm = tiny_trunk().msa.layers[0].outer_product_mean;
+    const Tensor m = plus(plus(c.get0("trunk.pass0.msa.m0"),
+                               c.get0("trunk.pass0.msa.l0.pair_weighted_averaging.out")),
+                          c.get0("trunk.pass0.msa.l0.msa_transition.out"));
+    const Tensor z = c.get0("trunk.pass0.z"), ref = c.get0("trunk.pass0.msa.l0.outer_product_mean.out");
+    Tensor good = z.clone(), bad = z.clone();
+    opm.add_to(m, good);
+    opm.divide_before_projection = false;
+    opm.add_to(m, bad);
+    EXPECT_FALSE(fails_bar(minus(good, z), ref));
+    EXPECT_TRUE(fails_bar(minus(bad, z), ref));
+}
+
+#endif  // BIOINFER_FIXTURES
+
+}  // namespace
+}  // namespace bioinfer::test
