@@ -69,6 +69,29 @@ TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
     expect_parity(t.z_init(c.feats, s_inputs), ref, "z_init");
 }
 
+// Branches the cases leave unused: constrained pairs of every class, a cyclic chain, a homomer
+// (one entity, several sym_ids), each against the reference modules on the same variant.
+TEST_P(Boltz2TrunkCase, PairInputVariants) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    Features f = c.feats;
+    f.set("contact_conditioning", c.get0("trunk.variant.contact_conditioning"));
+    f.set("contact_threshold", c.get0("trunk.variant.contact_threshold"));
+    expect_parity(t.pair_inputs.contact(f), c.get0("trunk.variant.contact_out"),
+                  "contact conditioning, constrained pairs");
+    Features fc = c.feats;
+    fc.set("cyclic_period", c.get0("trunk.variant.cyclic_period"));
+    expect_parity(t.relpos(fc), c.get0("trunk.variant.relpos_cyclic"), "relpos, cyclic chain");
+    Features fh = c.feats;
+    fh.set("entity_id", c.get0("trunk.variant.entity_id"));
+    fh.set("sym_id", c.get0("trunk.variant.sym_id"));
+    expect_parity(t.relpos(fh), c.get0("trunk.variant.relpos_homomer"), "relpos, homomer");
+    // The variants reach new branches: their reference differs from the case's own.
+    const Tensor base = c.get0("trunk.relpos");
+    EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_cyclic")));
+    if (GetParam() != "monomer") EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_homomer")));
+}
+
 TEST_P(Boltz2TrunkCase, MsaModule) {
     const Boltz2Case c = load_boltz2_case(GetParam());
     const Trunk& t = tiny_trunk();
