@@ -1,0 +1,401 @@
+// Boltz input files (YAML, FASTA) -> BoltzTarget, following boltz/data/parse/schema.py's grouping
+// of chains into entities, and the MSA loading of boltz/main.py's process_input.
+#include "io/boltz_inputs.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "bioinfer/error.h"
+#include "io/atomic_file.h"
+#include "io/fasta.h"
+#include "models/boltz2/conformers.h"
+
+namespace bioinfer::io {
+namespace fs = std::filesystem;
+
+const char* boltz_entity_name(BoltzEntityType t) {
+    switch (t) {
+        case BoltzEntityType::Protein:
+            return "protein";
+        case BoltzEntityType::Dna:
+            return "dna";
+        case BoltzEntityType::Rna:
+            return "rna";
+        case BoltzEntityType::Ligand:
+            return "ligand";
+    }
+    return "?";
+}
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = char(std::tolower((unsigned char)c));
+    return s;
+}
+
+// One entry of `sequences` (or one FASTA record), before entities are formed.
+struct Entry {
+    BoltzEntityType type = BoltzEntityType::Protein;
+    std::vector<std::string> ids;
+    std::vector<std::string> id_where;  // per id, for duplicate messages
+    std::string sequence;
+    bool has_msa = false;  // an `msa` key with a non-empty value
+    std::string msa;       // as written
+    bool cyclic = false;
+    std::string where;      // file:line:col of the entry
+    std::string seq_where;  // of the sequence value
+};
+
+const std::map<char, std::string>& alphabet(BoltzEntityType t) {
+    const auto& v = boltz2::vocab();
+    if (t == BoltzEntityType::Rna) return v.rna_letters;
+    if (t == BoltzEntityType::Dna) return v.dna_letters;
+    return v.protein_letters;
+}
+
+std::string alphabet_text(BoltzEntityType t) {
+    std::string s;
+    for (const auto& [c, tok] : alphabet(t))
+        if (c != '-') s.push_back(c);
+    return s;
+}
+
+// Residue tokens of a polymer sequence. boltz maps any character outside the alphabet to the
+// chain type's unknown token; here only the alphabet's own letters are accepted (X, B, J, O, U, Z
+// give UNK for proteins, N gives the unknown nucleotide), anything else is an error.
+std::vector<std::string> residue_tokens(const Entry& e, const std::string& chain) {
+    const auto& map = alphabet(e.type);
+    BI_CHECK(!e.sequence.empty(), e.seq_where, "chain ", chain, ": empty sequence");
+    std::vector<std::string> out;
+    out.reserve(e.sequence.size());
+    for (size_t i = 0; i < e.sequence.size(); ++i) {
+        const char c = e.sequence[i];
+        auto it = map.find(c);
+        BI_CHECK(it != map.end() && c != '-', e.seq_where, "chain ", chain, ": letter '", c,
+                 "' at position ", i + 1, " is not in the ", boltz_entity_name(e.type),
+                 " alphabet (", alphabet_text(e.type), ")");
+        out.push_back(it->second);
+    }
+    return out;
+}
+
+// A relative MSA path: next to the input file, else as given (the working directory, as boltz).
+std::string resolve_msa_path(const std::string& msa, const std::string& source) {
+    fs::path p(msa);
+    if (p.is_absolute()) return p.string();
+    fs::path beside = fs::path(source).parent_path() / p;
+    std::error_code ec;
+    if (!fs::path(source).parent_path().empty() && fs::exists(beside, ec)) return beside.string();
+    return p.string();
+}
+
+// Forms boltz's entities and chains from the entries (schema.py: group by (type, sequence) in
+// first-appearance order; chains of a group in entry order; one MSA per entity).
+BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& source) {
+    BoltzTarget t;
+    t.source = source;
+    t.name = fs::path(source).stem().string();
+    BI_CHECK(!entries.empty(), source, "no sequences: expected at least one chain");
+
+    std::map<std::string, std::string> seen_ids;  // id -> where
+    for (const Entry& e : entries)
+        for (size_t i = 0; i < e.ids.size(); ++i) {
+            const std::string& id = e.ids[i];
+            auto [it, fresh] = seen_ids.emplace(id, e.id_where[i]);
+            BI_CHECK(fresh, e.id_where[i], "duplicated chain id '", id, "' (first used at ",
+                     it->second, ")");
+        }
+
+    std::vector<std::pair<std::pair<BoltzEntityType, std::string>, std::vector<const Entry*>>>
+        groups;
+    for (const Entry& e : entries) {
+        auto key = std::make_pair(e.type, e.sequence);
+        auto it = std::find_if(groups.begin(), groups.end(),
+                               [&](const auto& g) { return g.first == key; });
+        if (it == groups.end())
+            groups.push_back({key, {&e}});
+        else
+            it->second.push_back(&e);
+    }
+
+    for (size_t ent = 0; ent < groups.size(); ++ent) {
+        const auto& items = groups[ent].second;
+        const Entry& first = *items[0];
+        const std::string first_chain = first.ids.at(0);
+        // One MSA per entity, as boltz requires of proteins with the same sequence.
+        BoltzMsaKind kind = BoltzMsaKind::None;
+        std::string msa_path;
+        if (first.type == BoltzEntityType::Protein) {
+            for (const Entry* e : items) {
+                BI_CHECK(e->has_msa == first.has_msa && e->msa == first.msa, e->where, "chain ",
+                         e->ids.at(0), " gives the MSA '", e->msa, "' but chain ", first_chain,
+                         " with the same sequence gives '", first.msa,
+                         "': all proteins with the same sequence must share the same MSA");
+            }
+            BI_CHECK(first.has_msa, first.where, "chain ", first_chain,
+                     ": no MSA given; set `msa: <file.a3m|file.csv>`, or `msa: empty` for "
+                     "single-sequence mode (boltz would query its MSA server here, which "
+                     "this engine does not)");
+            if (first.msa == "empty") {
+                kind = BoltzMsaKind::Empty;
+            } else {
+                kind = BoltzMsaKind::File;
+                msa_path = resolve_msa_path(first.msa, source);
+            }
+        }
+        const std::vector<std::string> residues = residue_tokens(first, first_chain);
+        int sym = 0;
+        for (const Entry* e : items)
+            for (const std::string& id : e->ids) {
+                BoltzChain c;
+                c.id = id;
+                c.type = e->type;
+                c.entity_id = int(ent);
+                c.sym_id = sym++;
+                c.sequence = first.sequence;
+                c.residues = residues;
+                c.cyclic = first.cyclic;
+                c.msa_kind = kind;
+                c.msa_path = msa_path;
+                c.where = e->where;
+                t.chains.push_back(std::move(c));
+            }
+    }
+    return t;
+}
+
+// ---- YAML ---------------------------------------------------------------------------------------
+
+std::string mark(const std::string& source, const YAML::Node& n) {
+    const YAML::Mark m = n.Mark();
+    if (m.line < 0) return source;
+    return cat(source, ":", m.line + 1, ":", m.column + 1);
+}
+
+std::string scalar(const YAML::Node& n, const std::string& source, const std::string& what) {
+    BI_CHECK(n.IsScalar(), mark(source, n), what, ": expected a single value");
+    return n.Scalar();
+}
+
+// The keys of a mapping, each checked against `known`; a duplicate key is an error.
+void check_keys(const YAML::Node& map, const std::string& source, const std::string& what,
+                const std::set<std::string>& known) {
+    std::set<std::string> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+        const std::string key = scalar(it->first, source, what + " key");
+        BI_CHECK(seen.insert(key).second, mark(source, it->first), what, ": duplicated key '", key,
+                 "'");
+        if (known.count(key)) continue;
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        fail(mark(source, it->first),
+             cat(what, ": unknown key '", key, "' (expected one of: ", list, ")"));
+    }
+}
+
+Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
+    BI_CHECK(item.IsMap() && item.size() == 1, mark(source, item),
+             "a `sequences` entry must be a mapping with one key: protein, dna, rna or ligand");
+    const YAML::Node key = item.begin()->first;
+    const YAML::Node body = item.begin()->second;
+    const std::string type = lower(scalar(key, source, "entity type"));
+    Entry e;
+    e.where = mark(source, key);
+    if (type == "ligand") {
+        fail(e.where, "ligand entities (ccd or smiles) are not supported yet");
+    }
+    BI_CHECK(type == "protein" || type == "dna" || type == "rna", e.where, "unknown entity type '",
+             type, "' (expected protein, dna, rna or ligand)");
+    e.type = type == "protein" ? BoltzEntityType::Protein
+             : type == "dna"   ? BoltzEntityType::Dna
+                               : BoltzEntityType::Rna;
+    BI_CHECK(body.IsMap(), mark(source, body), type,
+             " entry: expected a mapping with id and sequence");
+    std::set<std::string> known = {"id", "sequence", "modifications", "cyclic"};
+    if (e.type == BoltzEntityType::Protein) known.insert("msa");
+    check_keys(body, source, type + " entry", known);
+
+    const YAML::Node id = body["id"];
+    BI_CHECK(id.IsDefined() && !id.IsNull(), e.where, type, " entry: missing `id`");
+    if (id.IsSequence()) {
+        BI_CHECK(id.size() > 0, mark(source, id), type, " entry: empty id list");
+        for (const auto& x : id) {
+            e.ids.push_back(scalar(x, source, "chain id"));
+            e.id_where.push_back(mark(source, x));
+        }
+    } else {
+        e.ids.push_back(scalar(id, source, "chain id"));
+        e.id_where.push_back(mark(source, id));
+    }
+    for (size_t i = 0; i < e.ids.size(); ++i) {
+        const std::string& s = e.ids[i];
+        BI_CHECK(!s.empty() && std::none_of(s.begin(), s.end(),
+                                            [](char c) { return std::isspace((unsigned char)c); }),
+                 e.id_where[i], "chain id '", s, "' must be non-empty without spaces");
+    }
+    const std::string chain = e.ids[0];
+
+    const YAML::Node seq = body["sequence"];
+    BI_CHECK(seq.IsDefined() && !seq.IsNull(), e.where, "chain ", chain, ": missing `sequence`");
+    e.sequence = scalar(seq, source, cat("chain ", chain, " sequence"));
+    e.seq_where = mark(source, seq);
+
+    const YAML::Node mods = body["modifications"];
+    if (mods.IsDefined() && !mods.IsNull() && !(mods.IsSequence() && mods.size() == 0))
+        fail(mark(source, mods), cat("chain ", chain, ": modifications are not supported yet"));
+
+    const YAML::Node cyc = body["cyclic"];
+    if (cyc.IsDefined() && !cyc.IsNull()) {
+        const std::string v = lower(scalar(cyc, source, "cyclic"));
+        BI_CHECK(v == "true" || v == "false", mark(source, cyc), "chain ", chain,
+                 ": cyclic must be true or false, got '", v, "'");
+        e.cyclic = v == "true";
+    }
+
+    const YAML::Node msa = body["msa"];
+    if (msa.IsDefined() && !msa.IsNull()) {
+        e.msa = scalar(msa, source, cat("chain ", chain, " msa"));
+        e.has_msa = !e.msa.empty();  // boltz treats an empty value as "not given"
+    }
+    return e;
+}
+
+}  // namespace
+
+BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(std::string(text));
+    } catch (const YAML::ParserException& ex) {
+        fail(cat(source, ":", ex.mark.line + 1, ":", ex.mark.column + 1),
+             cat("YAML syntax error: ", ex.msg));
+    }
+    BI_CHECK(root.IsMap(), source, "expected a YAML mapping with `version` and `sequences`");
+    check_keys(root, source, "input",
+               {"version", "sequences", "constraints", "templates", "properties"});
+    for (const char* k : {"constraints", "templates", "properties"}) {
+        const YAML::Node n = root[k];
+        if (n.IsDefined() && !n.IsNull() && !(n.IsSequence() && n.size() == 0))
+            fail(mark(source, n), cat("`", k, "` are not supported yet"));
+    }
+    const YAML::Node version = root["version"];
+    if (version.IsDefined()) {
+        const std::string v = scalar(version, source, "version");
+        BI_CHECK(v == "1", mark(source, version), "unsupported input version ", v, ": expected 1");
+    }
+    const YAML::Node seqs = root["sequences"];
+    BI_CHECK(seqs.IsDefined() && seqs.IsSequence(), source,
+             "expected `sequences:` with a list of entries");
+    std::vector<Entry> entries;
+    for (const auto& item : seqs) entries.push_back(parse_yaml_entry(item, source));
+    return build_target(entries, source);
+}
+
+// ---- FASTA --------------------------------------------------------------------------------------
+
+BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) {
+    std::vector<Entry> entries;
+    for (const FastaRecord& r : parse_fasta(text, source)) {
+        const std::string where = cat(source, ":", r.line);
+        std::vector<std::string> f;
+        size_t b = 0;
+        while (true) {
+            size_t e = r.id.find('|', b);
+            f.push_back(r.id.substr(b, e == std::string::npos ? std::string::npos : e - b));
+            if (e == std::string::npos) break;
+            b = e + 1;
+        }
+        BI_CHECK(f.size() >= 2 && f.size() <= 3, where, "invalid record id '", r.id,
+                 "': expected CHAIN_ID|ENTITY_TYPE or CHAIN_ID|protein|MSA");
+        BI_CHECK(!f[0].empty(), where, "empty chain id in '", r.id, "'");
+        const std::string type = lower(f[1]);
+        if (type == "ccd" || type == "smiles")
+            fail(where,
+                 cat("chain ", f[0], ": ligand entities (", type, ") are not supported yet"));
+        BI_CHECK(type == "protein" || type == "dna" || type == "rna", where, "chain ", f[0],
+                 ": invalid entity type '", f[1], "' (expected protein, dna, rna, ccd or smiles)");
+        Entry e;
+        e.type = type == "protein" ? BoltzEntityType::Protein
+                 : type == "dna"   ? BoltzEntityType::Dna
+                                   : BoltzEntityType::Rna;
+        e.ids = {f[0]};
+        e.id_where = {where};
+        e.where = e.seq_where = where;
+        e.sequence = r.sequence;
+        if (f.size() == 3 && !f[2].empty()) {
+            BI_CHECK(e.type == BoltzEntityType::Protein, where, "chain ", f[0],
+                     ": an MSA is only allowed for proteins");
+            e.msa = f[2];
+            e.has_msa = true;
+        }
+        entries.push_back(std::move(e));
+    }
+    return build_target(entries, source);
+}
+
+BoltzTarget read_boltz_input(const std::string& path) {
+    const std::string ext = lower(fs::path(path).extension().string());
+    std::error_code ec;
+    BI_CHECK(!fs::is_directory(path, ec), path, "is a directory, expected a .yaml or .fasta file");
+    if (ext == ".yaml" || ext == ".yml") return parse_boltz_yaml(read_file(path), path);
+    if (ext == ".fasta" || ext == ".fa" || ext == ".fas")
+        return parse_boltz_fasta(read_file(path), path);
+    fail(path, cat("unable to parse file type '", ext, "': expected a .fasta or .yaml file"));
+}
+
+// ---- MSAs ---------------------------------------------------------------------------------------
+
+void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
+    const auto& v = boltz2::vocab();
+    std::map<int, std::shared_ptr<const Msa>> by_entity;
+    for (BoltzChain& c : target.chains) {
+        if (c.msa_kind != BoltzMsaKind::File) continue;
+        auto it = by_entity.find(c.entity_id);
+        if (it != by_entity.end()) {
+            c.msa = it->second;
+            continue;
+        }
+        Msa msa;
+        try {
+            msa = read_msa(c.msa_path, max_msa_seqs);
+        } catch (const Error& ex) {
+            fail(cat(target.source, ": chain ", c.id), cat("unreadable MSA: ", ex.what()));
+        }
+        // boltz's featurizer compares the first row with the chain's residues (by token).
+        MsaRow& q = msa.rows.at(0);
+        const std::string where = cat(msa.source, ":", q.line);
+        BI_CHECK(q.residues.size() == c.residues.size(), where, "chain ", c.id,
+                 ": the MSA's first row must be the query: it has ", q.residues.size(),
+                 " residues, the chain ", c.residues.size());
+        std::vector<size_t> mism;
+        for (size_t i = 0; i < c.residues.size(); ++i) {
+            auto lt = v.protein_letters.find(q.residues[i]);
+            const std::string tok = lt == v.protein_letters.end() ? "?" : lt->second;
+            if (tok != c.residues[i]) mism.push_back(i);
+        }
+        if (!mism.empty()) {
+            bool met_unk = true, input_unk = true;
+            for (size_t i : mism) {
+                const std::string msa_tok = v.protein_letters.at(q.residues[i]);
+                met_unk &= c.residues[i] == "MET" && msa_tok == "UNK";
+                input_unk &= c.residues[i] == "UNK";
+            }
+            BI_CHECK(met_unk || input_unk, where, "chain ", c.id,
+                     ": the MSA's first row must be the query: position ", mism[0] + 1, " is '",
+                     q.residues[mism[0]], "', the sequence has '", c.sequence[mism[0]], "'");
+            // Accepted as boltz does: the query row takes the input's residues.
+            for (size_t i : mism) q.residues[i] = c.sequence[i];
+        }
+        auto shared = std::make_shared<const Msa>(std::move(msa));
+        by_entity[c.entity_id] = shared;
+        c.msa = shared;
+    }
+}
+
+}  // namespace bioinfer::io

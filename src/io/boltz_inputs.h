@@ -1,0 +1,66 @@
+// Boltz input files (YAML schema version 1, and FASTA with `>ID|TYPE|MSA` headers) read into a
+// target description: chains with their ids, types, sequences and MSA sources, in boltz's order.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/msa.h"
+
+namespace bioinfer::io {
+
+// boltz's entity types. Ligands (CCD codes or SMILES) are part of the schema but refused for now.
+enum class BoltzEntityType { Protein, Dna, Rna, Ligand };
+const char* boltz_entity_name(BoltzEntityType t);  // "protein", "dna", "rna", "ligand"
+
+// Where a chain's MSA comes from. None: not a protein (boltz gives such chains a one-row MSA of
+// their own sequence); Empty: `msa: empty`, single-sequence mode; File: an .a3m or .csv file.
+enum class BoltzMsaKind { None, Empty, File };
+
+struct BoltzChain {
+    std::string id;  // chain name as written ("A")
+    BoltzEntityType type = BoltzEntityType::Protein;
+    int entity_id = 0;     // boltz's entity: index of the (type, sequence) group, first appearance
+    int sym_id = 0;        // copy number within the entity, in chain order
+    std::string sequence;  // one-letter sequence as written (polymers)
+    std::vector<std::string> residues;  // residue tokens: ALA..VAL/UNK, A C G U N, DA DC DG DT DN
+    bool cyclic = false;                // `cyclic: true` (polymers)
+    BoltzMsaKind msa_kind = BoltzMsaKind::None;
+    std::string msa_path;  // resolved path (File)
+    // Filled by load_boltz_msas: the parsed MSA (File), shared by the chains of one entity.
+    std::shared_ptr<const Msa> msa;
+    // Ligands (later): CCD codes or a SMILES string.
+    std::vector<std::string> ccd;
+    std::string smiles;
+    std::string where;  // "file:line:col" of the chain's entry, for messages
+};
+
+struct BoltzTarget {
+    std::string name;    // the input file's stem, as boltz names the record
+    std::string source;  // the input file
+    // Chains in boltz's order: grouped by entity (first appearance of each (type, sequence)), then
+    // in file order within an entity; this order gives asym_id.
+    std::vector<BoltzChain> chains;
+};
+
+// Reading. Errors name the file, the line (and column for YAML) and the chain:
+// YAML syntax, an unknown key or entity type, `modifications`, ligands, constraints, templates and
+// properties ("not supported yet"), a duplicated chain id, a letter outside the chain type's
+// alphabet, a protein without an `msa` key (boltz's "missing MSA" error; `msa: empty` runs
+// single-sequence), and entries of one entity that give different MSAs.
+// Relative MSA paths are looked up next to the input file first, then in the working directory
+// (boltz resolves them against the working directory only).
+BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source);
+BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source);
+// By extension: .yaml/.yml or .fasta/.fa/.fas (case-insensitive), as boltz dispatches.
+BoltzTarget read_boltz_input(const std::string& path);
+
+// Reads every File MSA of the target (each file once, shared by the chains of one entity) with
+// boltz's rules (read_msa: unique rows, at most max_msa_seqs rows, boltz's CLI default 8192) and
+// checks its first row against the chain's sequence as boltz's featurizer does (a mismatch only
+// at positions where the input is UNK, or where the input is MET and the MSA UNK, is accepted and
+// the query row takes the input's residues). Errors name the MSA file and the chain.
+void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs = 8192);
+
+}  // namespace bioinfer::io

@@ -1,0 +1,36 @@
+// Multiple sequence alignments as boltz reads them: .a3m (one sequence per line, lower case =
+// insertions) and boltz's .csv (columns `key,sequence`; the key is the pairing taxonomy).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace bioinfer::io {
+
+struct MsaRow {
+    std::string residues;  // aligned columns: upper-case letters and '-', one per query residue
+    // (column index, count) for each run of insertions (lower-case letters) before that column
+    std::vector<std::pair<int32_t, int32_t>> deletions;
+    int64_t taxonomy = -1;  // pairing key (CSV `key`), -1 when none
+    int line = 0;           // 1-based line in the file
+};
+
+struct Msa {
+    std::string source;
+    std::vector<MsaRow> rows;  // row 0 is the query
+};
+
+// boltz's parse rules (boltz/data/parse/a3m.py, csv.py): blank lines and '#' lines are skipped;
+// every non-header a3m line is one sequence (no line wrapping); a row is dropped when its
+// gap-stripped, upper-cased text (insertions included) was seen before; reading stops after
+// max_seqs kept rows (max_seqs <= 0: no limit). Stricter than boltz: a character other than
+// A-Z, a-z and '-', a row whose column count differs from the first row's, a CSV key that is not
+// an integer, and an MSA without rows are errors naming the file and line.
+Msa parse_a3m(std::string_view text, const std::string& source, int64_t max_seqs);
+Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_seqs);
+// By extension, .a3m or .csv (as boltz: anything else is refused).
+Msa read_msa(const std::string& path, int64_t max_seqs);
+
+}  // namespace bioinfer::io

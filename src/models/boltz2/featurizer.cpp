@@ -1,0 +1,526 @@
+// Boltz-2 featurizer for polymers: tokenisation (boltz/data/tokenize/boltz2.py), token, atom, MSA
+// and dummy template features (boltz/data/feature/featurizerv2.py) as inferencev2.py requests
+// them (compute_frames, no cropping, max_seqs = const.max_msa_seqs). All of it is host-side
+// bookkeeping on small index tables, built in std::vectors and handed over as tensors once.
+#include "models/boltz2/featurizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <tuple>
+
+#include "bioinfer/error.h"
+
+namespace bioinfer::boltz2 {
+namespace {
+
+constexpr const char* kWhere = "boltz2 featurize";
+
+Tensor make(std::vector<float> v, Shape shape) {
+    return Tensor::of(v, std::move(shape));
+}
+
+// boltz's quaternion_to_matrix (real part first).
+std::array<std::array<float, 3>, 3> quaternion_to_matrix(double r, double i, double j, double k) {
+    const double two_s = 2.0 / (r * r + i * i + j * j + k * k);
+    std::array<std::array<float, 3>, 3> m{};
+    m[0] = {float(1 - two_s * (j * j + k * k)), float(two_s * (i * j - k * r)),
+            float(two_s * (i * k + j * r))};
+    m[1] = {float(two_s * (i * j + k * r)), float(1 - two_s * (i * i + k * k)),
+            float(two_s * (j * k - i * r))};
+    m[2] = {float(two_s * (i * k - j * r)), float(two_s * (j * k + i * r)),
+            float(1 - two_s * (i * i + j * j))};
+    return m;
+}
+
+// An MSA in boltz's terms for one chain: residue token ids per row (query length), the pairing
+// key per row, and the flat deletion table with each row's [del_start, del_end) into it.
+struct ChainMsa {
+    std::vector<std::vector<int>> rows;
+    std::vector<int64_t> taxonomy;
+    std::vector<std::tuple<int, int>> deletions;  // (res_idx, count), all rows concatenated
+    std::vector<std::pair<size_t, size_t>> del_range;
+};
+
+ChainMsa chain_msa(const io::BoltzChain& c, const std::vector<int>& query_tokens) {
+    const Vocab& v = vocab();
+    ChainMsa m;
+    if (c.msa_kind != io::BoltzMsaKind::File) {  // boltz's dummy_msa: the query alone
+        m.rows.push_back(query_tokens);
+        m.taxonomy.push_back(-1);
+        m.del_range.push_back({0, 0});
+        return m;
+    }
+    for (const io::MsaRow& r : c.msa->rows) {
+        std::vector<int> toks;
+        toks.reserve(r.residues.size());
+        for (char ch : r.residues) toks.push_back(v.token_id(v.protein_letters.at(ch)));
+        m.rows.push_back(std::move(toks));
+        m.taxonomy.push_back(r.taxonomy);
+        const size_t start = m.deletions.size();
+        for (const auto& [idx, count] : r.deletions) m.deletions.emplace_back(idx, count);
+        m.del_range.push_back({start, m.deletions.size()});
+    }
+    return m;
+}
+
+struct Token {
+    int chain = 0;  // asym_id
+    int res_idx = 0;
+    std::string res_name;
+    int res_type = 0;
+    int mol_type = 0;
+    int64_t atom_begin = 0, atom_count = 0, center = 0, disto = 0;  // center/disto: in-residue
+};
+
+}  // namespace
+
+AugmentationSource seeded_augmentation(uint64_t seed) {
+    auto rng = std::make_shared<std::mt19937_64>(seed);
+    return [rng](int64_t) {
+        std::normal_distribution<double> normal(0.0, 1.0);
+        double q[4];
+        for (double& x : q) x = normal(*rng);
+        const double norm =
+            std::copysign(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), q[0]);
+        RigidTransform t;
+        t.rot = quaternion_to_matrix(q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm);
+        for (float& x : t.trans) x = float(normal(*rng));
+        return t;
+    };
+}
+
+Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& opt) {
+    const Vocab& v = vocab();
+    const ConformerLibrary& lib = opt.conformers ? *opt.conformers : ConformerLibrary::builtin();
+    BI_CHECK(opt.atoms_per_window > 0, kWhere, "atoms_per_window must be positive, got ",
+             opt.atoms_per_window);
+    auto method_it = v.method_types.find(opt.method);
+    BI_CHECK(method_it != v.method_types.end(), kWhere, "unknown method '", opt.method, "'");
+
+    io::BoltzTarget target = target_in;
+    BI_CHECK(!target.chains.empty(), kWhere, target.source, ": no chains");
+    bool need_msas = false;
+    for (const auto& c : target.chains) {
+        BI_CHECK(c.type != io::BoltzEntityType::Ligand, kWhere, "chain ", c.id,
+                 ": ligands are not supported yet");
+        need_msas |= c.msa_kind == io::BoltzMsaKind::File && !c.msa;
+    }
+    if (need_msas) io::load_boltz_msas(target, opt.max_msa_seqs);
+
+    Featurized out;
+    StructureMeta& meta = out.meta;
+
+    // ---- tokens and atoms (one token per standard residue; atoms in const.ref_atoms order) ----
+    std::vector<Token> tokens;
+    // per atom: name, element, charge, chirality, conformer xyz, uid, backbone class
+    std::vector<std::string> atom_names;
+    std::vector<int> atom_element, atom_charge, atom_chirality, atom_uid, atom_backbone;
+    std::vector<std::array<float, 3>> atom_pos;
+    std::vector<std::vector<int>> chain_tokens(target.chains.size());
+    int64_t atom_idx = 0;
+    for (size_t ci = 0; ci < target.chains.size(); ++ci) {
+        const io::BoltzChain& c = target.chains[ci];
+        const std::string type_upper = c.type == io::BoltzEntityType::Protein ? "PROTEIN"
+                                       : c.type == io::BoltzEntityType::Dna   ? "DNA"
+                                                                              : "RNA";
+        ChainMeta cm;
+        cm.id = c.id;
+        cm.type = io::boltz_entity_name(c.type);
+        cm.asym_id = int(ci);
+        cm.entity_id = c.entity_id;
+        cm.sym_id = c.sym_id;
+        cm.token_begin = int64_t(tokens.size());
+        cm.atom_begin = atom_idx;
+        for (size_t r = 0; r < c.residues.size(); ++r) {
+            const std::string& res = c.residues[r];
+            const auto& names = v.ref_atoms.at(res);
+            const ResidueMol& mol = lib.at(res);
+            Token t;
+            t.chain = int(ci);
+            t.res_idx = int(r);
+            t.res_name = res;
+            t.res_type = v.token_id(res);
+            t.mol_type = v.chain_type_id(type_upper);
+            t.atom_begin = atom_idx;
+            t.atom_count = int64_t(names.size());
+            const auto find = [&](const std::string& n) {
+                return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
+            };
+            t.center = find(v.center_atom.at(res));
+            t.disto = find(v.disto_atom.at(res));
+            // boltz draws random.choice(conformer ids) per residue (numpy rng seeded 42); with
+            // one conformer per molecule the draw is trivial. For several, boltz's PCG64 choice
+            // is not reproduced here: the first conformer is used.
+            const auto& conf = mol.conformers.front();
+            const int uid = int(tokens.size());  // (chain, residue) counter: one per token here
+            for (const std::string& n : names) {
+                const int k = mol.atom_index(n);
+                BI_CHECK(k >= 0, kWhere, "canonical molecule ", res, " has no atom ", n);
+                const MolAtom& a = mol.atoms[size_t(k)];
+                atom_names.push_back(n);
+                atom_element.push_back(a.element);
+                atom_charge.push_back(a.charge);
+                atom_chirality.push_back(a.chirality);
+                atom_pos.push_back({float(conf[size_t(k)][0]), float(conf[size_t(k)][1]),
+                                    float(conf[size_t(k)][2])});
+                atom_uid.push_back(uid);
+                int bb = 0;
+                if (type_upper == "PROTEIN") {
+                    auto it = std::find(v.protein_backbone.begin(), v.protein_backbone.end(), n);
+                    if (it != v.protein_backbone.end())
+                        bb = int(it - v.protein_backbone.begin()) + 1;
+                } else {
+                    auto it = std::find(v.nucleic_backbone.begin(), v.nucleic_backbone.end(), n);
+                    if (it != v.nucleic_backbone.end())
+                        bb = int(it - v.nucleic_backbone.begin()) + 1 +
+                             int(v.protein_backbone.size());
+                }
+                atom_backbone.push_back(bb);
+                meta.atoms.push_back({n, a.element, a.symbol, int64_t(tokens.size())});
+            }
+            atom_idx += t.atom_count;
+            chain_tokens[ci].push_back(int(tokens.size()));
+            meta.tokens.push_back({int(ci), res, int(r), t.atom_begin, t.atom_count,
+                                   t.atom_begin + t.center, t.atom_begin + t.disto});
+            tokens.push_back(std::move(t));
+        }
+        cm.token_count = int64_t(tokens.size()) - cm.token_begin;
+        cm.atom_count = atom_idx - cm.atom_begin;
+        meta.chains.push_back(cm);
+    }
+    const int64_t N = int64_t(tokens.size());
+    const int64_t A = atom_idx;
+    const int64_t W = opt.atoms_per_window;
+    const int64_t Ap = ((A - 1) / W + 1) * W;  // padded to a multiple of the query window
+    meta.num_atoms_padded = Ap;
+    const int num_classes = int(v.tokens.size());  // 33
+
+    Features& f = out.feats;
+    // ---- token features -----------------------------------------------------------------------
+    {
+        std::vector<float> token_index(N), residue_index(N), asym(N), entity(N), sym(N), mol(N),
+            res_type(size_t(N * num_classes), 0.f), cyclic(N, 0.f);
+        for (int64_t i = 0; i < N; ++i) {
+            const Token& t = tokens[size_t(i)];
+            const io::BoltzChain& c = target.chains[size_t(t.chain)];
+            token_index[i] = float(i);
+            residue_index[i] = float(t.res_idx);
+            asym[i] = float(t.chain);
+            entity[i] = float(c.entity_id);
+            sym[i] = float(c.sym_id);
+            mol[i] = float(t.mol_type);
+            res_type[size_t(i * num_classes + t.res_type)] = 1.f;
+            // parse_polymer: cyclic_period = the sequence length for `cyclic: true`
+            cyclic[i] = c.cyclic ? float(c.residues.size()) : 0.f;
+        }
+        f.set("token_index", make(token_index, {N}));
+        f.set("residue_index", make(residue_index, {N}));
+        f.set("asym_id", make(asym, {N}));
+        f.set("entity_id", make(entity, {N}));
+        f.set("sym_id", make(sym, {N}));
+        f.set("mol_type", make(mol, {N}));
+        f.set("res_type", make(res_type, {N, num_classes}));
+        f.set("cyclic_period", make(cyclic, {N}));
+        // Structure coordinates are all zero at inference (the parser sets them so).
+        f.set("disto_center", Tensor::zeros({N, 3}));
+        // Standard residues have no token bonds.
+        f.set("token_bonds", Tensor::zeros({N, N, 1}));
+        f.set("type_bonds", Tensor::zeros({N, N}));
+        f.set("token_pad_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
+        f.set("token_resolved_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
+        f.set("token_disto_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
+        // No pocket or contact constraints: every pair UNSELECTED, which boltz turns into
+        // UNSPECIFIED before the one-hot.
+        const int n_cc = int(v.contact_conditioning.size());
+        const int unspecified = v.contact_conditioning.at("UNSPECIFIED");
+        std::vector<float> cc(size_t(N * N * n_cc), 0.f);
+        for (int64_t p = 0; p < N * N; ++p) cc[size_t(p * n_cc + unspecified)] = 1.f;
+        f.set("contact_conditioning", make(cc, {N, N, n_cc}));
+        f.set("contact_threshold", Tensor::zeros({N, N}));
+        f.set("method_feature", make(std::vector<float>(size_t(N), float(method_it->second)), {N}));
+        f.set("modified", Tensor::zeros({N}));
+        f.set("affinity_token_mask", Tensor::zeros({N}));
+    }
+
+    // ---- atom features ------------------------------------------------------------------------
+    {
+        // center_random_augmentation for uid in range(max(uid)): the last residue keeps its raw
+        // conformer (boltz's off-by-one); the others are centred, rotated and translated.
+        AugmentationSource aug =
+            opt.augmentation ? opt.augmentation : seeded_augmentation(opt.seed);
+        const int max_uid =
+            atom_uid.empty() ? 0 : *std::max_element(atom_uid.begin(), atom_uid.end());
+        std::vector<std::vector<size_t>> uid_atoms(size_t(max_uid) + 1);
+        for (size_t a = 0; a < atom_uid.size(); ++a) uid_atoms[size_t(atom_uid[a])].push_back(a);
+        for (int uid = 0; uid < max_uid; ++uid) {
+            const std::vector<size_t>& idx = uid_atoms[size_t(uid)];
+            if (idx.empty()) continue;
+            float mean[3] = {0, 0, 0};
+            for (size_t a : idx)
+                for (int d = 0; d < 3; ++d) mean[d] += atom_pos[a][d];
+            for (float& m : mean) m /= float(idx.size());
+            const RigidTransform t = aug(uid);
+            for (size_t a : idx) {
+                float x[3];
+                for (int d = 0; d < 3; ++d) x[d] = atom_pos[a][d] - mean[d];
+                for (int j = 0; j < 3; ++j)
+                    atom_pos[a][j] =
+                        x[0] * t.rot[0][j] + x[1] * t.rot[1][j] + x[2] * t.rot[2][j] + t.trans[j];
+            }
+        }
+
+        const int n_bb = 1 + int(v.protein_backbone.size() + v.nucleic_backbone.size());  // 17
+        const int n_el = v.num_elements;
+        std::vector<float> ref_pos(size_t(Ap * 3), 0.f), mask(size_t(Ap), 0.f),
+            name_chars(size_t(Ap * 4 * 64), 0.f), element(size_t(Ap * n_el), 0.f),
+            charge(size_t(Ap), 0.f), chirality(size_t(Ap), 0.f), backbone(size_t(Ap * n_bb), 0.f),
+            uid(size_t(Ap), 0.f), a2t(size_t(Ap * N), 0.f);
+        for (int64_t a = 0; a < A; ++a) {
+            for (int d = 0; d < 3; ++d) ref_pos[size_t(a * 3 + d)] = atom_pos[size_t(a)][d];
+            mask[size_t(a)] = 1.f;
+            const std::string& n = atom_names[size_t(a)];
+            BI_CHECK(n.size() <= 4, kWhere, "atom name '", n, "' is longer than 4 characters");
+            for (size_t k = 0; k < n.size(); ++k) {
+                const int code = int((unsigned char)n[k]) - 32;
+                BI_CHECK(code >= 0 && code < 64, kWhere, "atom name '", n,
+                         "' has a character outside ASCII 32..95");
+                name_chars[size_t((a * 4 + int64_t(k)) * 64 + code)] = 1.f;
+            }
+            for (size_t k = n.size(); k < 4; ++k)
+                name_chars[size_t((a * 4 + int64_t(k)) * 64)] = 1.f;
+            element[size_t(a * n_el + atom_element[size_t(a)])] = 1.f;
+            charge[size_t(a)] = float(atom_charge[size_t(a)]);
+            chirality[size_t(a)] = float(atom_chirality[size_t(a)]);
+            backbone[size_t(a * n_bb + atom_backbone[size_t(a)])] = 1.f;
+            uid[size_t(a)] = float(atom_uid[size_t(a)]);
+            a2t[size_t(a * N + meta.atoms[size_t(a)].token)] = 1.f;
+        }
+        std::vector<float> rep(size_t(N * Ap), 0.f), center(size_t(N * Ap), 0.f);
+        std::vector<float> frames(size_t(N * 3), 0.f), frame_mask(size_t(N), 0.f);
+        for (int64_t i = 0; i < N; ++i) {
+            const Token& t = tokens[size_t(i)];
+            rep[size_t(i * Ap + t.atom_begin + t.disto)] = 1.f;
+            center[size_t(i * Ap + t.atom_begin + t.center)] = 1.f;
+            // Frames: N, CA, C for proteins; C1', C3', C4' for nucleic acids; none for UNK.
+            int64_t fa = 0, fb = 0, fc = 0;
+            bool ok = false;
+            const auto& names = v.ref_atoms.at(t.res_name);
+            const auto pos = [&](const char* n) {
+                return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
+            };
+            if (t.atom_count < 3 || t.res_name == "UNK" || t.res_name == "PAD" ||
+                t.res_name == "-") {
+            } else if (t.mol_type == v.chain_type_id("PROTEIN")) {
+                fa = pos("N"), fb = pos("CA"), fc = pos("C"), ok = true;
+            } else {
+                fa = pos("C1'"), fb = pos("C3'"), fc = pos("C4'"), ok = true;
+            }
+            frames[size_t(i * 3 + 0)] = float(t.atom_begin + fa);
+            frames[size_t(i * 3 + 1)] = float(t.atom_begin + fb);
+            frames[size_t(i * 3 + 2)] = float(t.atom_begin + fc);
+            // boltz then ANDs a collinearity test on the structure's coordinates, which are all
+            // zero at inference: zero-length vectors fail it, so no frame counts as resolved.
+            const bool collinear_ok = false;
+            frame_mask[size_t(i)] = (ok && collinear_ok) ? 1.f : 0.f;
+        }
+        f.set("ref_pos", make(ref_pos, {Ap, 3}));
+        f.set("atom_resolved_mask", make(mask, {Ap}));
+        f.set("atom_pad_mask", make(mask, {Ap}));
+        f.set("ref_atom_name_chars", make(name_chars, {Ap, 4, 64}));
+        f.set("ref_element", make(element, {Ap, n_el}));
+        f.set("ref_charge", make(charge, {Ap}));
+        f.set("ref_chirality", make(chirality, {Ap}));
+        f.set("atom_backbone_feat", make(backbone, {Ap, n_bb}));
+        f.set("ref_space_uid", make(uid, {Ap}));
+        f.set("atom_to_token", make(a2t, {Ap, N}));
+        f.set("token_to_rep_atom", make(rep, {N, Ap}));
+        // Every polymer token is resolved at inference, so the R set is all tokens (centre atom).
+        f.set("r_set_to_rep_atom", make(center, {N, Ap}));
+        f.set("token_to_center_atom", make(center, {N, Ap}));
+        f.set("frames_idx", make(frames, {1, N, 3}));
+        f.set("frame_resolved_mask", make(frame_mask, {1, N}));
+        f.set("ensemble_ref_idxs", Tensor::zeros({1}));
+    }
+
+    // ---- MSA features (construct_paired_msa + prepare_msa_arrays) ------------------------------
+    {
+        const int C = int(target.chains.size());
+        std::vector<ChainMsa> msas;
+        for (int c = 0; c < C; ++c) {
+            std::vector<int> q;
+            for (int t : chain_tokens[size_t(c)]) q.push_back(tokens[size_t(t)].res_type);
+            msas.push_back(chain_msa(target.chains[size_t(c)], q));
+        }
+        // Taxonomy groups in first-appearance order, those with more than one sequence, sorted
+        // (stably) by how many chains they cover, most first.
+        std::vector<std::pair<int64_t, std::vector<std::pair<int, int>>>> tax;
+        for (int c = 0; c < C; ++c)
+            for (size_t s = 0; s < msas[size_t(c)].rows.size(); ++s) {
+                const int64_t key = msas[size_t(c)].taxonomy[s];
+                if (key == -1) continue;
+                auto it = std::find_if(tax.begin(), tax.end(),
+                                       [&](const auto& g) { return g.first == key; });
+                if (it == tax.end())
+                    tax.push_back({key, {{c, int(s)}}});
+                else
+                    it->second.push_back({c, int(s)});
+            }
+        tax.erase(std::remove_if(tax.begin(), tax.end(),
+                                 [](const auto& g) { return g.second.size() <= 1; }),
+                  tax.end());
+        auto n_chains = [](const std::vector<std::pair<int, int>>& items) {
+            std::vector<int> cs;
+            for (const auto& [c, s] : items)
+                if (std::find(cs.begin(), cs.end(), c) == cs.end()) cs.push_back(c);
+            return cs.size();
+        };
+        std::stable_sort(tax.begin(), tax.end(), [&](const auto& a, const auto& b) {
+            return n_chains(a.second) > n_chains(b.second);
+        });
+        // boltz means to hold paired sequences back from the unpaired rows, but its `visited`
+        // set is built from the wrong tuple and never matches: every row but the query stays
+        // available (so paired rows also appear unpaired; boltz issue #581).
+        std::vector<std::deque<int>> available(static_cast<size_t>(C));
+        for (int c = 0; c < C; ++c)
+            for (size_t s = 1; s < msas[size_t(c)].rows.size(); ++s)
+                available[size_t(c)].push_back(int(s));
+
+        std::vector<std::vector<int>> pairing, paired;
+        pairing.push_back(std::vector<int>(size_t(C), 0));
+        paired.push_back(std::vector<int>(size_t(C), 1));
+        const size_t max_pairs = size_t(v.max_paired_seqs), max_total = size_t(v.max_msa_seqs);
+        for (const auto& [key, items] : tax) {
+            std::vector<std::pair<int, std::vector<int>>> occ;  // chain -> seq idxs, first seen
+            for (const auto& [c, s] : items) {
+                auto it = std::find_if(occ.begin(), occ.end(),
+                                       [&](const auto& o) { return o.first == c; });
+                if (it == occ.end())
+                    occ.push_back({c, {s}});
+                else
+                    it->second.push_back(s);
+            }
+            size_t max_occ = 0;
+            for (const auto& o : occ) max_occ = std::max(max_occ, o.second.size());
+            for (size_t i = 0; i < max_occ; ++i) {
+                std::vector<int> row(size_t(C), -1), rp(size_t(C), 0);
+                std::vector<bool> present(size_t(C), false);
+                for (const auto& [c, idxs] : occ) {
+                    row[size_t(c)] = idxs[i % idxs.size()];
+                    rp[size_t(c)] = 1;
+                    present[size_t(c)] = true;
+                }
+                for (int c = 0; c < C; ++c) {
+                    if (present[size_t(c)]) continue;
+                    auto& av = available[size_t(c)];
+                    if (!av.empty()) {
+                        row[size_t(c)] = av.front();
+                        av.pop_front();
+                    }
+                }
+                pairing.push_back(row);
+                paired.push_back(rp);
+                if (pairing.size() >= max_pairs) break;
+            }
+            if (pairing.size() >= max_pairs) break;
+        }
+        size_t max_left = 0;
+        for (const auto& av : available) max_left = std::max(max_left, av.size());
+        const int64_t n_unpaired =
+            std::min<int64_t>(int64_t(max_total) - int64_t(pairing.size()), int64_t(max_left));
+        for (int64_t u = 0; u < n_unpaired; ++u) {
+            std::vector<int> row(size_t(C), -1);
+            for (int c = 0; c < C; ++c) {
+                auto& av = available[size_t(c)];
+                if (!av.empty()) {
+                    row[size_t(c)] = av.front();
+                    av.pop_front();
+                }
+            }
+            pairing.push_back(row);
+            paired.push_back(std::vector<int>(size_t(C), 0));
+            if (pairing.size() >= max_total) break;
+        }
+        // Deterministic truncation to max_seqs (const.max_msa_seqs at inference).
+        if (pairing.size() > max_total) {
+            pairing.resize(max_total);
+            paired.resize(max_total);
+        }
+
+        // Deletions keyed by (chain, row, residue), with boltz's quirk: the loop narrows the
+        // deletion table to each row's own slice in turn (chain_deletions =
+        // chain_deletions[del_start:del_end]), so after the first row it slices an already
+        // narrowed table. With a query row without insertions every later row finds nothing.
+        std::map<std::tuple<int, int, int>, int> dels;
+        for (int c = 0; c < C; ++c) {
+            const ChainMsa& m = msas[size_t(c)];
+            std::vector<std::tuple<int, int>> cur = m.deletions;
+            for (size_t s = 0; s < m.rows.size(); ++s) {
+                const size_t b = std::min(m.del_range[s].first, cur.size());
+                const size_t e = std::min(m.del_range[s].second, cur.size());
+                cur = e > b ? std::vector<std::tuple<int, int>>(cur.begin() + int64_t(b),
+                                                                cur.begin() + int64_t(e))
+                            : std::vector<std::tuple<int, int>>{};
+                for (const auto& [res, count] : cur) dels[{c, int(s), res}] = count;
+            }
+        }
+
+        const int64_t S = int64_t(pairing.size());
+        const int gap = v.token_id("-");
+        std::vector<float> msa(size_t(S * N)), msa_paired(size_t(S * N)), del(size_t(S * N), 0.f),
+            has_del(size_t(S * N)), del_value(size_t(S * N)), profile(size_t(N * num_classes), 0.f),
+            del_mean(size_t(N), 0.f);
+        for (int64_t i = 0; i < N; ++i) {
+            const Token& t = tokens[size_t(i)];
+            const ChainMsa& m = msas[size_t(t.chain)];
+            for (int64_t p = 0; p < S; ++p) {
+                const int s = pairing[size_t(p)][size_t(t.chain)];
+                int res = gap, d = 0;
+                if (s != -1) {
+                    res = m.rows[size_t(s)].at(size_t(t.res_idx));
+                    auto it = dels.find({t.chain, s, t.res_idx});
+                    if (it != dels.end()) d = it->second;
+                }
+                const size_t k = size_t(p * N + i);
+                msa[k] = float(res);
+                msa_paired[k] = float(paired[size_t(p)][size_t(t.chain)]);
+                has_del[k] = d > 0 ? 1.f : 0.f;
+                // pi/2 * arctan(d / 3), in fp32 as boltz computes it on a float tensor
+                del_value[k] = float(M_PI / 2) * std::atan(float(d) / 3.f);
+                profile[size_t(i * num_classes + res)] += 1.f;
+                del_mean[size_t(i)] += del_value[k];
+            }
+            for (int r = 0; r < num_classes; ++r) profile[size_t(i * num_classes + r)] /= float(S);
+            del_mean[size_t(i)] /= float(S);
+        }
+        f.set("msa", make(msa, {S, N}));
+        f.set("msa_paired", make(msa_paired, {S, N}));
+        f.set("deletion_value", make(del_value, {S, N}));
+        f.set("has_deletion", make(has_del, {S, N}));
+        f.set("deletion_mean", make(del_mean, {N}));
+        f.set("profile", make(profile, {N, num_classes}));
+        f.set("msa_mask", make(std::vector<float>(size_t(S * N), 1.f), {S, N}));
+    }
+
+    // ---- the dummy template set (load_dummy_templates_features, tdim 1) -------------------------
+    {
+        std::vector<float> restype(size_t(N * num_classes), 0.f);
+        for (int64_t i = 0; i < N; ++i) restype[size_t(i * num_classes)] = 1.f;  // one_hot(0)
+        f.set("template_restype", make(restype, {1, N, num_classes}));
+        f.set("template_frame_rot", Tensor::zeros({1, N, 3, 3}));
+        f.set("template_frame_t", Tensor::zeros({1, N, 3}));
+        f.set("template_cb", Tensor::zeros({1, N, 3}));
+        f.set("template_ca", Tensor::zeros({1, N, 3}));
+        f.set("template_mask_cb", Tensor::zeros({1, N}));
+        f.set("template_mask_frame", Tensor::zeros({1, N}));
+        f.set("template_mask", Tensor::zeros({1, N}));
+        f.set("query_to_template", Tensor::zeros({1, N}));
+        f.set("visibility_ids", Tensor::zeros({1, N}));
+    }
+    return out;
+}
+
+}  // namespace bioinfer::boltz2

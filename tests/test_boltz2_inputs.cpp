@@ -1,0 +1,379 @@
+// Boltz-2 inputs and featurizer: the fixture cases' YAML and MSAs parsed and featurised here must
+// give boltz's own features (feat.*) exactly (ref_pos with the reference's random motions
+// injected); bad inputs give one clear error each.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "boltz2_fixture.h"
+#include "io/boltz_inputs.h"
+#include "io/msa.h"
+#include "models/boltz2/featurizer.h"
+#include "test_util.h"
+
+namespace bioinfer::test {
+namespace {
+namespace fs = std::filesystem;
+using boltz2::Featurized;
+using boltz2::FeaturizeOptions;
+using boltz2::RigidTransform;
+
+std::string case_yaml(const std::string& name) {
+    return boltz2_fixture_dir() + "/inputs/" + name + "/" + name + ".yaml";
+}
+
+// The reference's per-residue motions (fixture part `inputs`), as an augmentation source.
+boltz2::AugmentationSource reference_motions(const Boltz2Case& c) {
+    const Tensor rot = c.get("inputs.aug_rot"), trans = c.get("inputs.aug_trans");
+    return [rot, trans](int64_t uid) {
+        EXPECT_LT(uid, rot.shape()[0]);
+        RigidTransform t;
+        // host-side: reading a (U, 3, 3) fixture table
+        const float* r = rot.f32() + uid * 9;
+        const float* tr = trans.f32() + uid * 3;
+        for (int i = 0; i < 3; ++i) {
+            for (int j = 0; j < 3; ++j) t.rot[i][j] = r[i * 3 + j];
+            t.trans[i] = tr[i];
+        }
+        return t;
+    };
+}
+
+// Features the featurizer must make with reference values within `tol` (0: exact).
+double tolerance(const std::string& name) {
+    static const std::set<std::string> floats = {"ref_pos", "deletion_value", "deletion_mean",
+                                                 "profile"};
+    return floats.count(name) ? 1e-5 : 0.0;
+}
+
+// Max |got - ref| over a feature; -1 when the shapes differ.
+double max_diff(const Tensor& got, const Tensor& ref) {
+    if (got.shape() != ref.shape()) return -1;
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    double m = 0;
+    for (int64_t i = 0; i < g.numel(); ++i)
+        m = std::max(m, double(std::fabs(g.f32()[i] - r.f32()[i])));
+    return m;
+}
+
+void expect_features_match(const Featurized& got, const Boltz2Case& ref) {
+    std::set<std::string> ref_keys, got_keys;
+    for (const auto& [k, v] : ref.feats.t) ref_keys.insert(k);
+    for (const auto& [k, v] : got.feats.t) got_keys.insert(k);
+    EXPECT_EQ(got_keys, ref_keys) << ref.name << ": the featurizer's names differ from boltz's";
+    for (const auto& k : ref_keys) {
+        if (!got.feats.has(k)) continue;
+        const Tensor& g = got.feats.at(k);
+        const Tensor& r = ref.feats.at(k);
+        ASSERT_EQ(shape_str(g.shape()), shape_str(r.shape())) << ref.name << " " << k;
+        const double d = max_diff(g, r);
+        EXPECT_LE(d, tolerance(k)) << ref.name << " " << k;
+    }
+}
+
+Featurized featurize_case(const Boltz2Case& c) {
+    FeaturizeOptions opt;
+    opt.augmentation = reference_motions(c);
+    return boltz2::featurize(io::read_boltz_input(case_yaml(c.name)), opt);
+}
+
+}  // namespace
+
+TEST(Boltz2Inputs, FeaturesMatchReferenceOnEveryCase) {
+    for (const auto& name : boltz2_cases()) {
+        SCOPED_TRACE(name);
+        const Boltz2Case c = load_boltz2_case(name);
+        expect_features_match(featurize_case(c), c);
+    }
+}
+
+TEST(Boltz2Inputs, WrongMotionOrMsaLimitFailsTheComparison) {
+    const Boltz2Case c = load_boltz2_case("monomer");
+    // The seeded production motions are not the reference's: ref_pos must differ (and only it).
+    FeaturizeOptions seeded;
+    seeded.seed = 1;
+    const Featurized a = boltz2::featurize(io::read_boltz_input(case_yaml("monomer")), seeded);
+    EXPECT_GT(max_diff(a.feats.at("ref_pos"), c.feats.at("ref_pos")), 0.1);
+    EXPECT_EQ(max_diff(a.feats.at("ref_space_uid"), c.feats.at("ref_space_uid")), 0.0);
+    // Keeping only two MSA rows changes the MSA features' shapes and the profile.
+    FeaturizeOptions two = seeded;
+    two.augmentation = reference_motions(c);
+    two.max_msa_seqs = 2;
+    const Featurized b = boltz2::featurize(io::read_boltz_input(case_yaml("monomer")), two);
+    EXPECT_EQ(max_diff(b.feats.at("msa"), c.feats.at("msa")), -1);
+    EXPECT_GT(max_diff(b.feats.at("profile"), c.feats.at("profile")), 1e-3);
+    EXPECT_LE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), tolerance("ref_pos"));
+    EXPECT_GE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), 0.0);
+}
+
+TEST(Boltz2Inputs, RefPosIsTheConformerUpToAPerResidueMotion) {
+    const Boltz2Case c = load_boltz2_case("protein_rna");
+    const Tensor centred = c.get("inputs.ref_pos_centred");  // (A, 3) unpadded
+    FeaturizeOptions opt;
+    opt.seed = 7;
+    const Featurized a = boltz2::featurize(io::read_boltz_input(case_yaml("protein_rna")), opt);
+    const Featurized b = boltz2::featurize(io::read_boltz_input(case_yaml("protein_rna")), opt);
+    EXPECT_EQ(max_diff(a.feats.at("ref_pos"), b.feats.at("ref_pos")), 0.0) << "same seed";
+    const Tensor pos = a.feats.at("ref_pos");
+    const auto& tokens = a.meta.tokens;
+    // host-side: small coordinate tables
+    const float* p = pos.f32();
+    const float* q = centred.f32();
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        const int64_t b0 = tokens[t].atom_begin, n = tokens[t].atom_count;
+        // A rigid motion keeps every intra-residue distance.
+        for (int64_t i = b0; i < b0 + n; ++i)
+            for (int64_t j = i + 1; j < b0 + n; ++j) {
+                double dg = 0, dr = 0;
+                for (int d = 0; d < 3; ++d) {
+                    dg += std::pow(p[i * 3 + d] - p[j * 3 + d], 2);
+                    dr += std::pow(q[i * 3 + d] - q[j * 3 + d], 2);
+                }
+                EXPECT_NEAR(std::sqrt(dg), std::sqrt(dr), 1e-4) << "token " << t;
+            }
+        // boltz's off-by-one: the last residue keeps its raw conformer, untouched.
+        if (t + 1 == tokens.size()) {
+            for (int64_t i = b0 * 3; i < (b0 + n) * 3; ++i) EXPECT_EQ(p[i], q[i]);
+        }
+    }
+}
+
+TEST(Boltz2Inputs, DeletionQuirkAndUniqueRowsAsTheReference) {
+    // The monomer's a3m has 6 rows: a copy of the query and a repeated row are dropped, and one
+    // kept row has insertions ("qr" before column 9).
+    const std::string a3m = boltz2_fixture_dir() + "/inputs/monomer/monomer.a3m";
+    const io::Msa msa = io::read_msa(a3m, 8192);
+    ASSERT_EQ(msa.rows.size(), 4u);
+    size_t with_deletions = 0;
+    for (const auto& r : msa.rows) with_deletions += r.deletions.empty() ? 0 : 1;
+    EXPECT_EQ(with_deletions, 1u);
+    EXPECT_EQ(io::read_msa(a3m, 2).rows.size(), 2u);  // max_msa_seqs counts kept rows
+    // boltz's features: 4 rows, and no deletion anywhere (the query row has none, and the quirk
+    // narrows every later row's deletions to nothing).
+    const Boltz2Case c = load_boltz2_case("monomer");
+    EXPECT_EQ(c.feats.at("msa").shape()[0], 4);
+    EXPECT_EQ(
+        max_diff(c.feats.at("has_deletion"), Tensor::zeros(c.feats.at("has_deletion").shape())),
+        0.0);
+    const Featurized f = featurize_case(c);
+    EXPECT_EQ(max_diff(f.feats.at("has_deletion"), c.feats.at("has_deletion")), 0.0);
+    EXPECT_EQ(max_diff(f.feats.at("deletion_value"), c.feats.at("deletion_value")), 0.0);
+}
+
+TEST(Boltz2Inputs, MetadataForStructureWriting) {
+    const Boltz2Case c = load_boltz2_case("protein_rna");
+    const Featurized f = featurize_case(c);
+    ASSERT_EQ(f.meta.chains.size(), 2u);
+    EXPECT_EQ(f.meta.chains[0].id, "A");
+    EXPECT_EQ(f.meta.chains[1].type, "rna");
+    EXPECT_EQ(f.meta.tokens.size(), size_t(f.feats.num_tokens()));
+    EXPECT_EQ(f.meta.num_atoms_padded, f.feats.num_atoms());
+    EXPECT_EQ(f.meta.tokens[0].res_name, "MET");
+    EXPECT_EQ(f.meta.tokens[13].res_name, "N");  // RNA 'N' (ACGUNA)
+    EXPECT_EQ(f.meta.atoms[1].name, "CA");
+    EXPECT_EQ(f.meta.atoms[1].symbol, "C");
+    EXPECT_EQ(f.meta.atoms[0].element, 7);
+    // atom_to_token agrees with the metadata
+    const Tensor a2t = f.feats.at("atom_to_token");
+    const int64_t N = f.feats.num_tokens();
+    for (size_t a = 0; a < f.meta.atoms.size(); ++a)
+        EXPECT_EQ(a2t.f32()[a * N + f.meta.atoms[a].token], 1.f);  // host-side: test check
+}
+
+// ---- parsing ------------------------------------------------------------------------------------
+
+class Boltz2BadInputs : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir = fs::temp_directory_path() /
+              ("bioinfer_boltz2_inputs_" +
+               std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::create_directories(dir);
+        write_bytes((dir / "q.a3m").string(), ">q\nMKTAY\n>s\nMKSAY\n");
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    std::string put(const std::string& name, const std::string& text) {
+        const std::string p = (dir / name).string();
+        write_bytes(p, text);
+        return p;
+    }
+    std::string err_yaml(const std::string& text) {
+        const std::string p = put("in.yaml", text);
+        return error_of([&] {
+            auto t = io::read_boltz_input(p);
+            io::load_boltz_msas(t);
+        });
+    }
+    fs::path dir;
+};
+
+TEST_F(Boltz2BadInputs, YamlSyntaxErrorHasLineAndColumn) {
+    const std::string e = err_yaml("version: 1\nsequences:\n  - protein: {id: A, sequence: [\n");
+    EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+    EXPECT_NE(e.find("in.yaml:4:"), std::string::npos) << e;
+}
+
+TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
+    const std::string head = "version: 1\nsequences:\n";
+    struct Case {
+        std::string yaml, want, where;
+    };
+    const std::vector<Case> cases = {
+        {head +
+             "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: q.a3m\n      foo: 1\n",
+         "unknown key 'foo'", "in.yaml:7:7"},
+        {head + "  - peptide:\n      id: A\n      sequence: MK\n", "unknown entity type 'peptide'",
+         "in.yaml:3:5"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "      modifications:\n        - position: 1\n          ccd: MSE\n",
+         "modifications are not supported yet", "in.yaml:8:9"},
+        {head + "  - ligand:\n      id: L\n      smiles: CCO\n", "ligand entities", "in.yaml:3:5"},
+        {head + "  - ligand:\n      id: L\n      ccd: SAH\n", "not supported yet", "in.yaml:3:5"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "  - rna:\n      id: A\n      sequence: ACGU\n",
+         "duplicated chain id 'A'", "in.yaml:8:11"},
+        {head + "  - rna:\n      id: R\n      sequence: ACGTU\n",
+         "chain R: letter 'T' at position 4 is not in the rna alphabet", "in.yaml:5:17"},
+        {head + "  - protein:\n      id: P\n      sequence: MK1TAY\n      msa: empty\n",
+         "chain P: letter '1' at position 3 is not in the protein alphabet", "in.yaml:5:17"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n", "chain A: no MSA given",
+         "in.yaml:3:5"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAW\n      msa: q.a3m\n",
+         "chain A: the MSA's first row must be the query: position 5", "q.a3m:2"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: missing.a3m\n",
+         "unreadable MSA", "chain A"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "constraints:\n  - bond:\n      atom1: [A, 1, CA]\n      atom2: [A, 2, N]\n",
+         "`constraints` are not supported yet", "in.yaml:8:3"},
+        {"version: 2\nsequences: []\n", "unsupported input version 2", "in.yaml:1:10"},
+    };
+    for (const auto& c : cases) {
+        const std::string e = err_yaml(c.yaml);
+        EXPECT_NE(e.find(c.want), std::string::npos) << "want '" << c.want << "' in: " << e;
+        EXPECT_NE(e.find(c.where), std::string::npos) << "want '" << c.where << "' in: " << e;
+        EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+    }
+}
+
+TEST_F(Boltz2BadInputs, BadMsaFiles) {
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("a.a3m", ">q\nMK.TAY\n"), 0);
+              }).find("a.a3m:2] character '.' at position 3"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("b.a3m", ">q\nMKTAY\n>s\nMKTA\n"), 0);
+              }).find("b.a3m:4] MSA row has 4 aligned columns"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("c.csv", "sequence,taxon\nMKTAY,1\n"), 0);
+              }).find("expected the columns key and sequence"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  io::read_msa(put("d.sto", "# STOCKHOLM\n"), 0);
+              }).find("expected an .a3m or .csv file"),
+              std::string::npos);
+    EXPECT_NE(
+        error_of([&] { io::read_msa(put("e.a3m", "# only a comment\n"), 0); }).find("no sequences"),
+        std::string::npos);
+}
+
+TEST_F(Boltz2BadInputs, CsvMsaKeepsPairingKeys) {
+    const io::Msa m =
+        io::read_msa(put("m.csv", "key,sequence\n,MKTAY\n12,MKSAY\n12,MKSAY\n7.0,MRTaAY\n"), 0);
+    ASSERT_EQ(m.rows.size(), 3u);  // the repeated row is dropped
+    EXPECT_EQ(m.rows[0].taxonomy, -1);
+    EXPECT_EQ(m.rows[1].taxonomy, 12);
+    EXPECT_EQ(m.rows[2].taxonomy, 7);
+    ASSERT_EQ(m.rows[2].deletions.size(), 1u);
+    EXPECT_EQ(m.rows[2].deletions[0], std::make_pair(3, 1));
+}
+
+TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
+    // Chains are grouped by entity (type, sequence) in first-appearance order, as boltz does.
+    const std::string yaml =
+        put("g.yaml",
+            "version: 1\nsequences:\n"
+            "  - protein:\n      id: [A, B]\n      sequence: MKTAY\n      msa: q.a3m\n"
+            "  - rna:\n      id: R\n      sequence: ACGUN\n"
+            "  - protein:\n      id: C\n      sequence: MKTAY\n      msa: q.a3m\n"
+            "  - dna:\n      id: D\n      sequence: ACGTN\n      cyclic: true\n");
+    io::BoltzTarget t = io::read_boltz_input(yaml);
+    ASSERT_EQ(t.chains.size(), 5u);
+    std::vector<std::string> ids;
+    for (const auto& c : t.chains) ids.push_back(c.id);
+    EXPECT_EQ(ids, (std::vector<std::string>{"A", "B", "C", "R", "D"}));
+    EXPECT_EQ(t.chains[2].entity_id, 0);
+    EXPECT_EQ(t.chains[2].sym_id, 2);
+    EXPECT_EQ(t.chains[3].entity_id, 1);
+    EXPECT_EQ(t.chains[3].residues.back(), "N");
+    EXPECT_EQ(t.chains[4].residues.front(), "DA");
+    EXPECT_EQ(t.name, "g");
+    io::load_boltz_msas(t);
+    EXPECT_EQ(t.chains[0].msa.get(), t.chains[2].msa.get());  // one MSA per entity
+    const Featurized f = boltz2::featurize(t);
+    EXPECT_EQ(f.feats.num_tokens(), 3 * 5 + 5 + 5);
+    EXPECT_EQ(f.feats.num_atoms() % 32, 0);
+    // The same proteins with different MSAs are refused.
+    put("r.a3m", ">q\nMKTAY\n");
+    EXPECT_NE(
+        error_of([&] {
+            io::read_boltz_input(put("h.yaml",
+                                     "sequences:\n  - protein:\n      id: A\n      "
+                                     "sequence: MKTAY\n      msa: q.a3m\n  - protein:\n"
+                                     "      id: B\n      sequence: MKTAY\n      msa: r.a3m\n"));
+        }).find("must share the same MSA"),
+        std::string::npos);
+
+    // FASTA: >ID|TYPE|MSA headers give the same target as the YAML form.
+    const std::string fa = put("het.fasta", ">A|protein|" + boltz2_fixture_dir() +
+                                                "/inputs/heterodimer/dimer_a.a3m\n"
+                                                "MKVLHEGSTW\n>B|PROTEIN|empty\nGSPEEKLR\n");
+    const Boltz2Case c = load_boltz2_case("heterodimer");
+    FeaturizeOptions opt;
+    opt.augmentation = reference_motions(c);
+    expect_features_match(boltz2::featurize(io::read_boltz_input(fa), opt), c);
+    const io::BoltzTarget r =
+        io::read_boltz_input(put("r.fa", ">A|protein|empty\nMK\n>B|rna\nACGU\n"));
+    EXPECT_EQ(r.chains[1].type, io::BoltzEntityType::Rna);
+    EXPECT_EQ(r.chains[1].msa_kind, io::BoltzMsaKind::None);
+    for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+             {">A\nMK\n", "invalid record id 'A'"},
+             {">A|peptide\nMK\n", "invalid entity type 'peptide'"},
+             {">A|rna|x.a3m\nACGU\n", "an MSA is only allowed for proteins"},
+             {">L|smiles\nCCO\n", "ligand entities (smiles) are not supported yet"},
+             {">A|protein\nMK\n", "chain A: no MSA given"},
+             {">A|protein|empty\nMK\n>A|protein|empty\nMR\n", "duplicated chain id 'A'"}}) {
+        const std::string e = error_of([&] { io::read_boltz_input(put("x.fasta", text)); });
+        EXPECT_NE(e.find(want), std::string::npos) << "want '" << want << "' in: " << e;
+        EXPECT_NE(e.find("x.fasta:"), std::string::npos) << e;
+    }
+}
+
+// CSV MSAs with pairing keys (a key shared by both proteins twice in one of them, keys found in one
+// chain only, unkeyed rows), a query row with an insertion, a query row that differs from the input
+// only where the input has X, and an RNA chain without MSA: boltz's MSA features (fixture part
+// `inputs`, made by boltz from the same files).
+TEST(Boltz2Inputs, PairedCsvMsaMatchesReference) {
+    const Boltz2Case c = load_boltz2_case("heterodimer");
+    const std::string yaml = boltz2_fixture_dir() + "/inputs/paired_msa/paired_msa.yaml";
+    const Featurized f = boltz2::featurize(io::read_boltz_input(yaml));
+    for (const char* k : {"msa", "msa_paired", "has_deletion", "deletion_value", "deletion_mean",
+                          "profile", "msa_mask", "res_type"}) {
+        const Tensor ref = c.get(std::string("inputs.paired_msa.") + k);
+        const Tensor& got = f.feats.at(k);
+        ASSERT_EQ(shape_str(got.shape()), shape_str(ref.shape())) << k;
+        double d = 0;
+        // host-side: comparing small feature tables
+        for (int64_t i = 0; i < ref.numel(); ++i)
+            d = std::max(d, double(std::fabs(got.f32()[i] - ref.f32()[i])));
+        EXPECT_LE(d, std::string(k) == "deletion_value" || std::string(k) == "deletion_mean" ||
+                             std::string(k) == "profile"
+                         ? 1e-5
+                         : 0.0)
+            << k;
+    }
+}
+
+}  // namespace bioinfer::test
