@@ -8,7 +8,7 @@
 #include <string>
 
 #include "boltz2_fixture.h"
-// CONFIDENCE_INCLUDE
+#include "models/boltz2/confidence.h"
 #include "models/boltz2/trunk.h"
 #include "ops/ops.h"
 
@@ -67,6 +67,29 @@ TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
                           "trunk.contact_conditioning"})
         ops::add_into(c.get0(k), ref);
     expect_parity(t.z_init(c.feats, s_inputs), ref, "z_init");
+}
+
+// Branches the cases leave unused: constrained pairs of every class, a cyclic chain, a homomer
+// (one entity, several sym_ids), each against the reference modules on the same variant.
+TEST_P(Boltz2TrunkCase, PairInputVariants) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const Trunk& t = tiny_trunk();
+    Features f = c.feats;
+    f.set("contact_conditioning", c.get0("trunk.variant.contact_conditioning"));
+    f.set("contact_threshold", c.get0("trunk.variant.contact_threshold"));
+    expect_parity(t.pair_inputs.contact(f), c.get0("trunk.variant.contact_out"),
+                  "contact conditioning, constrained pairs");
+    Features fc = c.feats;
+    fc.set("cyclic_period", c.get0("trunk.variant.cyclic_period"));
+    expect_parity(t.relpos(fc), c.get0("trunk.variant.relpos_cyclic"), "relpos, cyclic chain");
+    Features fh = c.feats;
+    fh.set("entity_id", c.get0("trunk.variant.entity_id"));
+    fh.set("sym_id", c.get0("trunk.variant.sym_id"));
+    expect_parity(t.relpos(fh), c.get0("trunk.variant.relpos_homomer"), "relpos, homomer");
+    // The variants reach new branches: their reference differs from the case's own.
+    const Tensor base = c.get0("trunk.relpos");
+    EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_cyclic")));
+    if (GetParam() != "monomer") EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_homomer")));
 }
 
 TEST_P(Boltz2TrunkCase, MsaModule) {
@@ -195,6 +218,75 @@ TEST_P(Boltz2TrunkCase, WrongChainBucketFailsTheBar) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Boltz2TrunkCase, ::testing::ValuesIn(boltz2_cases()));
+
+const ConfidenceModule& tiny_confidence() {
+    static const ConfidenceModule c = ConfidenceModule::load(boltz2_weights(), tiny_config());
+    return c;
+}
+
+// Sample k of a (samples, ...) reference tensor.
+Tensor sample(const Tensor& t, int64_t k) {
+    Shape s = t.shape();
+    s.erase(s.begin());
+    return t.narrow0(k, k + 1).reshape(s).clone();
+}
+
+// Aggregates: within 1e-4 absolute of the reference, element by element.
+void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
+    ASSERT_EQ(got.numel(), ref.numel()) << what;
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    for (int64_t i = 0; i < g.numel(); ++i)
+        EXPECT_NEAR(g.f32()[i], r.f32()[i], 1e-4) << what << " [" << i << "]";
+}
+
+class Boltz2ConfidenceCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Boltz2ConfidenceCase, MatchesReference) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const ConfidenceModule& cm = tiny_confidence();
+    const Tensor x = c.get("confidence.x_pred");
+    const int64_t S = x.size(0), L = c.feats.num_tokens();
+    ASSERT_EQ(S, 2);
+    std::map<std::string, Tensor> seen;
+    const Tensor dist = c.get0("trunk.pdistogram").reshape({L, L, tiny_config().num_bins});
+    const ConfidenceOutput out =
+        cm.run(c.feats, c.get0("trunk.s_inputs"), c.get0("trunk.s"), c.get0("trunk.z"), x, dist,
+               [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
+    for (int64_t k = 0; k < S; ++k)
+        for (const char* n : {"s_embed", "z_embed", "s_stack", "z_stack"}) {
+            const std::string key = std::to_string(k) + "." + n;
+            expect_parity(seen.at(key), sample(c.get(std::string("confidence.") + n), k), key);
+        }
+    expect_parity(out.pae_logits, c.get("confidence.pae_logits"), "pae_logits");
+    expect_parity(out.pde_logits, c.get("confidence.pde_logits"), "pde_logits");
+    expect_parity(out.plddt_logits, c.get("confidence.plddt_logits"), "plddt_logits");
+    expect_parity(out.resolved_logits, c.get("confidence.resolved_logits"), "resolved_logits");
+    expect_parity(out.pae, c.get("confidence.pae"), "pae");
+    expect_parity(out.pde, c.get("confidence.pde"), "pde");
+    expect_parity(out.plddt, c.get("confidence.plddt"), "plddt");
+    for (const auto& [name, got] : std::vector<std::pair<std::string, Tensor>>{
+             {"complex_plddt", out.complex_plddt}, {"complex_iplddt", out.complex_iplddt},
+             {"complex_pde", out.complex_pde}, {"complex_ipde", out.complex_ipde},
+             {"ptm", out.ptm}, {"iptm", out.iptm}, {"ligand_iptm", out.ligand_iptm},
+             {"protein_iptm", out.protein_iptm}, {"pair_chains_iptm", out.pair_chains_iptm}})
+        expect_close(got, c.get("confidence." + name), name);
+}
+
+// Re-embedding without the sampled structure's distance term must fail the bar on the stack's
+// input: the distogram embedding is a real part of z.
+TEST_P(Boltz2ConfidenceCase, MissingDistanceEmbeddingFailsTheBar) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    ConfidenceModule cm = tiny_confidence();
+    cm.dist_embed = Tensor::zeros(cm.dist_embed.shape());
+    const int64_t L = c.feats.num_tokens();
+    Tensor z0;
+    cm.run(c.feats, c.get0("trunk.s_inputs"), c.get0("trunk.s"), c.get0("trunk.z"),
+           c.get("confidence.x_pred"), c.get0("trunk.pdistogram").reshape({L, L, tiny_config().num_bins}),
+           [&](const std::string& n, const Tensor& v) { if (n == "0.z_embed") z0 = v.clone(); });
+    EXPECT_TRUE(fails_bar(z0, sample(c.get("confidence.z_embed"), 0)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Boltz2ConfidenceCase, ::testing::ValuesIn(boltz2_cases()));
 
 // The OPM count applied after the output linear (its bias divided too, ESMFold2's form) must fail
 // the bar where the MSA has more than one row (the monomer's has 4).

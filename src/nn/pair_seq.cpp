@@ -113,9 +113,10 @@ ResidueMlpNames ResidueMlpNames::boltz2() {
 
 ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t inner,
                             const ResidueMlpNames& n) {
-    ResidueMlp r{LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f),
-                 Linear::load(m, p + "." + n.up, dim, inner, n.bias),
-                 Linear::load(m, p + "." + n.down, inner, dim, n.bias)};
+    ResidueMlp r;
+    r.ln = LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f);
+    r.up = Linear::load(m, p + "." + n.up, dim, inner, n.bias);
+    r.down = Linear::load(m, p + "." + n.down, inner, dim, n.bias);
     if (!n.gate.empty()) r.gate = Linear::load(m, p + "." + n.gate, dim, inner, n.bias);
     return r;
 }

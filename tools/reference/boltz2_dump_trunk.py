@@ -22,6 +22,12 @@ Names (batch dimension kept as the reference has it):
       pass): tri_mul_out, tri_mul_in, tri_att_start, tri_att_end, transition_z, attention,
       transition_s (updates applied in that order; attention sees LN(s))
   trunk.s, trunk.z, trunk.pdistogram, trunk.pbfactor
+Inputs without constraints, cyclic chains or homomers leave branches of the pair input terms
+unused, so those modules are also called directly on variants of the case's features:
+  trunk.variant.contact_conditioning / .contact_threshold / .contact_out   random pair classes
+      (all five) and thresholds in [4, 20] A through the trunk's ContactConditioning
+  trunk.variant.cyclic_period / .relpos_cyclic   chain of token 0 cyclic with its length
+  trunk.variant.entity_id / .sym_id / .relpos_homomer   every chain one entity, sym_id = asym_id
 Inputs that follow from stored tensors by the residual adds are left out to keep fixtures small.
 """
 from __future__ import annotations
@@ -143,4 +149,28 @@ def dump(model, feats: dict, case: str) -> dict:
     assert state["pass"] == last, state
     put("s", res["s"])
     put("z", res["z"])
+    variants(model, feats, put)
     return out
+
+
+def variants(model, feats: dict, put) -> None:
+    g = torch.Generator().manual_seed(1)
+    n = feats["contact_conditioning"].shape[1]
+    classes = torch.nn.functional.one_hot(torch.randint(0, 5, (1, n, n), generator=g), 5).float()
+    threshold = 4.0 + 16.0 * torch.rand((1, n, n), generator=g)
+    put("variant.contact_conditioning", classes)
+    put("variant.contact_threshold", threshold)
+    put("variant.contact_out", model.contact_conditioning(
+        {"contact_conditioning": classes, "contact_threshold": threshold}))
+
+    asym = feats["asym_id"]
+    cyclic = torch.where(asym == asym[0, 0], (asym == asym[0, 0]).sum().float(),
+                         torch.zeros_like(asym, dtype=torch.float32))
+    put("variant.cyclic_period", cyclic)
+    put("variant.relpos_cyclic", model.rel_pos(dict(feats, cyclic_period=cyclic)))
+
+    entity = torch.zeros_like(feats["entity_id"])
+    sym = feats["asym_id"].clone()
+    put("variant.entity_id", entity)
+    put("variant.sym_id", sym)
+    put("variant.relpos_homomer", model.rel_pos(dict(feats, entity_id=entity, sym_id=sym)))
