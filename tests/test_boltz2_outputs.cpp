@@ -116,7 +116,7 @@ struct BoltzOutputs : ::testing::Test {
     }
 };
 
-const char* kCases[] = {"protein_rna", "protein_lig_rna"};
+const char* kCases[] = {"protein_rna", "protein_lig_rna", "multimer_dna"};
 
 }  // namespace
 
@@ -323,4 +323,32 @@ TEST_F(BoltzOutputs, NoPartialOutputOnFailure) {
 TEST(BoltzOutputsFormat, ResultsDirIsNamedAfterTheInputStem) {
     EXPECT_EQ(io::boltz_results_dir("out", "inputs/complex.yaml"), "out/boltz_results_complex");
     EXPECT_EQ(io::boltz_results_dir("/x/y", "/a/b.fasta"), "/x/y/boltz_results_b");
+}
+
+// The comparison has teeth: pLDDT handed over already in 0-100, or a ligand's atoms given one
+// token for the residue, change the files; the ranking follows confidence_score, not position.
+TEST_F(BoltzOutputs, WrongScaleOrTokensDifferAndRankIgnoresOrder) {
+    const Case c = load_case("protein_lig_rna");
+    const fs::path ref = fs::path(kOutputs) / "protein_lig_rna";
+    const std::string ref_pdb = io::read_file((ref / "pdb/predictions" / c.name / (c.name + "_model_1.pdb")).string());
+    const std::string ref_cif = io::read_file((ref / "mmcif/predictions" / c.name / (c.name + "_model_1.cif")).string());
+    const io::BoltzSample& s0 = c.samples[0];  // rank 1
+    ASSERT_EQ(io::boltz_pdb(c.info, s0.coords, s0.plddt), ref_pdb);
+    ASSERT_EQ(io::boltz_mmcif(c.info, s0.coords, s0.plddt), ref_cif);
+    std::vector<float> scaled = s0.plddt;
+    for (float& v : scaled) v *= 100;
+    EXPECT_NE(io::boltz_pdb(c.info, s0.coords, scaled), ref_pdb);
+    EXPECT_NE(io::boltz_mmcif(c.info, s0.coords, scaled), ref_cif);
+    // the ligand chain (5 atoms) as one token: its atoms would all take one pLDDT
+    io::BoltzStructureInfo as_polymer = c.info;
+    as_polymer.chain_types[1] = io::BoltzMolType::Protein;
+    std::vector<float> fewer(s0.plddt.begin(), s0.plddt.end() - 4);
+    EXPECT_NE(io::boltz_pdb(as_polymer, s0.coords, fewer), ref_pdb);
+    // a pLDDT of the wrong length is refused
+    EXPECT_THROW(io::boltz_pdb(c.info, s0.coords, fewer), Error);
+    // samples handed over in the other order: the same files
+    const std::vector<io::BoltzSample> reversed{c.samples[1], c.samples[0]};
+    const std::string dir = io::write_boltz_prediction((tmp / "p").string(), c.name, c.info, reversed,
+                                                       {.output_format = "pdb"});
+    EXPECT_EQ(io::read_file(dir + "/" + c.name + "_model_1.pdb"), ref_pdb);
 }

@@ -57,6 +57,26 @@ sequences:
       id: R
       sequence: GCA
 """,
+    # two copies of one protein (one entity, a sequence wrapped over lines in the mmCIF), DNA with
+    # an unknown base, a one-residue protein chain (a non-polymer entity to ihm) and two copies
+    # of a ligand
+    "multimer_dna": """version: 1
+sequences:
+  - protein:
+      id: [A, B]
+      sequence: MKTAYIAKQRQISFVKSHFSRQ
+      msa: empty
+  - dna:
+      id: C
+      sequence: ACGTNA
+  - protein:
+      id: D
+      sequence: W
+      msa: empty
+  - ligand:
+      id: [E, F]
+      smiles: 'CC(N)=O'
+""",
 }
 NUM_SAMPLES = 2
 PAD_ATOMS = 3  # the batch pads atoms; the writer drops them with the pad mask
