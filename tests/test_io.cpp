@@ -269,4 +269,29 @@ TEST(TorchCheckpoint, ReadsStateDictAndRefusesHostilePickles) {
                     "truncated.pth");
     std::ofstream(d / "not_zip.pth") << "not a zip archive at all, just text";
     expect_contains(error_of([&] { io::read_torch_checkpoint(d / "not_zip.pth"); }), "not a torch checkpoint");
+
+    // A trainer checkpoint may hold objects among its options but not among its weights.
+    const std::string t = error_of([&] { io::read_torch_checkpoint(fx + "/hostile_checkpoints/trainer_os_system.ckpt"); });
+    expect_contains(t, "refusing to load");
+    expect_contains(t, "posix.system");
+    EXPECT_FALSE(fs::exists(marker));
+}
+
+// A Lightning checkpoint (Boltz-2's layout): the weights are its state_dict, named without that
+// prefix; the config is its hyper_parameters, where an option that is not plain data (here a
+// dataclass instance) is skipped, never constructed.
+TEST(TorchCheckpoint, ReadsLightningCheckpoints) {
+    const std::string fx = BIOINFER_FIXTURES;
+    const io::ModelDir m = io::ModelDir::open(fx + "/boltz2_tiny");
+    EXPECT_EQ(m.torch_file(), fx + "/boltz2_tiny/boltz2_conf.ckpt");
+    EXPECT_TRUE(m.has("pairformer_module.layers.0.tri_mul_out.p_in.weight"));
+    EXPECT_FALSE(m.has("state_dict.pairformer_module.layers.0.tri_mul_out.p_in.weight"));
+    EXPECT_EQ(m.get("s_init.weight", {44, 44}).shape(), (Shape{44, 44}));
+    ASSERT_TRUE(m.config().is_object());
+    EXPECT_EQ(m.config().at("token_s").get<int>(), 44);
+    EXPECT_EQ(m.config().at("pairformer_args").at("num_blocks").get<int>(), 2);
+    EXPECT_FALSE(m.config().contains("steering_args"));  // a dataclass instance in the file
+    const auto direct = io::read_torch_checkpoint_full(fx + "/boltz2_tiny/boltz2_conf.ckpt");
+    EXPECT_EQ(direct.data.at("epoch").get<int>(), 0);
+    EXPECT_TRUE(direct.tensors.count("state_dict.s_init.weight"));
 }

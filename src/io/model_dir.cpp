@@ -27,19 +27,44 @@ static bool is_torch_file(const fs::path& p) {
     return e == ".pth" || e == ".pt" || e == ".bin" || e == ".ckpt";
 }
 
-// The single .pth/.pt in dir or dir/data/weights (EvolutionaryScale's repository layout).
+// The single .pth/.pt/.ckpt in dir or dir/data/weights (EvolutionaryScale's repository layout).
+// A boltz cache (~/.boltz) holds several Lightning checkpoints; its structure model,
+// boltz2_conf.ckpt, is the one a folder names.
 static std::string find_torch_checkpoint(const std::string& dir) {
     std::vector<std::string> found;
+    if (fs::is_regular_file(fs::path(dir) / "boltz2_conf.ckpt"))
+        return (fs::path(dir) / "boltz2_conf.ckpt").string();
     for (const fs::path& sub : {fs::path(dir), fs::path(dir) / "data" / "weights"}) {
         std::error_code ec;
         if (!fs::is_directory(sub, ec)) continue;
         for (auto& e : fs::directory_iterator(sub, ec)) {
             const std::string ext = e.path().extension().string();
-            if (e.is_regular_file() && (ext == ".pth" || ext == ".pt")) found.push_back(e.path().string());
+            if (e.is_regular_file() && (ext == ".pth" || ext == ".pt" || ext == ".ckpt"))
+                found.push_back(e.path().string());
         }
     }
     BI_CHECK(found.size() <= 1, dir, "holds ", found.size(), " torch checkpoints; point --weights at one");
     return found.empty() ? "" : found[0];
+}
+
+// Reads a torch checkpoint into m. A trainer (Lightning) checkpoint gives its `state_dict`
+// (names without that prefix) and its `hyper_parameters` as the config.
+static void read_torch_into(ModelDir& m, std::map<std::string, Tensor>& pickled, json& config,
+                            const std::string& path) {
+    TorchCheckpoint ck = read_torch_checkpoint_full(path);
+    const bool trainer = ck.data.is_object() && ck.data.contains("state_dict") &&
+                         ck.data["state_dict"].is_object();
+    if (!trainer) {
+        pickled = std::move(ck.tensors);
+        return;
+    }
+    const std::string prefix = "state_dict.";
+    for (auto& [name, t] : ck.tensors)
+        if (name.rfind(prefix, 0) == 0) pickled[name.substr(prefix.size())] = t;
+    BI_CHECK(!pickled.empty(), path, "trainer checkpoint with an empty state_dict");
+    auto hp = ck.data.find("hyper_parameters");
+    if (hp != ck.data.end() && hp->is_object()) config = *hp;
+    (void)m;
 }
 
 ModelDir ModelDir::open(const std::string& dir) {
@@ -49,7 +74,7 @@ ModelDir ModelDir::open(const std::string& dir) {
     std::error_code ec;
     if (fs::is_regular_file(dir, ec) && is_torch_file(dir)) {
         m.torch_file_ = dir;
-        m.pickled_ = read_torch_checkpoint(dir);
+        read_torch_into(m, m.pickled_, m.config_, dir);
         return m;
     }
     BI_CHECK(fs::is_directory(dir), dir, "weights directory does not exist");
@@ -59,7 +84,7 @@ ModelDir ModelDir::open(const std::string& dir) {
         BI_CHECK(!pth.empty(), cfg, "missing: a model directory needs config.json (or a torch "
                                     "checkpoint such as data/weights/esmc_300m_2024_12_v0.pth)");
         m.torch_file_ = pth;
-        m.pickled_ = read_torch_checkpoint(pth);
+        read_torch_into(m, m.pickled_, m.config_, pth);
         return m;
     }
     m.config_ = parse_json_file(cfg);

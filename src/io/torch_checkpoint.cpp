@@ -121,6 +121,13 @@ struct Global {
 
 struct Mark {};
 
+// An object of a class the reader will not construct (a dataclass or config object among a
+// Lightning checkpoint's hyper-parameters): what it was, nothing of its state. Only allowed where
+// the checkpoint keeps options, never among the weights (checked after reading).
+struct Opaque {
+    std::string module, name;
+};
+
 struct Value {
     using List = std::vector<ValuePtr>;
     using Dict = std::vector<std::pair<ValuePtr, ValuePtr>>;  // insertion order
@@ -128,7 +135,7 @@ struct Value {
         List items;
     };
     std::variant<std::monostate, bool, int64_t, double, std::string, Tuple, List, Dict, Global,
-                 StorageRef, TensorRef, Mark>
+                 StorageRef, TensorRef, Mark, Opaque>
         v;
 };
 
@@ -251,17 +258,33 @@ public:
                     stack_.push_back(make(storage_from(pid)));
                     break;
                 }
-                case 'R': {  // REDUCE: only the allowed callables
+                case 'R': {  // REDUCE: only the allowed callables; an opaque class stays opaque
                     ValuePtr args = pop(), fn = pop();
-                    stack_.push_back(reduce(fn, args));
+                    stack_.push_back(is_opaque(fn) ? fn : reduce(fn, args));
                     break;
                 }
-                case 'b': {  // BUILD: state of an OrderedDict (its _metadata): dropped
+                case 0x81: {  // NEWOBJ: cls.__new__(cls, *args), only of an opaque class
                     pop();
-                    BI_CHECK(std::holds_alternative<Value::Dict>(top()->v), where_,
-                             "pickle BUILD on something other than a dict");
+                    ValuePtr cls = pop();
+                    BI_CHECK(is_opaque(cls), where_, "pickle NEWOBJ on a tensor-rebuild callable");
+                    stack_.push_back(cls);
                     break;
                 }
+                case 'b': {  // BUILD: an OrderedDict's _metadata or an opaque object's state: dropped
+                    pop();
+                    BI_CHECK(std::holds_alternative<Value::Dict>(top()->v) || is_opaque(top()),
+                             where_, "pickle BUILD on something other than a dict");
+                    break;
+                }
+                case 0x8f: stack_.push_back(make(Value::List{})); break;  // EMPTY_SET, as a list
+                case 0x90: {                                              // ADDITEMS
+                    auto items = pop_mark();
+                    auto& l = as<Value::List>(top(), "ADDITEMS");
+                    l.insert(l.end(), items.begin(), items.end());
+                    break;
+                }
+                case 'C': take(byte()); stack_.push_back(make(std::monostate{})); break;  // SHORT_BINBYTES
+                case 'B': take(rd<uint32_t>(take(4))); stack_.push_back(make(std::monostate{})); break;
                 default:
                     fail(where_, cat("pickle opcode 0x", std::hex, int(op),
                                      " is not part of a tensor state dict; refusing to read further"));
@@ -353,12 +376,15 @@ private:
         for (auto& x : t->items) s.push_back(as_int(x));
         return s;
     }
+    // A global outside the tensor-rebuild set is never resolved: it stands for an opaque object,
+    // and where one may appear is checked once the whole pickle is read.
     void push_global(const std::string& module, const std::string& name) {
-        BI_CHECK(allowed_global(module, name), where_, "refusing to load: the pickle calls '", module,
-                 ".", name, "', and only tensor-rebuild calls are allowed (this file is not a plain ",
-                 "state dict, or it is hostile)");
-        stack_.push_back(make(Global{module, name}));
+        if (allowed_global(module, name))
+            stack_.push_back(make(Global{module, name}));
+        else
+            stack_.push_back(make(Opaque{module, name}));
     }
+    static bool is_opaque(const ValuePtr& v) { return std::holds_alternative<Opaque>(v->v); }
     StorageRef storage_from(const ValuePtr& pid) {
         const auto* t = std::get_if<Value::Tuple>(&pid->v);
         BI_CHECK(t && t->items.size() == 5 && as_str(t->items[0]) == "storage", where_,
@@ -408,7 +434,83 @@ struct Mapping {
 
 }  // namespace
 
-std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path) {
+// Objects the reader did not construct may sit only among a trainer checkpoint's options: the
+// root is a dict holding `state_dict`, and the object lies outside it. Anywhere else (a bare
+// state dict, the weights themselves, the root) the file is refused, naming the callable.
+static void check_opaque_placement(const std::string& path, const ValuePtr& root) {
+    const auto* rd = std::get_if<Value::Dict>(&root->v);
+    bool trainer = false;
+    if (rd)
+        for (auto& [k, v] : *rd)
+            if (const auto* ks = std::get_if<std::string>(&k->v); ks && *ks == "state_dict") trainer = true;
+    std::function<void(const ValuePtr&, bool)> visit = [&](const ValuePtr& v, bool allowed) {
+        if (const auto* o = std::get_if<Opaque>(&v->v)) {
+            BI_CHECK(allowed, path, "refusing to load: the pickle calls '", o->module, ".", o->name,
+                     "', and only tensor-rebuild calls are allowed (this file is not a plain ",
+                     "state dict, or it is hostile)");
+            return;
+        }
+        if (const auto* d = std::get_if<Value::Dict>(&v->v)) {
+            for (auto& [k, x] : *d) {
+                visit(k, allowed);
+                visit(x, allowed);
+            }
+        } else if (const auto* l = std::get_if<Value::List>(&v->v)) {
+            for (auto& x : *l) visit(x, allowed);
+        } else if (const auto* t = std::get_if<Value::Tuple>(&v->v)) {
+            for (auto& x : t->items) visit(x, allowed);
+        }
+    };
+    if (!trainer) {
+        visit(root, false);
+        return;
+    }
+    for (auto& [k, v] : *rd) {
+        const auto* ks = std::get_if<std::string>(&k->v);
+        visit(v, !(ks && *ks == "state_dict"));
+    }
+}
+
+// The plain data of a pickle as JSON: dicts (keys as strings), lists and tuples, numbers,
+// strings, booleans and None. Tensors and objects the reader did not construct are left out.
+static nlohmann::json plain_data(const ValuePtr& v) {
+    using nlohmann::json;
+    return std::visit(
+        [&](const auto& x) -> json {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::monostate>) return nullptr;
+            else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> ||
+                               std::is_same_v<T, double> || std::is_same_v<T, std::string>)
+                return x;
+            else if constexpr (std::is_same_v<T, Value::List> || std::is_same_v<T, Value::Tuple>) {
+                const Value::List* items;
+                if constexpr (std::is_same_v<T, Value::List>) items = &x;
+                else items = &x.items;
+                json a = json::array();
+                for (auto& e : *items)
+                    if (!std::holds_alternative<Opaque>(e->v) && !std::holds_alternative<TensorRef>(e->v))
+                        a.push_back(plain_data(e));
+                return a;
+            } else if constexpr (std::is_same_v<T, Value::Dict>) {
+                json o = json::object();
+                for (auto& [k, e] : x) {
+                    if (std::holds_alternative<Opaque>(e->v) || std::holds_alternative<TensorRef>(e->v))
+                        continue;
+                    std::string key;
+                    if (const auto* ks = std::get_if<std::string>(&k->v)) key = *ks;
+                    else if (const auto* ki = std::get_if<int64_t>(&k->v)) key = std::to_string(*ki);
+                    else continue;
+                    o[key] = plain_data(e);
+                }
+                return o;
+            } else {
+                return nullptr;
+            }
+        },
+        v->v);
+}
+
+TorchCheckpoint read_torch_checkpoint_full(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     BI_CHECK(fd >= 0, path, "cannot open: ", std::strerror(errno));
     struct stat st {};
@@ -436,8 +538,11 @@ std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path) {
     const ZipEntry& pkl = entries.at(prefix + "data.pkl");
     BI_CHECK(pkl.method == 0, path, "data.pkl is compressed; torch.save never does that");
     ValuePtr root = Unpickler(path, base + pkl.data_offset, pkl.size).run();
+    check_opaque_placement(path, root);
 
-    std::map<std::string, Tensor> out;
+    TorchCheckpoint ck;
+    ck.data = plain_data(root);
+    std::map<std::string, Tensor>& out = ck.tensors;
     std::shared_ptr<const void> owner = map;
     std::function<void(const ValuePtr&, const std::string&)> walk = [&](const ValuePtr& v,
                                                                          const std::string& name) {
@@ -472,7 +577,12 @@ std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path) {
     };
     walk(root, "");
     BI_CHECK(!out.empty(), path, "holds no tensors");
-    return out;
+    return ck;
 }
+
+std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path) {
+    return read_torch_checkpoint_full(path).tensors;
+}
+
 
 }  // namespace bioinfer::io

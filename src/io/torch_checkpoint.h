@@ -6,6 +6,7 @@
 // the mapped archive (torch stores them uncompressed).
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bioinfer/tensor.h"
@@ -15,5 +16,15 @@ namespace bioinfer::io {
 // The state dict in `path` as name -> tensor (F32, BF16 or F16; other dtypes are an error
 // naming the tensor). Nested dicts (e.g. {"model": state_dict}) are flattened with '.'.
 std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path);
+
+// The same, with the pickle's plain data. A trainer checkpoint (PyTorch Lightning: a dict holding
+// `state_dict` beside `hyper_parameters`, `epoch`, ...) may hold objects of other classes among
+// its options (dataclasses, config objects): they are never constructed, only skipped, and `data`
+// leaves them out. Such an object anywhere else is refused as above.
+struct TorchCheckpoint {
+    std::map<std::string, Tensor> tensors;  // as read_torch_checkpoint names them
+    nlohmann::json data;  // dicts, lists, numbers, strings, bools, null; no tensors
+};
+TorchCheckpoint read_torch_checkpoint_full(const std::string& path);
 
 }  // namespace bioinfer::io

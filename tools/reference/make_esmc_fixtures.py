@@ -192,6 +192,9 @@ def build_hostile(out_root):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     torch.save({"embed.weight": torch.zeros(2, 2), "payload": _Hostile()}, os.path.join(out, "os_system.pth"))
+    # A trainer checkpoint may carry objects among its options, never among its weights.
+    torch.save({"state_dict": {"embed.weight": torch.zeros(2, 2), "payload": _Hostile()},
+                "hyper_parameters": {"token_s": 8}}, os.path.join(out, "trainer_os_system.ckpt"))
     good = os.path.join(out, "truncated.pth")
     torch.save({"embed.weight": torch.arange(4096, dtype=torch.float32)}, good)
     with open(good, "rb") as f:
