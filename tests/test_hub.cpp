@@ -14,6 +14,7 @@
 #include "hub_server.h"
 #include "test_util.h"
 #include "io/atomic_file.h"
+#include "io/model_dir.h"
 #include "runtime/boltz_cache.h"
 #include "runtime/hub.h"
 
@@ -279,7 +280,8 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     std::ofstream(p("src/mols/ALA.pkl"), std::ios::binary) << ala;
     std::ofstream(p("src/mols/" + long_name), std::ios::binary) << lig;
     ASSERT_EQ(std::system(("tar --format=gnu -C " + p("src") + " -cf " + p("mols.tar") + " mols").c_str()), 0);
-    const std::string ckpt = random_bytes(40000, 13);
+    // the tiny model's real checkpoint, so the snapshot opens as a model folder
+    const std::string ckpt = io::read_file(std::string(BIOINFER_FIXTURES) + "/boltz2_tiny/boltz2_conf.ckpt");
     server.add("boltz-community/boltz-2", std::string(40, 'b'),
                {{"boltz2_conf.ckpt", {ckpt, true}},
                 {"boltz2_aff.ckpt", {random_bytes(1000, 14), true}},
@@ -295,6 +297,9 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     const runtime::Boltz2Files files = runtime::boltz2_files(snap);
     EXPECT_EQ(files.checkpoint, snap + "/boltz2_conf.ckpt");
     EXPECT_EQ(files.mols_dir, snap + "/mols");
+    const io::ModelDir md = io::ModelDir::open(snap);
+    EXPECT_TRUE(md.has_config());  // the checkpoint's hyper_parameters
+    EXPECT_FALSE(md.names().empty());
     for (const auto& e : fs::directory_iterator(snap))
         EXPECT_NE(e.path().filename().string().rfind(".mols", 0), 0u) << "staging left: " << e.path();
     EXPECT_TRUE(runtime::inspect_cache(opts(), "boltz-community/boltz-2").complete());
