@@ -128,21 +128,23 @@ TEST_F(BoltzOutputs, MatchBoltzWriterByteForByte) {
         for (const std::string fmt : {"mmcif", "pdb"}) {
             SCOPED_TRACE(dir + " " + fmt);
             const fs::path preds = tmp / dir / fmt / "predictions";
-            const std::string got_dir =
-                io::write_boltz_prediction(preds.string(), c.name, c.info, c.samples, {.output_format = fmt});
+            const std::string got_dir = io::write_boltz_prediction(
+                preds.string(), c.name, c.info, c.samples, {.output_format = fmt});
             EXPECT_EQ(got_dir, (preds / c.name).string());
             const fs::path ref_dir = fs::path(kOutputs) / dir / fmt / "predictions" / c.name;
             std::set<std::string> want = listing(ref_dir);
             for (int k = 0; k < 2; ++k)
                 for (const char* kind : {"plddt_", "pae_", "pde_"})
-                    want.insert(std::string(kind) + c.name + "_model_" + std::to_string(k) + ".npz");
+                    want.insert(std::string(kind) + c.name + "_model_" + std::to_string(k) +
+                                ".npz");
             EXPECT_EQ(listing(preds), [&] {
                 std::set<std::string> w;
                 for (const auto& f : want) w.insert(c.name + "/" + f);
                 return w;
             }());
             for (const auto& f : listing(ref_dir))
-                EXPECT_EQ(io::read_file((preds / c.name / f).string()), io::read_file((ref_dir / f).string()))
+                EXPECT_EQ(io::read_file((preds / c.name / f).string()),
+                          io::read_file((ref_dir / f).string()))
                     << f;
             // rank 0 is the sample with the higher confidence_score (sample 1 in the fixture)
             const std::vector<int32_t> rank = io::boltz_ranks(c.samples);
@@ -171,9 +173,10 @@ TEST_F(BoltzOutputs, ConfidenceJsonKeysAndValues) {
     std::vector<std::string> keys;
     for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
     std::sort(keys.begin(), keys.end());
-    EXPECT_EQ(keys, (std::vector<std::string>{"chains_ptm", "complex_ipde", "complex_iplddt", "complex_pde",
-                                              "complex_plddt", "confidence_score", "iptm", "ligand_iptm",
-                                              "pair_chains_iptm", "protein_iptm", "ptm"}));
+    EXPECT_EQ(keys,
+              (std::vector<std::string>{"chains_ptm", "complex_ipde", "complex_iplddt",
+                                        "complex_pde", "complex_plddt", "confidence_score", "iptm",
+                                        "ligand_iptm", "pair_chains_iptm", "protein_iptm", "ptm"}));
     EXPECT_EQ(j["ptm"].get<double>(), double(c.samples[0].confidence.ptm));
     ASSERT_EQ(j["chains_ptm"].size(), 3u);
     for (int i = 0; i < 3; ++i) {
@@ -217,7 +220,8 @@ TEST(BoltzOutputsFormat, ElementFromAtomName) {
 TEST(BoltzOutputsFormat, ConfidenceScoreFallsBackToPtmWhenAllIptmAreZero) {
     EXPECT_EQ(io::boltz_confidence_scores({0.5f, 0.25f}, {0.f, 0.f}, {1.f, 0.5f}),
               (std::vector<float>{(4 * 0.5f + 1.f) / 5, (4 * 0.25f + 0.5f) / 5}));
-    EXPECT_EQ(io::boltz_confidence_scores({0.5f}, {0.75f}, {1.f}), (std::vector<float>{(4 * 0.5f + 0.75f) / 5}));
+    EXPECT_EQ(io::boltz_confidence_scores({0.5f}, {0.75f}, {1.f}),
+              (std::vector<float>{(4 * 0.5f + 0.75f) / 5}));
 }
 
 // gemmi reads the mmCIF and PDB back: coordinates, B-factors = 100 x pLDDT, chain ids, residue
@@ -227,7 +231,8 @@ TEST_F(BoltzOutputs, ReadBackThroughGemmiAndCompareReader) {
     for (const std::string fmt : {"mmcif", "pdb"}) {
         SCOPED_TRACE(fmt);
         const fs::path preds = tmp / fmt;
-        io::write_boltz_prediction(preds.string(), c.name, c.info, c.samples, {.output_format = fmt});
+        io::write_boltz_prediction(preds.string(), c.name, c.info, c.samples,
+                                   {.output_format = fmt});
         // sample 0 has rank 1
         const std::string path =
             (preds / c.name / (c.name + "_model_1" + (fmt == "pdb" ? ".pdb" : ".cif"))).string();
@@ -242,13 +247,15 @@ TEST_F(BoltzOutputs, ReadBackThroughGemmiAndCompareReader) {
             chains.push_back(ch.name);
             for (const gemmi::Residue& r : ch.residues) {
                 const size_t ri = size_t(c.info.atom_residues[a]);
-                const bool lig = c.info.chain_types[size_t(c.info.residue_chains[ri])] == io::BoltzMolType::NonPolymer;
+                const bool lig = c.info.chain_types[size_t(c.info.residue_chains[ri])] ==
+                                 io::BoltzMolType::NonPolymer;
                 EXPECT_EQ(r.name, lig && fmt == "pdb" ? "LIG" : c.info.residue_names[ri]);
                 EXPECT_EQ(*r.seqid.num, c.info.residue_numbers[ri]);
                 for (const gemmi::Atom& at : r.atoms) {
                     ASSERT_LT(a, c.info.num_atoms());
                     EXPECT_EQ(at.name, c.info.atom_names[a]);
-                    EXPECT_EQ(at.element.uname(), io::boltz_element(c.info.atom_names[a], c.info.residue_names[ri]));
+                    EXPECT_EQ(at.element.uname(),
+                              io::boltz_element(c.info.atom_names[a], c.info.residue_names[ri]));
                     const double tol = fmt == "pdb" ? 6e-4 : 6e-6;
                     EXPECT_NEAR(at.pos.x, smp.coords[3 * a], tol);
                     EXPECT_NEAR(at.pos.y, smp.coords[3 * a + 1], tol);
@@ -306,7 +313,8 @@ TEST_F(BoltzOutputs, NoPartialOutputOnFailure) {
         struct rlimit small = old_limit;
         small.rlim_cur = 4096;  // the npz and JSON files fit, the structures do not
         ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-        EXPECT_THROW(io::write_boltz_prediction(preds.string(), c.name, other.info, other.samples), Error);
+        EXPECT_THROW(io::write_boltz_prediction(preds.string(), c.name, other.info, other.samples),
+                     Error);
         ::setrlimit(RLIMIT_FSIZE, &old_limit);
         std::signal(SIGXFSZ, old_handler);
     }
@@ -330,8 +338,10 @@ TEST(BoltzOutputsFormat, ResultsDirIsNamedAfterTheInputStem) {
 TEST_F(BoltzOutputs, WrongScaleOrTokensDifferAndRankIgnoresOrder) {
     const Case c = load_case("protein_lig_rna");
     const fs::path ref = fs::path(kOutputs) / "protein_lig_rna";
-    const std::string ref_pdb = io::read_file((ref / "pdb/predictions" / c.name / (c.name + "_model_1.pdb")).string());
-    const std::string ref_cif = io::read_file((ref / "mmcif/predictions" / c.name / (c.name + "_model_1.cif")).string());
+    const std::string ref_pdb =
+        io::read_file((ref / "pdb/predictions" / c.name / (c.name + "_model_1.pdb")).string());
+    const std::string ref_cif =
+        io::read_file((ref / "mmcif/predictions" / c.name / (c.name + "_model_1.cif")).string());
     const io::BoltzSample& s0 = c.samples[0];  // rank 1
     ASSERT_EQ(io::boltz_pdb(c.info, s0.coords, s0.plddt), ref_pdb);
     ASSERT_EQ(io::boltz_mmcif(c.info, s0.coords, s0.plddt), ref_cif);
@@ -348,7 +358,7 @@ TEST_F(BoltzOutputs, WrongScaleOrTokensDifferAndRankIgnoresOrder) {
     EXPECT_THROW(io::boltz_pdb(c.info, s0.coords, fewer), Error);
     // samples handed over in the other order: the same files
     const std::vector<io::BoltzSample> reversed{c.samples[1], c.samples[0]};
-    const std::string dir = io::write_boltz_prediction((tmp / "p").string(), c.name, c.info, reversed,
-                                                       {.output_format = "pdb"});
+    const std::string dir = io::write_boltz_prediction((tmp / "p").string(), c.name, c.info,
+                                                       reversed, {.output_format = "pdb"});
     EXPECT_EQ(io::read_file(dir + "/" + c.name + "_model_1.pdb"), ref_pdb);
 }

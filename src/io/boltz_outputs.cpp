@@ -39,10 +39,16 @@ std::string fmt(const char* f, double v) {
 }
 
 // Python's str.rjust / ljust.
-std::string rjust(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
-std::string ljust(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+std::string rjust(const std::string& s, size_t w) {
+    return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
+}
+std::string ljust(const std::string& s, size_t w) {
+    return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
 
-bool is_polymer(BoltzMolType t) { return t != BoltzMolType::NonPolymer; }
+bool is_polymer(BoltzMolType t) {
+    return t != BoltzMolType::NonPolymer;
+}
 
 // Per-atom B-factor source as boltz's writers walk the atoms: a polymer residue takes the pLDDT
 // of token (polymer residues before it + ligand atoms before it); a ligand atom takes the next
@@ -122,7 +128,8 @@ const std::string kOmit = ".";
 struct CifLoop {
     std::string& out;
     bool any = false;
-    CifLoop(std::string& o, const std::string& cat, const std::vector<std::string>& keys, bool has_rows)
+    CifLoop(std::string& o, const std::string& cat, const std::vector<std::string>& keys,
+            bool has_rows)
         : out(o), any(has_rows) {
         if (!any) return;
         out += "#\nloop_\n";
@@ -195,7 +202,8 @@ ChemComp chem_comp(const std::string& res, BoltzMolType type, size_t entity_len)
             c.canonical = "N";
             c.first_leaving = 62.972;
             c.bond_leaving = 18.015;
-            for (const AlphabetEntry& e : rna ? std::span<const AlphabetEntry>(kRna) : std::span<const AlphabetEntry>(kDna))
+            for (const AlphabetEntry& e :
+                 rna ? std::span<const AlphabetEntry>(kRna) : std::span<const AlphabetEntry>(kDna))
                 if (res == e.id) {
                     c.name = cif_str(e.name);
                     c.formula = cif_str(e.formula);
@@ -246,13 +254,13 @@ void BoltzStructureInfo::validate(const std::string& where) const {
     BI_CHECK(C > 0 && R > 0 && A > 0, where, "empty structure: ", C, " chains, ", R, " residues, ",
              A, " atoms");
     BI_CHECK(chain_types.size() == C && chain_entities.size() == C, where,
-             "chain fields: expected ", C, " entries, got types ", chain_types.size(), ", entities ",
-             chain_entities.size());
+             "chain fields: expected ", C, " entries, got types ", chain_types.size(),
+             ", entities ", chain_entities.size());
     BI_CHECK(residue_chains.size() == R && residue_numbers.size() == R, where,
              "residue fields: expected ", R, " entries, got chains ", residue_chains.size(),
              ", numbers ", residue_numbers.size());
-    BI_CHECK(atom_residues.size() == A && (atom_elements.empty() || atom_elements.size() == A), where,
-             "atom fields: expected ", A, " entries, got residues ", atom_residues.size(),
+    BI_CHECK(atom_residues.size() == A && (atom_elements.empty() || atom_elements.size() == A),
+             where, "atom fields: expected ", A, " entries, got residues ", atom_residues.size(),
              ", elements ", atom_elements.size());
     for (size_t r = 0; r < R; ++r)
         BI_CHECK(residue_chains[r] >= 0 && size_t(residue_chains[r]) < C &&
@@ -301,7 +309,7 @@ std::string python_float_repr(double v) {
     std::string digits = s.substr(0, epos);
     digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
     std::string out;
-    if (exp >= -5 + 1 && exp < 16) {  // repr's fixed range: 1e-4 <= |v| < 1e16
+    if (exp >= -4 && exp < 16) {  // repr's fixed range: 1e-4 <= |v| < 1e16
         if (exp < 0) {
             out = "0." + std::string(size_t(-exp - 1), '0') + digits;
         } else if (size_t(exp) + 1 >= digits.size()) {
@@ -325,11 +333,15 @@ std::string boltz_confidence_json(const BoltzConfidence& c) {
         BI_CHECK(row.size() == C, "boltz_confidence_json", "pair_chains_iptm: expected a ", C, "x",
                  C, " matrix, got a row of ", row.size());
     std::string o = "{\n";
-    const std::pair<const char*, float> scalars[] = {
-        {"confidence_score", c.confidence_score}, {"ptm", c.ptm}, {"iptm", c.iptm},
-        {"ligand_iptm", c.ligand_iptm}, {"protein_iptm", c.protein_iptm},
-        {"complex_plddt", c.complex_plddt}, {"complex_iplddt", c.complex_iplddt},
-        {"complex_pde", c.complex_pde}, {"complex_ipde", c.complex_ipde}};
+    const std::pair<const char*, float> scalars[] = {{"confidence_score", c.confidence_score},
+                                                     {"ptm", c.ptm},
+                                                     {"iptm", c.iptm},
+                                                     {"ligand_iptm", c.ligand_iptm},
+                                                     {"protein_iptm", c.protein_iptm},
+                                                     {"complex_plddt", c.complex_plddt},
+                                                     {"complex_iplddt", c.complex_iplddt},
+                                                     {"complex_pde", c.complex_pde},
+                                                     {"complex_ipde", c.complex_ipde}};
     for (const auto& [k, v] : scalars) o += std::string("    \"") + k + "\": " + f(v) + ",\n";
     // json.dumps(indent=4): an empty dict is "{}"
     o += "    \"chains_ptm\": ";
@@ -338,7 +350,8 @@ std::string boltz_confidence_json(const BoltzConfidence& c) {
     } else {
         o += "{\n";
         for (size_t i = 0; i < C; ++i)
-            o += "        \"" + std::to_string(i) + "\": " + f(c.pair_chains_iptm[i][i]) + (i + 1 < C ? ",\n" : "\n");
+            o += "        \"" + std::to_string(i) + "\": " + f(c.pair_chains_iptm[i][i]) +
+                 (i + 1 < C ? ",\n" : "\n");
         o += "    },\n";
     }
     o += "    \"pair_chains_iptm\": ";
@@ -381,12 +394,12 @@ std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coo
                 residue_index = s.residue_numbers[r];
                 const float* x = &coords[3 * a];
                 const double b = double(plddt[tm.atom_token[a]]) * 100;
-                lines.push_back(ljust(record, 6) + rjust(std::to_string(atom_index), 5) + " " +
-                                ljust(name, 4) + " " + rjust(res_name_3, 3) + " " +
-                                rjust(s.chain_names[c], 1) + rjust(std::to_string(residue_index), 4) +
-                                " " + "   " + fmt("%8.3f", x[0]) + fmt("%8.3f", x[1]) +
-                                fmt("%8.3f", x[2]) + fmt("%6.2f", 1.0) + fmt("%6.2f", b) +
-                                "          " + rjust(element_of(s, a), 2) + "  ");
+                lines.push_back(
+                    ljust(record, 6) + rjust(std::to_string(atom_index), 5) + " " + ljust(name, 4) +
+                    " " + rjust(res_name_3, 3) + " " + rjust(s.chain_names[c], 1) +
+                    rjust(std::to_string(residue_index), 4) + " " + "   " + fmt("%8.3f", x[0]) +
+                    fmt("%8.3f", x[1]) + fmt("%8.3f", x[2]) + fmt("%6.2f", 1.0) + fmt("%6.2f", b) +
+                    "          " + rjust(element_of(s, a), 2) + "  ");
                 serial[a] = atom_index++;
             }
         }
@@ -417,7 +430,8 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     // chains' residue ranges
     std::vector<size_t> res_begin(C, 0), res_end(C, 0);
     for (size_t r = s.residue_names.size(); r-- > 0;) res_begin[size_t(s.residue_chains[r])] = r;
-    for (size_t r = 0; r < s.residue_names.size(); ++r) res_end[size_t(s.residue_chains[r])] = r + 1;
+    for (size_t r = 0; r < s.residue_names.size(); ++r)
+        res_end[size_t(s.residue_chains[r])] = r + 1;
 
     // Entities in boltz's order (first appearance of entity_id), sequence from the first chain.
     // Ligands named LIG share one entity (mmcif.py's lig_entity).
@@ -447,7 +461,8 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                 it = by_boltz_entity.emplace(s.chain_entities[c], size_t(lig_entity)).first;
             } else {
                 entities.push_back(std::move(e));
-                if (n == 1 && s.residue_names[res_begin[c]] == "LIG") lig_entity = long(entities.size() - 1);
+                if (n == 1 && s.residue_names[res_begin[c]] == "LIG")
+                    lig_entity = long(entities.size() - 1);
                 it = by_boltz_entity.emplace(s.chain_entities[c], entities.size() - 1).first;
             }
         }
@@ -456,17 +471,20 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     }
     for (size_t i = 0; i < entities.size(); ++i) entities[i].id = i + 1;
 
-    std::string o = "data_model\n_entry.id model\n_struct.entry_id model\n"
-                    "_struct.pdbx_model_details .\n"
-                    "_struct.pdbx_structure_determination_methodology computational\n"
-                    "_struct.title .\n"
-                    "_audit_conform.dict_location https://raw.githubusercontent.com/ihmwg/ModelCIF/fece26d/dist/mmcif_ma.dic\n"
-                    "_audit_conform.dict_name mmcif_ma.dic\n_audit_conform.dict_version 1.4.9\n";
+    std::string o =
+        "data_model\n_entry.id model\n_struct.entry_id model\n"
+        "_struct.pdbx_model_details .\n"
+        "_struct.pdbx_structure_determination_methodology computational\n"
+        "_struct.title .\n"
+        "_audit_conform.dict_location "
+        "https://raw.githubusercontent.com/ihmwg/ModelCIF/fece26d/dist/mmcif_ma.dic\n"
+        "_audit_conform.dict_name mmcif_ma.dic\n_audit_conform.dict_version 1.4.9\n";
     {
         std::map<std::string, const ChemComp*> comps;  // sorted by id
         for (const auto& e : entities)
             for (const auto& c : e.seq) comps.emplace(c.id, &c);
-        CifLoop lp(o, "_chem_comp", {"id", "type", "name", "formula", "formula_weight", "ma_provenance"},
+        CifLoop lp(o, "_chem_comp",
+                   {"id", "type", "name", "formula", "formula_weight", "ma_provenance"},
                    !comps.empty());
         for (const auto& [id, c] : comps)
             lp.row({cif_str(id), cif_str(c->type), c->name, c->formula,
@@ -476,8 +494,10 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         return e.polymeric ? "polymer" : e.branched ? "branched" : "non-polymer";
     };
     {
-        CifLoop lp(o, "_entity", {"id", "type", "src_method", "pdbx_description", "formula_weight",
-                                  "pdbx_number_of_molecules", "details"}, true);
+        CifLoop lp(o, "_entity",
+                   {"id", "type", "src_method", "pdbx_description", "formula_weight",
+                    "pdbx_number_of_molecules", "details"},
+                   true);
         for (const auto& e : entities) {
             // ihm.Entity.formula_weight: the components' weights less the water each bond loses
             double w = 0;
@@ -491,8 +511,8 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                 w -= first ? c.first_leaving : c.bond_leaving;
                 first = false;
             }
-            lp.row({std::to_string(e.id), entity_type(e), "man", kOmit, known ? cif_float(w) : kOmit,
-                    std::to_string(e.chains.size()), kOmit});
+            lp.row({std::to_string(e.id), entity_type(e), "man", kOmit,
+                    known ? cif_float(w) : kOmit, std::to_string(e.chains.size()), kOmit});
         }
     }
     auto strand_ids = [&](const Entity& e) {
@@ -501,9 +521,12 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         return ids;
     };
     {
-        const bool any = std::any_of(entities.begin(), entities.end(), [](const Entity& e) { return e.polymeric; });
-        CifLoop lp(o, "_entity_poly", {"entity_id", "type", "nstd_linkage", "nstd_monomer", "pdbx_strand_id",
-                                       "pdbx_seq_one_letter_code", "pdbx_seq_one_letter_code_can"}, any);
+        const bool any = std::any_of(entities.begin(), entities.end(),
+                                     [](const Entity& e) { return e.polymeric; });
+        CifLoop lp(o, "_entity_poly",
+                   {"entity_id", "type", "nstd_linkage", "nstd_monomer", "pdbx_strand_id",
+                    "pdbx_seq_one_letter_code", "pdbx_seq_one_letter_code_can"},
+                   any);
         for (const auto& e : entities) {
             if (!e.polymeric) continue;
             std::set<std::string> types;
@@ -516,13 +539,17 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                 can.push_back(c.canonical);
             }
             std::string t = "other";
-            if (types.count("L-peptide linking")) t = "polypeptide(L)";
-            else if (types == std::set<std::string>{"RNA linking"}) t = "polyribonucleotide";
-            else if (types == std::set<std::string>{"DNA linking"}) t = "polydeoxyribonucleotide";
+            if (types.count("L-peptide linking"))
+                t = "polypeptide(L)";
+            else if (types == std::set<std::string>{"RNA linking"})
+                t = "polyribonucleotide";
+            else if (types == std::set<std::string>{"DNA linking"})
+                t = "polydeoxyribonucleotide";
             else if (types == std::set<std::string>{"DNA linking", "RNA linking"})
                 t = "polydeoxyribonucleotide/polyribonucleotide hybrid";
             const std::string seq = pretty_seq(code), seq_can = pretty_seq(can);
-            lp.row({std::to_string(e.id), cif_str(t), "no", nstd ? "yes" : "no", cif_str(strand_ids(e)),
+            lp.row({std::to_string(e.id), cif_str(t), "no", nstd ? "yes" : "no",
+                    cif_str(strand_ids(e)),
                     seq.find('\n') != std::string::npos ? seq : cif_str(seq),
                     seq_can.find('\n') != std::string::npos ? seq_can : cif_str(seq_can)});
         }
@@ -530,17 +557,21 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     {
         const bool any = std::any_of(entities.begin(), entities.end(),
                                      [](const Entity& e) { return !e.polymeric && !e.branched; });
-        CifLoop lp(o, "_pdbx_entity_nonpoly", {"entity_id", "name", "comp_id", "ma_model_mode"}, any);
+        CifLoop lp(o, "_pdbx_entity_nonpoly", {"entity_id", "name", "comp_id", "ma_model_mode"},
+                   any);
         for (const auto& e : entities)
-            if (!e.polymeric && !e.branched) lp.row({std::to_string(e.id), kOmit, cif_str(e.seq[0].id), kOmit});
+            if (!e.polymeric && !e.branched)
+                lp.row({std::to_string(e.id), kOmit, cif_str(e.seq[0].id), kOmit});
     }
     {
-        const bool any = std::any_of(entities.begin(), entities.end(), [](const Entity& e) { return e.polymeric; });
+        const bool any = std::any_of(entities.begin(), entities.end(),
+                                     [](const Entity& e) { return e.polymeric; });
         CifLoop lp(o, "_entity_poly_seq", {"entity_id", "num", "mon_id", "hetero"}, any);
         for (const auto& e : entities)
             if (e.polymeric)
                 for (size_t i = 0; i < e.seq.size(); ++i)
-                    lp.row({std::to_string(e.id), std::to_string(i + 1), cif_str(e.seq[i].id), kOmit});
+                    lp.row(
+                        {std::to_string(e.id), std::to_string(i + 1), cif_str(e.seq[i].id), kOmit});
     }
     {
         CifLoop lp(o, "_struct_asym", {"id", "entity_id", "details"}, true);
@@ -551,9 +582,10 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     {
         bool any = false;
         for (size_t c = 0; c < C; ++c) any = any || entities[chain_entity[c]].polymeric;
-        CifLoop lp(o, "_pdbx_poly_seq_scheme", {"asym_id", "entity_id", "seq_id", "mon_id", "pdb_seq_num",
-                                                "auth_seq_num", "pdb_mon_id", "auth_mon_id", "pdb_strand_id",
-                                                "pdb_ins_code"}, any);
+        CifLoop lp(o, "_pdbx_poly_seq_scheme",
+                   {"asym_id", "entity_id", "seq_id", "mon_id", "pdb_seq_num", "auth_seq_num",
+                    "pdb_mon_id", "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
+                   any);
         for (size_t c = 0; c < C; ++c) {
             const Entity& e = entities[chain_entity[c]];
             if (!e.polymeric) continue;
@@ -567,9 +599,11 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     {
         bool any = false;
         for (size_t c = 0; c < C; ++c)
-            any = any || (!entities[chain_entity[c]].polymeric && !entities[chain_entity[c]].branched);
-        CifLoop lp(o, "_pdbx_nonpoly_scheme", {"asym_id", "entity_id", "mon_id", "ndb_seq_num", "pdb_seq_num",
-                                               "auth_seq_num", "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
+            any = any ||
+                  (!entities[chain_entity[c]].polymeric && !entities[chain_entity[c]].branched);
+        CifLoop lp(o, "_pdbx_nonpoly_scheme",
+                   {"asym_id", "entity_id", "mon_id", "ndb_seq_num", "pdb_seq_num", "auth_seq_num",
+                    "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
                    any);
         for (size_t c = 0; c < C; ++c) {
             const Entity& e = entities[chain_entity[c]];
@@ -583,13 +617,15 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     }
     const size_t model_data = entities.size() + 1;
     {
-        CifLoop lp(o, "_ma_data", {"id", "name", "content_type", "content_type_other_details"}, true);
+        CifLoop lp(o, "_ma_data", {"id", "name", "content_type", "content_type_other_details"},
+                   true);
         for (const auto& e : entities) lp.row({std::to_string(e.id), kOmit, "target", kOmit});
         lp.row({std::to_string(model_data), "Model", "'model coordinates'", kOmit});
     }
     {
         CifLoop lp(o, "_ma_target_entity", {"entity_id", "data_id", "origin"}, true);
-        for (const auto& e : entities) lp.row({std::to_string(e.id), std::to_string(e.id), "designed"});
+        for (const auto& e : entities)
+            lp.row({std::to_string(e.id), std::to_string(e.id), "designed"});
     }
     {
         CifLoop lp(o, "_ma_target_entity_instance", {"asym_id", "entity_id", "details"}, true);
@@ -598,8 +634,10 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     cif_str("Model subunit " + s.chain_names[c])});
     }
     {
-        CifLoop lp(o, "_ma_model_list", {"ordinal_id", "model_name", "data_id", "model_type",
-                                         "model_type_other_details"}, true);
+        CifLoop lp(
+            o, "_ma_model_list",
+            {"ordinal_id", "model_name", "data_id", "model_type", "model_type_other_details"},
+            true);
         lp.row({"1", "Model", std::to_string(model_data), "'Ab initio model'", kOmit});
     }
     {
@@ -612,11 +650,13 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     }
     std::set<std::string> types;
     {
-        CifLoop lp(o, "_atom_site", {"group_PDB", "id", "type_symbol", "label_atom_id", "label_alt_id",
-                                     "label_comp_id", "label_seq_id", "auth_seq_id", "pdbx_PDB_ins_code",
-                                     "label_asym_id", "Cartn_x", "Cartn_y", "Cartn_z", "occupancy",
-                                     "label_entity_id", "auth_asym_id", "auth_comp_id", "B_iso_or_equiv",
-                                     "pdbx_PDB_model_num"}, true);
+        CifLoop lp(
+            o, "_atom_site",
+            {"group_PDB", "id", "type_symbol", "label_atom_id", "label_alt_id", "label_comp_id",
+             "label_seq_id", "auth_seq_id", "pdbx_PDB_ins_code", "label_asym_id", "Cartn_x",
+             "Cartn_y", "Cartn_z", "occupancy", "label_entity_id", "auth_asym_id", "auth_comp_id",
+             "B_iso_or_equiv", "pdbx_PDB_model_num"},
+            true);
         for (size_t a = 0; a < s.num_atoms(); ++a) {
             const size_t r = size_t(s.atom_residues[a]), c = size_t(s.residue_chains[r]);
             const Entity& e = entities[chain_entity[c]];
@@ -629,11 +669,12 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             types.insert(el);
             const float* x = &coords[3 * a];
             const double b = std::stod(fmt("%.3f", double(plddt[tm.atom_token[a]]) * 100));
-            lp.row({het ? "HETATM" : "ATOM", std::to_string(a + 1), cif_str(el), cif_str(s.atom_names[a]), kOmit,
-                    comp, e.polymeric ? std::to_string(seq_id) : kOmit, std::to_string(seq_id), "?",
-                    cif_str(s.chain_names[c]), cif_str(fmt("%.5f", x[0])), cif_str(fmt("%.5f", x[1])),
-                    cif_str(fmt("%.5f", x[2])), "1", std::to_string(e.id), cif_str(s.chain_names[c]), comp,
-                    cif_float(b), "1"});
+            lp.row({het ? "HETATM" : "ATOM", std::to_string(a + 1), cif_str(el),
+                    cif_str(s.atom_names[a]), kOmit, comp,
+                    e.polymeric ? std::to_string(seq_id) : kOmit, std::to_string(seq_id), "?",
+                    cif_str(s.chain_names[c]), cif_str(fmt("%.5f", x[0])),
+                    cif_str(fmt("%.5f", x[1])), cif_str(fmt("%.5f", x[2])), "1",
+                    std::to_string(e.id), cif_str(s.chain_names[c]), comp, cif_float(b), "1"});
         }
     }
     {
@@ -641,13 +682,17 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         for (const auto& t : types) lp.row({cif_str(t)});
     }
     {
-        CifLoop lp(o, "_ma_qa_metric", {"id", "name", "description", "type", "mode", "type_other_details",
-                                        "software_group_id"}, true);
+        CifLoop lp(o, "_ma_qa_metric",
+                   {"id", "name", "description", "type", "mode", "type_other_details",
+                    "software_group_id"},
+                   true);
         lp.row({"1", "pLDDT", "'Predicted lddt'", "pLDDT", "local", kOmit, kOmit});
     }
     {
-        CifLoop lp(o, "_ma_qa_metric_local", {"ordinal_id", "model_id", "label_asym_id", "label_seq_id",
-                                              "label_comp_id", "metric_id", "metric_value"}, true);
+        CifLoop lp(o, "_ma_qa_metric_local",
+                   {"ordinal_id", "model_id", "label_asym_id", "label_seq_id", "label_comp_id",
+                    "metric_id", "metric_value"},
+                   true);
         for (size_t r = 0; r < s.residue_names.size(); ++r) {
             const size_t c = size_t(s.residue_chains[r]);
             const Entity& e = entities[chain_entity[c]];
@@ -659,7 +704,8 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             } else {
                 // torch's float32 mean over the residue's atom tokens, rounded to 2 decimals
                 float sum = 0;
-                for (size_t t = 0; t < tm.residue_count[r]; ++t) sum += plddt[tm.residue_first[r] + t];
+                for (size_t t = 0; t < tm.residue_count[r]; ++t)
+                    sum += plddt[tm.residue_first[r] + t];
                 const float mean = tm.residue_count[r] ? sum / float(tm.residue_count[r]) : 0.0f;
                 v = std::stod(fmt("%.2f", double(mean) * 100));
             }
@@ -684,10 +730,13 @@ std::vector<int32_t> boltz_ranks(const std::vector<BoltzSample>& samples) {
 std::vector<float> boltz_confidence_scores(const std::vector<float>& complex_plddt,
                                            const std::vector<float>& iptm,
                                            const std::vector<float>& ptm) {
-    BI_CHECK(complex_plddt.size() == iptm.size() && iptm.size() == ptm.size(), "boltz_confidence_scores",
-             "per-sample vectors differ in length: ", complex_plddt.size(), ", ", iptm.size(), ", ", ptm.size());
+    BI_CHECK(complex_plddt.size() == iptm.size() && iptm.size() == ptm.size(),
+             "boltz_confidence_scores",
+             "per-sample vectors differ in length: ", complex_plddt.size(), ", ", iptm.size(), ", ",
+             ptm.size());
     // torch.allclose(iptm, 0): |iptm| <= atol 1e-8 (+ rtol * 0) for every sample
-    const bool iptm_zero = std::all_of(iptm.begin(), iptm.end(), [](float v) { return std::fabs(v) <= 1e-8f; });
+    const bool iptm_zero =
+        std::all_of(iptm.begin(), iptm.end(), [](float v) { return std::fabs(v) <= 1e-8f; });
     std::vector<float> out(iptm.size());
     for (size_t i = 0; i < out.size(); ++i)
         out[i] = (4 * complex_plddt[i] + (iptm_zero ? ptm[i] : iptm[i])) / 5;
@@ -699,13 +748,14 @@ std::string boltz_results_dir(const std::string& out_dir, const std::string& inp
 }
 
 std::string write_boltz_prediction(const std::string& predictions_dir, const std::string& name,
-                                   const BoltzStructureInfo& s, const std::vector<BoltzSample>& samples,
+                                   const BoltzStructureInfo& s,
+                                   const std::vector<BoltzSample>& samples,
                                    const BoltzWriteOptions& opt) {
     const std::string where = "boltz outputs " + name;
     BI_CHECK(opt.output_format == "mmcif" || opt.output_format == "pdb", where, "output format '",
              opt.output_format, "' is not mmcif or pdb");
-    BI_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..", where,
-             "unusable record name '", name, "'");
+    BI_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+             where, "unusable record name '", name, "'");
     BI_CHECK(!samples.empty(), where, "no samples to write");
     s.validate(where);
     const size_t T = s.num_plddt_tokens();
@@ -716,8 +766,8 @@ std::string write_boltz_prediction(const std::string& predictions_dir, const std
                  " PAE: expected ", T, "x", T, " values, got ", smp.pae.size());
         BI_CHECK(!opt.write_pde || smp.pde.empty() || smp.pde.size() == T * T, where, "sample ", k,
                  " PDE: expected ", T, "x", T, " values, got ", smp.pde.size());
-        BI_CHECK(smp.confidence.pair_chains_iptm.size() == s.chain_names.size(), where, "sample ", k,
-                 " pair_chains_iptm: expected ", s.chain_names.size(), " chains, got ",
+        BI_CHECK(smp.confidence.pair_chains_iptm.size() == s.chain_names.size(), where, "sample ",
+                 k, " pair_chains_iptm: expected ", s.chain_names.size(), " chains, got ",
                  smp.confidence.pair_chains_iptm.size());
     }
 
@@ -737,16 +787,21 @@ std::string write_boltz_prediction(const std::string& predictions_dir, const std
             const BoltzSample& smp = samples[k];
             const std::string out = name + "_model_" + std::to_string(rank[k]);
             if (opt.output_format == "pdb")
-                write_file_atomic((stage / (out + ".pdb")).string(), boltz_pdb(s, smp.coords, smp.plddt));
+                write_file_atomic((stage / (out + ".pdb")).string(),
+                                  boltz_pdb(s, smp.coords, smp.plddt));
             else
-                write_file_atomic((stage / (out + ".cif")).string(), boltz_mmcif(s, smp.coords, smp.plddt));
+                write_file_atomic((stage / (out + ".cif")).string(),
+                                  boltz_mmcif(s, smp.coords, smp.plddt));
             write_file_atomic((stage / ("confidence_" + out + ".json")).string(),
                               boltz_confidence_json(smp.confidence));
-            write_npz((stage / ("plddt_" + out + ".npz")).string(), {{"plddt", {t}, smp.plddt.data()}});
+            write_npz((stage / ("plddt_" + out + ".npz")).string(),
+                      {{"plddt", {t}, smp.plddt.data()}});
             if (opt.write_pae && !smp.pae.empty())
-                write_npz((stage / ("pae_" + out + ".npz")).string(), {{"pae", {t, t}, smp.pae.data()}});
+                write_npz((stage / ("pae_" + out + ".npz")).string(),
+                          {{"pae", {t, t}, smp.pae.data()}});
             if (opt.write_pde && !smp.pde.empty())
-                write_npz((stage / ("pde_" + out + ".npz")).string(), {{"pde", {t, t}, smp.pde.data()}});
+                write_npz((stage / ("pde_" + out + ".npz")).string(),
+                          {{"pde", {t, t}, smp.pde.data()}});
         }
         // Swap the staged folder in: an earlier output moves aside first and is removed only once
         // the new one is in place.
@@ -755,7 +810,8 @@ std::string write_boltz_prediction(const std::string& predictions_dir, const std
         if (had) {
             fs::remove_all(old, ec);
             fs::rename(final_dir, old, ec);
-            BI_CHECK(!ec, final_dir.string(), "cannot move the earlier output aside: ", ec.message());
+            BI_CHECK(!ec, final_dir.string(),
+                     "cannot move the earlier output aside: ", ec.message());
         }
         fs::rename(stage, final_dir, ec);
         if (ec) {

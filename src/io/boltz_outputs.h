@@ -18,12 +18,13 @@ enum class BoltzMolType : int32_t { Protein = 0, Dna = 1, Rna = 2, NonPolymer = 
 struct BoltzStructureInfo {
     std::vector<std::string> chain_names;  // "A", "B": the YAML ids, written as chain ids
     std::vector<BoltzMolType> chain_types;
-    std::vector<int32_t> chain_entities;   // boltz's entity_id: chains sharing one share the mmCIF entity
-    std::vector<int32_t> residue_chains;   // chain index of each residue (non-decreasing)
+    std::vector<int32_t>
+        chain_entities;  // boltz's entity_id: chains sharing one share the mmCIF entity
+    std::vector<int32_t> residue_chains;     // chain index of each residue (non-decreasing)
     std::vector<std::string> residue_names;  // "MET", "A", "DG", "LIG1"
-    std::vector<int32_t> residue_numbers;  // written number: boltz's res_idx + 1
-    std::vector<int32_t> atom_residues;    // residue index of each atom (non-decreasing)
-    std::vector<std::string> atom_names;   // "CA", "O5'", "CL5"
+    std::vector<int32_t> residue_numbers;    // written number: boltz's res_idx + 1
+    std::vector<int32_t> atom_residues;      // residue index of each atom (non-decreasing)
+    std::vector<std::string> atom_names;     // "CA", "O5'", "CL5"
     // Upper-case elements; left empty, they come from the atom names by boltz's own rule (the
     // name without digits, through its table of ambiguous names, else its first letter), which is
     // what boltz writes: fill it only to depart from boltz.
@@ -81,7 +82,13 @@ std::vector<float> boltz_confidence_scores(const std::vector<float>& complex_pld
 // The element boltz writes for an atom name in a residue (boltz.data.write's rule for Boltz-2).
 std::string boltz_element(const std::string& atom_name, const std::string& residue_name);
 
-// File contents, byte for byte as boltz writes them.
+// File contents, byte for byte as boltz writes them (coords (num_atoms, 3), plddt 0-1 per
+// token). The mmCIF follows what boltz builds with ihm/modelcif: entities, chemical components
+// (ihm's RNA/DNA alphabet names and weights), sequences, schemes, atom_site with pLDDT x 100 as
+// B_iso, and per-residue pLDDT. Proven equal for polymers (one entity shared by copies, long
+// sequences), one-residue chains and single-residue ligands; a ligand of several residues (a
+// glycan, which ihm writes as a branched entity with its own categories) gets the same atom_site
+// and pLDDT rows but not ihm's branch categories.
 std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coords,
                       const std::vector<float>& plddt);
 std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& coords,

@@ -21,7 +21,8 @@ std::string boltz_cache_path() {
     const char* env = std::getenv("BOLTZ_CACHE");
     if (env && *env) {
         std::string p = env;
-        if (p.rfind("~/", 0) == 0 && std::getenv("HOME")) p = std::string(std::getenv("HOME")) + p.substr(1);
+        if (p.rfind("~/", 0) == 0 && std::getenv("HOME"))
+            p = std::string(std::getenv("HOME")) + p.substr(1);
         return p;
     }
     const char* home = std::getenv("HOME");
@@ -40,7 +41,9 @@ Boltz2Files boltz2_files(const std::string& dir) {
     BI_CHECK(fs::is_regular_file(d / kBoltz2Checkpoint, ec), dir, "not a Boltz-2 model folder: no ",
              kBoltz2Checkpoint);
     BI_CHECK(fs::is_directory(d / kBoltz2MolsDir, ec), dir, "no ", kBoltz2MolsDir, "/ folder",
-             fs::exists(d / kBoltz2MolsTar, ec) ? " (mols.tar is there: unpack it, `tar -xf mols.tar`)" : "",
+             fs::exists(d / kBoltz2MolsTar, ec)
+                 ? " (mols.tar is there: unpack it, `tar -xf mols.tar`)"
+                 : "",
              "; boltz's cache (~/.boltz) holds both after `boltz predict` ran once");
     return {(d / kBoltz2Checkpoint).string(), (d / kBoltz2MolsDir).string()};
 }
@@ -62,13 +65,16 @@ int64_t tar_number(const char* f, size_t n, const std::string& where) {
     return v;
 }
 
-std::string field(const char* f, size_t n) { return std::string(f, strnlen(f, n)); }
+std::string field(const char* f, size_t n) {
+    return std::string(f, strnlen(f, n));
+}
 
 // A relative path without "..", or empty when the entry must not be written.
 fs::path safe_relative(const std::string& name, const std::string& where) {
     const fs::path p = fs::path(name).lexically_normal();
     BI_CHECK(!p.is_absolute(), where, "tar entry with an absolute path: '", name, "'");
-    for (const auto& part : p) BI_CHECK(part != "..", where, "tar entry leaving the folder: '", name, "'");
+    for (const auto& part : p)
+        BI_CHECK(part != "..", where, "tar entry leaving the folder: '", name, "'");
     return p == "." ? fs::path() : p;
 }
 
@@ -89,11 +95,13 @@ void extract_tar(const std::string& tar_path, const std::string& dest) {
         // checksum: the header's bytes with the checksum field as spaces
         int64_t sum = 0;
         for (int i = 0; i < 512; ++i) sum += (i >= 148 && i < 156) ? ' ' : uint8_t(h[i]);
-        BI_CHECK(sum == tar_number(h + 148, 8, tar_path), tar_path, "corrupt tar header (checksum)");
+        BI_CHECK(sum == tar_number(h + 148, 8, tar_path), tar_path,
+                 "corrupt tar header (checksum)");
         const int64_t size = tar_number(h + 124, 12, tar_path);
         const char type = h[156];
         std::string name = field(h, 100);
-        if (std::memcmp(h + 257, "ustar", 5) == 0 && h[345]) name = field(h + 345, 155) + "/" + name;
+        if (std::memcmp(h + 257, "ustar", 5) == 0 && h[345])
+            name = field(h + 345, 155) + "/" + name;
         if (!long_name.empty()) {
             name = long_name;
             long_name.clear();
@@ -154,13 +162,15 @@ bool unpack_boltz2_mols(const std::string& dir) {
     const fs::path d(dir);
     std::error_code ec;
     if (fs::is_directory(d / kBoltz2MolsDir, ec)) return false;
-    BI_CHECK(fs::exists(d / kBoltz2MolsTar, ec), dir, "neither ", kBoltz2MolsDir, "/ nor ", kBoltz2MolsTar);
+    BI_CHECK(fs::exists(d / kBoltz2MolsTar, ec), dir, "neither ", kBoltz2MolsDir, "/ nor ",
+             kBoltz2MolsTar);
     const fs::path stage = d / (".mols.unpack." + std::to_string(getpid()));
     fs::remove_all(stage, ec);
     try {
         extract_tar((d / kBoltz2MolsTar).string(), stage.string());
         // boltz's archive holds mols/...; one without that top folder is taken as the folder itself
-        const fs::path inner = fs::is_directory(stage / kBoltz2MolsDir) ? stage / kBoltz2MolsDir : stage;
+        const fs::path inner =
+            fs::is_directory(stage / kBoltz2MolsDir) ? stage / kBoltz2MolsDir : stage;
         fs::rename(inner, d / kBoltz2MolsDir);
     } catch (...) {
         fs::remove_all(stage, ec);
