@@ -328,6 +328,10 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     o.offline = true;
     EXPECT_EQ(runtime::boltz_cache_path(), fixture);
     EXPECT_EQ(runtime::ensure_model(o, "boltz2"), fixture);
+    // neither: the offline error names boltz's cache too
+    ::setenv("BOLTZ_CACHE", p("no-boltz-cache").c_str(), 1);
+    const std::string err = test::error_of([&] { runtime::ensure_model(o, "boltz2"); });
+    EXPECT_NE(err.find("boltz's cache " + p("no-boltz-cache")), std::string::npos) << err;
 }
 
 // The archive reader: pax path records as Python's tarfile and `tar --format=pax` write them,

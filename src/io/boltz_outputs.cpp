@@ -238,14 +238,12 @@ std::string pretty_seq(const std::vector<std::string>& pieces) {
 }  // namespace
 
 size_t BoltzStructureInfo::num_plddt_tokens() const {
+    // polymer residues, plus the atoms of non-polymer residues
     size_t n = 0;
-    for (size_t r = 0; r < residue_names.size(); ++r) {
-        if (is_polymer(chain_types[size_t(residue_chains[r])])) {
-            ++n;
-        } else {
-            n += size_t(std::count(atom_residues.begin(), atom_residues.end(), int32_t(r)));
-        }
-    }
+    for (size_t r = 0; r < residue_names.size(); ++r)
+        n += is_polymer(chain_types[size_t(residue_chains[r])]) ? 1 : 0;
+    for (int32_t r : atom_residues)
+        n += is_polymer(chain_types[size_t(residue_chains[size_t(r)])]) ? 0 : 1;
     return n;
 }
 

@@ -474,6 +474,9 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
         }
         std::string roots;
         for (const auto& r : cache_roots(o)) roots += (roots.empty() ? "" : ", ") + r;
+        if (repos == std::vector<std::string>{kBoltz2Repo})
+            roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", kBoltz2Checkpoint, " + ",
+                         kBoltz2MolsDir, "/");
         fail("--model", cat("offline and ", msg, " (looked in ", roots, "); run `bioinfer weights ",
                             "--download ", name, "` with network access, or pass --weights DIR"));
     }
