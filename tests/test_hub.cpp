@@ -14,6 +14,8 @@
 #include "hub_server.h"
 #include "test_util.h"
 #include "io/atomic_file.h"
+#include "io/model_dir.h"
+#include "runtime/boltz_cache.h"
 #include "runtime/hub.h"
 
 namespace fs = std::filesystem;
@@ -251,4 +253,122 @@ TEST_F(Hub, CliDownloadsOnFirstUseAndReusesPythonCache) {
     r = run("weights --download esm2_t12_35M_UR50D --quiet", env);
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.err.find("HTTP 404"), std::string::npos) << r.err;
+}
+
+// Boltz-2: the registry name resolves to boltz-community/boltz-2; boltz2_conf.ckpt and mols.tar
+// (not the affinity model) land in the hub cache, mols.tar unpacked to mols/ beside them, so
+// the snapshot is laid out as boltz's own cache; such a cache (~/.boltz, $BOLTZ_CACHE) is a model
+// folder as it is.
+TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
+    // never the user's own ~/.boltz
+    const char* old_cache = std::getenv("BOLTZ_CACHE");
+    const std::string saved = old_cache ? old_cache : "";
+    ::setenv("BOLTZ_CACHE", p("no-boltz-cache").c_str(), 1);
+    struct Restore {
+        std::string v;
+        bool had;
+        ~Restore() { had ? ::setenv("BOLTZ_CACHE", v.c_str(), 1) : ::unsetenv("BOLTZ_CACHE"); }
+    } restore{saved, old_cache != nullptr};
+
+    const runtime::KnownModel* k = runtime::find_model("boltz2");
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->repos, std::vector<std::string>{"boltz-community/boltz-2"});
+    // mols.tar as GNU tar writes it, with a name longer than the 100-byte header field
+    const std::string ala = random_bytes(3000, 11), lig = random_bytes(700, 12);
+    const std::string long_name = std::string(110, 'x') + ".pkl";
+    fs::create_directories(p("src/mols"));
+    std::ofstream(p("src/mols/ALA.pkl"), std::ios::binary) << ala;
+    std::ofstream(p("src/mols/" + long_name), std::ios::binary) << lig;
+    ASSERT_EQ(std::system(("tar --format=gnu -C " + p("src") + " -cf " + p("mols.tar") + " mols").c_str()), 0);
+    // the tiny model's real checkpoint, so the snapshot opens as a model folder
+    const std::string ckpt = io::read_file(std::string(BIOINFER_FIXTURES) + "/boltz2_tiny/boltz2_conf.ckpt");
+    server.add("boltz-community/boltz-2", std::string(40, 'b'),
+               {{"boltz2_conf.ckpt", {ckpt, true}},
+                {"boltz2_aff.ckpt", {random_bytes(1000, 14), true}},
+                {"mols.tar", {io::read_file(p("mols.tar")), true}},
+                {"README.md", {"# boltz-2", false}}});
+    const std::string snap = runtime::ensure_model(opts(), "boltz2");
+    EXPECT_EQ(snap, p("cache/models--boltz-community--boltz-2/snapshots/" + std::string(40, 'b')));
+    EXPECT_EQ(io::read_file(snap + "/boltz2_conf.ckpt"), ckpt);
+    EXPECT_EQ(io::read_file(snap + "/mols/ALA.pkl"), ala);
+    EXPECT_EQ(io::read_file(snap + "/mols/" + long_name), lig);
+    EXPECT_FALSE(fs::exists(snap + "/boltz2_aff.ckpt"));
+    EXPECT_TRUE(runtime::is_boltz2_model_dir(snap));
+    const runtime::Boltz2Files files = runtime::boltz2_files(snap);
+    EXPECT_EQ(files.checkpoint, snap + "/boltz2_conf.ckpt");
+    EXPECT_EQ(files.mols_dir, snap + "/mols");
+    const io::ModelDir md = io::ModelDir::open(snap);
+    EXPECT_TRUE(md.has_config());  // the checkpoint's hyper_parameters
+    EXPECT_FALSE(md.names().empty());
+    for (const auto& e : fs::directory_iterator(snap))
+        EXPECT_NE(e.path().filename().string().rfind(".mols", 0), 0u) << "staging left: " << e.path();
+    EXPECT_TRUE(runtime::inspect_cache(opts(), "boltz-community/boltz-2").complete());
+    // reused without asking the server
+    const size_t before = server.requests().size();
+    EXPECT_EQ(runtime::ensure_model(opts(), "boltz2"), snap);
+    EXPECT_EQ(server.requests().size(), before);
+    // an archive not yet unpacked: incomplete, named; the next run unpacks it without downloading
+    fs::remove_all(snap + "/mols");
+    const runtime::CachedRepo c = runtime::inspect_cache(opts(), "boltz-community/boltz-2");
+    ASSERT_EQ(c.missing.size(), 1u);
+    EXPECT_EQ(c.missing[0], "mols/ (unpacked from mols.tar)");
+    EXPECT_NE(test::error_of([&] { runtime::boltz2_files(snap); }).find("unpack it"), std::string::npos);
+    EXPECT_EQ(runtime::ensure_model(opts(), "boltz2"), snap);
+    EXPECT_EQ(io::read_file(snap + "/mols/ALA.pkl"), ala);
+    EXPECT_EQ(count_requests("GET /cdn/"), 2);  // the checkpoint and the archive, once each
+
+    // boltz's own cache folder (here the test fixture, laid out as ~/.boltz) is used as it is,
+    // offline, before any download
+    const std::string fixture = std::string(BIOINFER_FIXTURES) + "/boltz2_tiny";
+    EXPECT_TRUE(runtime::is_boltz2_model_dir(fixture));
+    EXPECT_FALSE(runtime::is_boltz2_model_dir(std::string(BIOINFER_FIXTURES) + "/esm2_tiny"));
+    ::setenv("BOLTZ_CACHE", fixture.c_str(), 1);
+    runtime::HubOptions o = opts();
+    o.cache_dir = p("empty-cache");
+    o.offline = true;
+    EXPECT_EQ(runtime::boltz_cache_path(), fixture);
+    EXPECT_EQ(runtime::ensure_model(o, "boltz2"), fixture);
+    // neither: the offline error names boltz's cache too
+    ::setenv("BOLTZ_CACHE", p("no-boltz-cache").c_str(), 1);
+    const std::string err = test::error_of([&] { runtime::ensure_model(o, "boltz2"); });
+    EXPECT_NE(err.find("boltz's cache " + p("no-boltz-cache")), std::string::npos) << err;
+}
+
+// The archive reader: pax path records as Python's tarfile and `tar --format=pax` write them,
+// and no entry leaves the target folder.
+TEST_F(Hub, TarExtractionPaxAndUnsafePaths) {
+    const std::string long_name = std::string(150, 'y') + ".pkl";
+    fs::create_directories(p("src/mols/sub"));
+    std::ofstream(p("src/mols/sub/" + long_name), std::ios::binary) << "pax body";
+    ASSERT_EQ(std::system(("tar --format=pax -C " + p("src") + " -cf " + p("pax.tar") + " mols").c_str()), 0);
+    runtime::extract_tar(p("pax.tar"), p("out"));
+    EXPECT_EQ(io::read_file(p("out/mols/sub/" + long_name)), "pax body");
+    // a header naming ../evil (written by hand: tar itself strips the ..)
+    std::string h(512, '\0');
+    auto put = [&](size_t at, const std::string& v) { std::copy(v.begin(), v.end(), h.begin() + long(at)); };
+    put(0, "../evil");
+    put(100, "0000644");
+    put(108, "0000000");
+    put(116, "0000000");
+    put(124, "00000000004");
+    put(136, "00000000000");
+    h[156] = '0';
+    put(257, "ustar");
+    put(263, "00");
+    put(148, "        ");
+    int sum = 0;
+    for (char ch : h) sum += uint8_t(ch);
+    char cks[8];
+    std::snprintf(cks, sizeof cks, "%06o", sum);
+    put(148, std::string(cks, 6) + std::string(1, '\0') + " ");
+    std::string body = "evil" + std::string(508, '\0');
+    io::write_file_atomic(p("evil.tar"), h + body + std::string(1024, '\0'));
+    const std::string err = test::error_of([&] { runtime::extract_tar(p("evil.tar"), p("out2")); });
+    EXPECT_NE(err.find("leaving the folder"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(p("evil")));
+    // a corrupt header is refused
+    h[0] = 'X';
+    io::write_file_atomic(p("bad.tar"), h + body);
+    EXPECT_NE(test::error_of([&] { runtime::extract_tar(p("bad.tar"), p("out3")); }).find("checksum"),
+              std::string::npos);
 }

@@ -23,6 +23,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "runtime/boltz_cache.h"
 #include "runtime/http.h"
 #include "runtime/progress.h"
 
@@ -48,6 +49,8 @@ const std::vector<KnownModel>& known_models() {
                      "see the repository's model card"});
         // the 3B stem in fp16 (5.6 GB) and the folding trunk in fp32
         v.push_back({"esmfold", {"facebook/esmfold_v1"}, "ESMFold", "3.5B", "~8.4 GB", "MIT"});
+        // boltz2_conf.ckpt (2.3 GB) and mols.tar (1.9 GB, unpacked to mols/ next to it)
+        v.push_back({"boltz2", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~4.2 GB", "MIT"});
         return v;
     }();
     return m;
@@ -114,6 +117,13 @@ Selection select_files(const std::function<bool(const std::string&)>& exists,
     auto listed = [&](const std::string& f) {
         return std::find(listing.begin(), listing.end(), f) != listing.end();
     };
+    // Boltz-2 (boltz's own cache layout): the checkpoint and the molecules, as an archive until
+    // it is unpacked to mols/
+    if (listed(kBoltz2Checkpoint) || listed(kBoltz2MolsTar)) {
+        need(kBoltz2Checkpoint);
+        if (!exists(kBoltz2MolsDir)) need(kBoltz2MolsTar);
+        return s;
+    }
     if (listed("config.json")) need("config.json");
     if (listed("model.safetensors")) {
         need("model.safetensors");
@@ -161,6 +171,10 @@ CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap) {
                                [&](const std::string& f) { return io::read_file((snap / f).string()); });
     c.files = s.files;
     c.missing = s.missing;
+    std::error_code dir_ec;
+    if (std::find(c.files.begin(), c.files.end(), kBoltz2Checkpoint) != c.files.end() &&
+        !fs::is_directory(snap / kBoltz2MolsDir, dir_ec))
+        c.missing.push_back(std::string(kBoltz2MolsDir) + "/ (unpacked from " + kBoltz2MolsTar + ")");
     for (const auto& f : c.files) {
         std::error_code ec;
         const auto n = fs::file_size(snap / f, ec);
@@ -418,6 +432,8 @@ std::string download_repo(const HubOptions& o, const std::string& repo) {
     progress.set_total(int64_t(sel.files.size()), 0);
     for (const auto& f : sel.files) hub.fetch(base, commit, f, progress);
     progress.finish();
+    if (std::find(sel.files.begin(), sel.files.end(), kBoltz2MolsTar) != sel.files.end())
+        unpack_boltz2_mols(snap.string());
     if (o.revision != commit) {
         fs::create_directories(base / "refs");
         io::write_file_atomic((base / "refs" / o.revision).string(), commit);
@@ -441,6 +457,9 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
         cached.push_back(inspect_cache(o, r));
         if (cached.back().complete()) return cached.back().snapshot;
     }
+    // Boltz-2 that `boltz predict` already downloaded into its own cache
+    if (repos == std::vector<std::string>{kBoltz2Repo} && is_boltz2_model_dir(boltz_cache_path()))
+        return boltz_cache_path();
     if (o.offline) {
         std::string msg;
         for (const auto& c : cached) {
@@ -455,6 +474,9 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
         }
         std::string roots;
         for (const auto& r : cache_roots(o)) roots += (roots.empty() ? "" : ", ") + r;
+        if (repos == std::vector<std::string>{kBoltz2Repo})
+            roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", kBoltz2Checkpoint, " + ",
+                         kBoltz2MolsDir, "/");
         fail("--model", cat("offline and ", msg, " (looked in ", roots, "); run `bioinfer weights ",
                             "--download ", name, "` with network access, or pass --weights DIR"));
     }
