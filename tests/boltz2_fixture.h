@@ -59,6 +59,20 @@ inline Boltz2Case load_boltz2_case(const std::string& name) {
 }
 #endif
 
+// The reference sampler's random draws (the `diffusion` part), in the order it took them: x0, then
+// per step the augmentation quaternions and translation and the noise.
+inline std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps) {
+    std::vector<Tensor> d{c.get("diffusion.sample.x0_randn")};
+    const Tensor q = c.get("diffusion.sample.quat_randn"), t = c.get("diffusion.sample.trans_randn"),
+                 e = c.get("diffusion.sample.eps_randn");
+    for (int64_t i = 0; i < steps; ++i) {
+        d.push_back(q.narrow0(i, i + 1).clone());
+        d.push_back(t.narrow0(i, i + 1).clone());
+        d.push_back(e.narrow0(i, i + 1).clone());
+    }
+    return d;
+}
+
 // The module bar: PCC >= 0.99999 and relative L2 <= 1e-5 (fp32 both sides).
 inline void expect_parity(const Tensor& got, const Tensor& ref, const std::string& what,
                           double min_pcc = 0.99999, double max_rel_l2 = 1e-5) {

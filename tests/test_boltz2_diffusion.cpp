@@ -195,17 +195,6 @@ TEST(Boltz2Diffusion, DenoiserCallMatchesReference) {
     }
 }
 
-std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps) {
-    std::vector<Tensor> d{c.get("diffusion.sample.x0_randn")};
-    const Tensor q = c.get("diffusion.sample.quat_randn"), t = c.get("diffusion.sample.trans_randn"),
-                 e = c.get("diffusion.sample.eps_randn");
-    for (int64_t i = 0; i < steps; ++i) {
-        d.push_back(q.narrow0(i, i + 1).clone());
-        d.push_back(t.narrow0(i, i + 1).clone());
-        d.push_back(e.narrow0(i, i + 1).clone());
-    }
-    return d;
-}
 
 boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
     const int64_t steps = c.get("diffusion.sample.t_hat").numel(),

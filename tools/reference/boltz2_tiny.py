@@ -46,6 +46,18 @@ TINY = dict(
     confidence_blocks=2,
 )
 
+# The released boltz2_conf.ckpt's shapes with boltz predict's inference overrides (PairformerArgsV2:
+# 64 blocks, 16 heads; MSAModuleArgs; Boltz2DiffusionParams), for benchmarks at the real size.
+RELEASED = dict(
+    TINY,
+    atom_s=128, atom_z=16, token_s=384, token_z=128,
+    pairformer_blocks=64, pairformer_heads=16, pairwise_head_width=32, pairwise_num_heads=4,
+    msa_s=64, msa_blocks=4, template_dim=64, template_blocks=2,
+    atom_encoder_depth=3, atom_encoder_heads=4, token_transformer_depth=24,
+    token_transformer_heads=16, atom_decoder_depth=3, atom_decoder_heads=4,
+    conditioning_transition_layers=2, dim_fourier=256, confidence_blocks=8,
+)
+
 PROTEIN_3 = {
     "A": "ALA", "R": "ARG", "N": "ASN", "D": "ASP", "C": "CYS", "Q": "GLN", "E": "GLU",
     "G": "GLY", "H": "HIS", "I": "ILE", "L": "LEU", "K": "LYS", "M": "MET", "F": "PHE",
@@ -54,11 +66,12 @@ PROTEIN_3 = {
 NUCLEIC = {"A": "A", "C": "C", "G": "G", "U": "U"}  # RNA residue names; DNA ones are D + letter
 
 
-def hyper_parameters() -> dict:
-    """Boltz2.__init__ arguments of the tiny model, laid out as the released checkpoint's are."""
+def hyper_parameters(dims: dict = TINY) -> dict:
+    """Boltz2.__init__ arguments of the tiny model (or of `dims`), laid out as the released
+    checkpoint's are."""
     from boltz.main import Boltz2DiffusionParams, BoltzSteeringParams
 
-    t = TINY
+    t = dims
     pairformer_args = dict(num_blocks=t["pairformer_blocks"], num_heads=t["pairformer_heads"],
                            dropout=0.0, pairwise_head_width=t["pairwise_head_width"],
                            pairwise_num_heads=t["pairwise_num_heads"], activation_checkpointing=False,
@@ -128,23 +141,23 @@ def randomize_(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
 
 
-def build_model(seed: int = 0):
+def build_model(seed: int = 0, dims: dict = TINY):
     from boltz.model.models.boltz2 import Boltz2
 
     torch.manual_seed(seed)
-    model = Boltz2(**hyper_parameters())
+    model = Boltz2(**hyper_parameters(dims))
     randomize_(model, seed)
     model.eval()
     return model
 
 
-def write_checkpoint(model, path: Path) -> None:
+def write_checkpoint(model, path: Path, dims: dict = TINY) -> None:
     """A Lightning checkpoint as boltz's released ones are laid out: a torch zip holding
     `state_dict` and `hyper_parameters` (plus Lightning's bookkeeping). One option is an object
     that is not plain data (a dataclass), as released hyper-parameters can hold; a reader skips it."""
     from boltz.main import BoltzSteeringParams
 
-    hp = hyper_parameters()
+    hp = hyper_parameters(dims)
     hp["steering_args"] = BoltzSteeringParams()
     ckpt = {
         "epoch": 0, "global_step": 0, "pytorch-lightning_version": "2.5.0",

@@ -1,0 +1,67 @@
+// Boltz-2 at inference, composed as boltz 2.2.1's Boltz2.forward runs it: input embedder, trunk
+// (recycling, MSA module, pairformer), diffusion conditioning, the sampler over the score model,
+// and the confidence module, on features from the featurizer.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/model_dir.h"
+#include "models/boltz2/atom_attention.h"
+#include "models/boltz2/confidence.h"
+#include "models/boltz2/config.h"
+#include "models/boltz2/diffusion.h"
+#include "models/boltz2/embedder.h"
+#include "models/boltz2/features.h"
+#include "models/boltz2/sampler.h"
+#include "models/boltz2/trunk.h"
+
+namespace bioinfer::boltz2 {
+
+// boltz predict's defaults (2.2): --recycling_steps 3, --sampling_steps 200,
+// --diffusion_samples 1, --max_parallel_samples 5, --step_scale 1.5.
+struct RunOptions {
+    int recycling_steps = 3;
+    int sampling_steps = 200;
+    int diffusion_samples = 1;
+    int max_parallel_samples = 5;
+    double step_scale = 1.5;
+    uint64_t seed = 0;              // the sampler's draws (SeededNormal) when rng is null
+    NormalSource* rng = nullptr;    // tests replay the reference's draws
+    bool confidence = true;         // run the confidence module (when the checkpoint has one)
+    // Progress: (stage, step, steps), e.g. ("trunk pass", 0, 4), ("diffusion step", 17, 200).
+    std::function<void(const std::string&, int, int)> progress;
+    Tap tap;                        // named intermediates: "s_inputs", "trunk.<...>", "coords"
+};
+
+struct RunOutput {
+    Tensor s_inputs;     // (N, token_s)
+    TrunkOutput trunk;   // s, z, relpos, distogram, b-factor logits
+    Tensor coords;       // (S, A, 3) sampled atom coordinates (padded atoms included)
+    bool has_confidence = false;
+    ConfidenceOutput confidence;
+    // boltz's ranking score per sample: (4 complex_plddt + (iptm, or ptm when every iptm is 0)) / 5
+    std::vector<double> confidence_score;
+};
+
+class Boltz2Model {
+public:
+    static std::unique_ptr<Boltz2Model> load(const io::ModelDir& m);
+    const Config& config() const { return cfg_; }
+    RunOutput run(const Features& f, const RunOptions& opts = {}) const;
+
+private:
+    Config cfg_;
+    InputEmbedder embedder_;
+    Trunk trunk_;
+    DiffusionConditioning conditioning_;
+    DiffusionModule score_;
+    AtomAttentionEncoder encoder_;
+    AtomAttentionDecoder decoder_;
+    bool has_confidence_ = false;
+    ConfidenceModule confidence_;
+};
+
+}  // namespace bioinfer::boltz2
