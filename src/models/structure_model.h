@@ -58,6 +58,9 @@ struct Options {
     double step_scale = -1;
     uint64_t seed = 0;
     int64_t max_msa_seqs = -1;
+    // Bytes a prediction may use (0: no limit): diffusion models denoise fewer samples at once
+    // when max_parallel_samples of them would not fit.
+    int64_t memory_budget = 0;
     int64_t chunk = 0;      // pair rows per chunk in the trunk; 0: automatic
     // Progress: (stage, step, steps); steps 0 when the stage has no count, e.g.
     // ("language model", 0, 0), ("trunk pass", 1, 4).

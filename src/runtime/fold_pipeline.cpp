@@ -133,6 +133,7 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     fo.step_scale = opts.step_scale;
     fo.seed = opts.seed;
     fo.max_msa_seqs = opts.max_msa_seqs;
+    fo.memory_budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
     fo.progress = [&](const std::string& what, int step, int steps) {
         stage(steps > 0 ? cat(what, " ", step + 1, "/", steps) : what);
     };

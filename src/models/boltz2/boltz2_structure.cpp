@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 
 #include "io/boltz_inputs.h"
@@ -99,10 +100,26 @@ int64_t Boltz2Spec::memory_bytes(const fold::Input& in) const {
     return floats * 4 + (int64_t(512) << 20);
 }
 
+int64_t Boltz2Spec::bytes_per_parallel_sample(int64_t tokens) const {
+    const Config& c = cfg_;
+    const int64_t N = tokens, A = ((N * 24 + 31) / 32) * 32;
+    const int64_t width = 2 * c.token_s;
+    // token transformer: a, s, their norms and the transition's 2x hidden (~12 widths), scores
+    int64_t floats = N * width * 12 + N * N * c.token_transformer_heads;
+    // atom transformer: q, c, keys and values per window, scores over 32 x 128 per window
+    floats += A * c.atom_s * 12 + (A / c.window_queries) * c.window_queries * c.window_keys *
+                                      std::max(c.atom_encoder_heads, c.atom_decoder_heads);
+    return floats * 4;
+}
+
 std::unique_ptr<Boltz2StructureModel> Boltz2StructureModel::load(const io::ModelDir& dir) {
     auto m = std::make_unique<Boltz2StructureModel>();
     m->model_ = Boltz2Model::load(dir);
     m->spec_ = std::make_unique<Boltz2Spec>(m->model_->config());
+    // boltz's cache layout keeps the molecules beside the checkpoint: <dir>/mols/<RES>.pkl
+    namespace fs = std::filesystem;
+    const fs::path ckpt = dir.torch_file().empty() ? fs::path(dir.dir()) : fs::path(dir.torch_file());
+    m->conformers_ = load_cache_conformers(ckpt.parent_path().string());
     return m;
 }
 
@@ -122,6 +139,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
     io::load_boltz_msas(target, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192);
     FeaturizeOptions fo;
     fo.seed = opts.seed;
+    fo.conformers = &conformers_.library;
     const Featurized fz = featurize(target, fo);
 
     RunOptions ro;
@@ -129,6 +147,13 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
     ro.sampling_steps = opts.sampling_steps > 0 ? opts.sampling_steps : 200;
     ro.diffusion_samples = std::max(1, opts.num_samples);
     ro.max_parallel_samples = opts.max_parallel_samples > 0 ? opts.max_parallel_samples : 5;
+    if (opts.memory_budget > 0) {
+        // fewer samples per denoiser batch when the requested number would not fit (the results
+        // are the same: samples are independent)
+        const int64_t spare = opts.memory_budget - spec_->memory_bytes(in);
+        const int64_t fit = spare / std::max<int64_t>(1, spec_->bytes_per_parallel_sample(in.tokens));
+        ro.max_parallel_samples = int(std::clamp<int64_t>(fit, 1, ro.max_parallel_samples));
+    }
     ro.step_scale = opts.step_scale > 0 ? opts.step_scale : model_->config().step_scale;
     ro.seed = sampler_seed(opts.seed);
     // stage times: the trunk (embedder, passes), the sampler (conditioning, steps), confidence

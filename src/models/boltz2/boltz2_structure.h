@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "models/boltz2/boltz2.h"
+#include "models/boltz2/conformers.h"
 #include "models/structure_model.h"
 
 namespace bioinfer::boltz2 {
@@ -28,6 +29,9 @@ public:
     // Pair states of the trunk and confidence stacks, the token transformer's per-layer biases,
     // the atom windows' biases and the dense atom <-> token maps, at in.tokens tokens.
     int64_t memory_bytes(const fold::Input& in) const override;
+    // The extra bytes each sample denoised at once needs (token and atom transformer activations
+    // and attention scores): what decides how many samples fit in one batch.
+    int64_t bytes_per_parallel_sample(int64_t tokens) const;
 
 private:
     Config cfg_;
@@ -41,9 +45,13 @@ public:
     // "diffusion step" (per step), "confidence".
     fold::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
     const Boltz2Model& model() const { return *model_; }
+    // Where the canonical residue conformers come from: the model folder's mols/ (boltz's cache
+    // layout) or the built-in table.
+    const std::string& conformer_source() const { return conformers_.source; }
 
 private:
     std::unique_ptr<Boltz2Model> model_;
+    CacheConformers conformers_;
     std::unique_ptr<Boltz2Spec> spec_;
 };
 
