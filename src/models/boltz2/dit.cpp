@@ -129,12 +129,8 @@ DitLayer DitLayer::load(const io::ModelDir& m, const std::string& p, int64_t dim
     DitLayer l;
     l.heads = heads;
     l.adaln = AdaLn::load(m, p + ".adaln", dim, dim_cond);
-    const std::string a = p + ".pair_bias_attn";
-    l.q = nn::Linear::load(m, a + ".proj_q", dim, dim);
-    l.k = nn::Linear::load(m, a + ".proj_k", dim, dim, false);
-    l.v = nn::Linear::load(m, a + ".proj_v", dim, dim, false);
-    l.g = nn::Linear::load(m, a + ".proj_g", dim, dim, false);
-    l.o = nn::Linear::load(m, a + ".proj_o", dim, dim, false);
+    l.attn = nn::GatedBiasedAttention::load(m, p + ".pair_bias_attn", dim, dim / heads,
+                                            nn::GatedBiasedAttentionNames::boltz2());
     // boltz registers this linear twice (output_projection_linear and output_projection.0): the
     // same tensor under two names. Read both so the load accounts for them.
     l.out_proj = nn::Linear::load(m, p + ".output_projection_linear", dim_cond, dim);
@@ -153,29 +149,23 @@ void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const Dit
     const Tensor s2 = s.reshape({R, s.size(-1)});
     Tensor b = Tensor::empty({R, D});
     adaln(a2, s2, b);
-    Tensor tq = Tensor::empty({R, D}), tk = Tensor::empty({R, D}), tv = Tensor::empty({R, D}),
-           tg = Tensor::empty({R, D}), ctx = Tensor::empty({R, D});
-    q(b, tq);
-    // k and v have no bias, so projecting the atoms before windowing equals boltz's projection of
-    // the windowed keys (out-of-range keys stay zero vectors).
-    k(b, tk);
-    v(b, tv);
-    g(b, tg, {.act = Act::Sigmoid});
-    const int64_t Dh = D / heads;
+    Tensor att = Tensor::empty({R, D}), gate = Tensor::empty({R, D});
     if (lay.window_q > 0) {
-        window_attention(tq, tk, tv, bias, lay, heads, ctx);
+        // k and v have no bias, so projecting the atoms before windowing equals boltz's
+        // projection of the windowed keys (out-of-range keys stay zero vectors).
+        attn.forward(
+            b,
+            [&](const Tensor& tq, const Tensor& tk, const Tensor& tv, Tensor& ctx) {
+                window_attention(tq, tk, tv, bias, lay, heads, ctx);
+            },
+            att);
     } else {
-        const int64_t N = lay.length, S = R / N;
+        const int64_t S = R / lay.length;
         std::vector<uint8_t> valid;
         valid.reserve(size_t(R));
         for (int64_t i = 0; i < S; ++i) valid.insert(valid.end(), lay.key_valid.begin(), lay.key_valid.end());
-        Tensor c3 = ctx.reshape({S, N, D});
-        ops::attention(tq.reshape({S, N, D}), tk.reshape({S, N, D}), tv.reshape({S, N, D}), heads,
-                       1.0f / std::sqrt(float(Dh)), valid, c3, nullptr, {.bias = &bias});
+        attn.forward(b, bias, valid, att);
     }
-    ops::mul(ctx, tg, ctx);
-    Tensor att = Tensor::empty({R, D}), gate = Tensor::empty({R, D});
-    o(ctx, att);
     out_proj(s2, gate, {.act = Act::Sigmoid});
     ops::add_mul(gate, att, a2);
     Tensor t = Tensor::empty({R, D});

@@ -9,6 +9,7 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
+#include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::boltz2 {
@@ -52,11 +53,12 @@ struct DitBias {
 
 // Algorithm 23, one layer: b = AdaLN(a, s); a += sigmoid(out_proj(s)) * attn(b);
 // a += transition(a, s); then post_ln when the checkpoint has one.
-// attn: q = proj_q(b) (bias), k/v = proj_k/v(b) (no bias), scores q.k / sqrt(Dh) + pair bias,
-// softmax over keys, o = proj_o(sigmoid(proj_g(b)) * ctx).
+// attn: boltz's AttentionPairBias (the trunk's nn::GatedBiasedAttention with
+// GatedBiasedAttentionNames::boltz2()): q = proj_q(b) (bias), k/v = proj_k/v(b) (no bias), scores
+// q.k / sqrt(Dh) + pair bias, softmax over keys, o = proj_o(sigmoid(proj_g(b)) * ctx).
 struct DitLayer {
     AdaLn adaln;
-    nn::Linear q, k, v, g, o;
+    nn::GatedBiasedAttention attn;  // pair_bias_attn
     nn::Linear out_proj;  // output_projection_linear (D, Ds) with bias
     ConditionedTransition transition;
     nn::LayerNorm post_ln;  // undefined: none (boltz's default)
