@@ -17,57 +17,40 @@ using namespace bioinfer::boltz2;
 using bioinfer::test::Boltz2Case;
 using bioinfer::test::boltz2_cases;
 using bioinfer::test::boltz2_weights;
+using bioinfer::test::expect_fails_bar;
 using bioinfer::test::expect_parity;
 using bioinfer::test::load_boltz2_case;
 
 namespace {
 
-const Config& config() {
-    static const Config c = Config::load(boltz2_weights());
-    return c;
-}
-
 const InputEmbedder& embedder() {
-    static const InputEmbedder e = InputEmbedder::load(boltz2_weights(), config());
+    static const InputEmbedder e = InputEmbedder::load(boltz2_weights(), test::boltz2_config());
     return e;
 }
 
 const DiffusionConditioning& conditioning() {
-    static const DiffusionConditioning d = DiffusionConditioning::load(boltz2_weights(), config());
+    static const DiffusionConditioning d = DiffusionConditioning::load(boltz2_weights(), test::boltz2_config());
     return d;
 }
 
 // The score model's atom encoder and decoder.
 const AtomAttentionEncoder& score_encoder() {
     static const AtomAttentionEncoder e = AtomAttentionEncoder::load(
-        boltz2_weights(), "structure_module.score_model.atom_attention_encoder", config(), true,
-        config().atom_encoder_depth, config().atom_encoder_heads);
+        boltz2_weights(), "structure_module.score_model.atom_attention_encoder", test::boltz2_config(), true,
+        test::boltz2_config().atom_encoder_depth, test::boltz2_config().atom_encoder_heads);
     return e;
 }
 
 const AtomAttentionDecoder& score_decoder() {
     static const AtomAttentionDecoder d = AtomAttentionDecoder::load(
-        boltz2_weights(), "structure_module.score_model.atom_attention_decoder", config());
+        boltz2_weights(), "structure_module.score_model.atom_attention_decoder", test::boltz2_config());
     return d;
-}
-
-test::Stats stats_of(const Tensor& got, const Tensor& ref) {
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    return test::stats(g.f32(), r.f32(), g.numel());
-}
-
-// Outside the bar: PCC below 0.99999 or relative L2 above 1e-5.
-void expect_fails_bar(const Tensor& got, const Tensor& ref, const std::string& what) {
-    const test::Stats s = stats_of(got, ref);
-    std::printf("[ off bar  ] %s: PCC %.9f, rel L2 %.3g\n", what.c_str(), s.pcc, s.rel_l2);
-    EXPECT_TRUE(s.pcc < 0.99999 || s.rel_l2 > 1e-5)
-        << what << " passes the bar (PCC " << s.pcc << ", rel L2 " << s.rel_l2 << ")";
 }
 
 // The bar, with the numbers printed for the record.
 void parity(const Tensor& got, const Tensor& ref, const std::string& what) {
     expect_parity(got, ref, what);
-    const test::Stats s = stats_of(got, ref);
+    const test::Stats s = test::parity_stats(got, ref);
     std::printf("[ parity   ] %s: PCC %.9f, rel L2 %.3g, max-abs %.3g\n", what.c_str(), s.pcc,
                 s.rel_l2, s.max_abs);
 }
@@ -85,7 +68,7 @@ TEST_P(Boltz2Atoms, InputEmbedder) {
     parity(tr.atoms.p, c.get("atoms.embedder.p"), c.name + " embedder atom pairs p");
     parity(tr.a, c.get("atoms.embedder.a"), c.name + " embedder atom attention a");
     parity(s, c.get("atoms.embedder.s_inputs"), c.name + " s_inputs");
-    EXPECT_EQ(s.shape(), (Shape{c.feats.num_tokens(), config().token_s}));
+    EXPECT_EQ(s.shape(), (Shape{c.feats.num_tokens(), test::boltz2_config().token_s}));
 }
 
 TEST_P(Boltz2Atoms, DiffusionConditioning) {
@@ -102,7 +85,7 @@ TEST_P(Boltz2Atoms, DiffusionConditioning) {
                   c.name + " token_trans_bias");
     const int64_t K = c.feats.num_atoms() / 32;
     EXPECT_EQ(o.atom_enc_bias.shape(),
-              (Shape{K, 32, 128, config().atom_encoder_depth * config().atom_encoder_heads}));
+              (Shape{K, 32, 128, test::boltz2_config().atom_encoder_depth * test::boltz2_config().atom_encoder_heads}));
 }
 
 TEST_P(Boltz2Atoms, DiffusionEncoderAndDecoder) {

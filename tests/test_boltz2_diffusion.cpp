@@ -19,30 +19,15 @@ using boltz2::DiffusionTransformer;
 
 const std::string kScore = "structure_module.score_model";
 
-const boltz2::Config& tiny_config() {
-    static const boltz2::Config c = boltz2::Config::load(boltz2_weights());
-    return c;
-}
-
-// The reference's tensor without its leading batch dim of 1, or as stored when it has none.
-Tensor ref0(const Boltz2Case& c, const std::string& k) { return c.get0(k); }
-
-Stats parity_stats(const Tensor& got, const Tensor& ref) {
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    return stats(g.f32(), r.f32(), g.numel());
-}
-
-bool within_bar(const Stats& s) { return s.pcc >= 0.99999 && s.rel_l2 <= 1e-5; }
-
 DiffusionTransformer token_transformer() {
-    const auto& cfg = tiny_config();
+    const auto& cfg = boltz2_config();
     return DiffusionTransformer::load(boltz2_weights(), kScore + ".token_transformer",
                                       2 * cfg.token_s, 2 * cfg.token_s,
                                       cfg.token_transformer_depth, cfg.token_transformer_heads);
 }
 
 AtomTransformer atom_transformer(bool decoder) {
-    const auto& cfg = tiny_config();
+    const auto& cfg = boltz2_config();
     const std::string p = decoder ? kScore + ".atom_attention_decoder.atom_decoder"
                                   : kScore + ".atom_attention_encoder.atom_encoder";
     return AtomTransformer::load(boltz2_weights(), p, cfg.atom_s,
@@ -58,7 +43,7 @@ TEST(Boltz2Dit, TokenTransformerMatchesReference) {
         const Boltz2Case c = load_boltz2_case(name);
         const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
         const boltz2::DitBias bias =
-            tt.prepare(ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+            tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
         const Tensor out = tt.forward(a, s, bias, [&](int l, const Tensor& x) {
             expect_parity(x, c.get("diffusion.call.tok.layer" + std::to_string(l)),
                           name + " token layer " + std::to_string(l));
@@ -78,7 +63,7 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             const Tensor cc = c.get("diffusion.call." + tag + ".in_c");
             const std::string bname = decoder ? "atom_dec_bias" : "atom_enc_bias";
             const boltz2::DitBias bias =
-                at.prepare(ref0(c, "diffusion.cond." + bname), c.feats.at("atom_pad_mask"));
+                at.prepare(c.get0("diffusion.cond." + bname), c.feats.at("atom_pad_mask"));
             const Tensor out = at.forward(q, cc, bias, [&](int l, const Tensor& x) {
                 expect_parity(x, c.get("diffusion.call." + tag + ".layer" + std::to_string(l)),
                               name + " " + tag + " layer " + std::to_string(l));
@@ -96,7 +81,7 @@ TEST(Boltz2Dit, WrongTransitionGateHalfFailsTheBar) {
     DiffusionTransformer tt = token_transformer();
     const Boltz2Case c = load_boltz2_case("monomer");
     const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
-    const Tensor bias = ref0(c, "diffusion.cond.token_trans_bias");
+    const Tensor bias = c.get0("diffusion.cond.token_trans_bias");
     for (auto& l : tt.layers) std::swap(l.transition.up, l.transition.gate);
     const Stats st = parity_stats(tt.forward(a, s, bias, c.feats.at("token_pad_mask")),
                                   c.get("diffusion.call.tok.out"));
@@ -112,7 +97,7 @@ TEST(Boltz2Dit, UnmaskedPaddedAtomsFailTheBar) {
         const Tensor all = Tensor::of(std::vector<float>(size_t(mask.numel()), 1.0f));
         const Tensor out = at.forward(c.get("diffusion.call.enc.in_q"),
                                       c.get("diffusion.call.enc.in_c"),
-                                      ref0(c, "diffusion.cond.atom_enc_bias"), all);
+                                      c.get0("diffusion.cond.atom_enc_bias"), all);
         const Stats st = parity_stats(out, c.get("diffusion.call.enc.out"));
         EXPECT_FALSE(within_bar(st)) << name << ": PCC " << st.pcc << " rel L2 " << st.rel_l2;
     }
@@ -126,11 +111,11 @@ TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
     const Boltz2Case c = load_boltz2_case("protein_rna");
     const Tensor q = c.get("diffusion.call.enc.in_q"), cc = c.get("diffusion.call.enc.in_c");
     const boltz2::DitBias ab =
-        at.prepare(ref0(c, "diffusion.cond.atom_enc_bias"), c.feats.at("atom_pad_mask"));
+        at.prepare(c.get0("diffusion.cond.atom_enc_bias"), c.feats.at("atom_pad_mask"));
     const Tensor both = at.forward(q, cc, ab);
     const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
     const boltz2::DitBias tb =
-        tt.prepare(ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+        tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     const Tensor tboth = tt.forward(a, s, tb);
     for (int64_t i = 0; i < 2; ++i) {
         const Tensor one = at.forward(q.narrow0(i, i + 1), cc.narrow0(i, i + 1), ab);
@@ -143,12 +128,12 @@ TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
 }
 
 boltz2::DiffusionModule score_module() {
-    return boltz2::DiffusionModule::load(boltz2_weights(), kScore, tiny_config());
+    return boltz2::DiffusionModule::load(boltz2_weights(), kScore, boltz2_config());
 }
 
 boltz2::ScoreContext score_context(const boltz2::DiffusionModule& dm, const Boltz2Case& c) {
-    return dm.prepare(ref0(c, "diffusion.cond.s_trunk"), ref0(c, "diffusion.cond.s_inputs"),
-                      ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    return dm.prepare(c.get0("diffusion.cond.s_trunk"), c.get0("diffusion.cond.s_inputs"),
+                      c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
 }
 
 TEST(Boltz2Diffusion, SingleConditioningMatchesReference) {
@@ -199,7 +184,7 @@ TEST(Boltz2Diffusion, DenoiserCallMatchesReference) {
 boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
     const int64_t steps = c.get("diffusion.sample.t_hat").numel(),
                   samples = c.get("diffusion.sample.final").size(0);
-    return boltz2::SamplerParams::from(tiny_config(), steps, samples, samples);
+    return boltz2::SamplerParams::from(boltz2_config(), steps, samples, samples);
 }
 
 // Runs the sampler on the reference's draws with a denoiser that returns the reference's
@@ -289,7 +274,7 @@ TEST(Boltz2Sampler, ChunkedSamplesEqualOneBatch) {
         ops::scale(x, 1.0f / (1.0f + 0.01f * sigma), y);
         return y;
     };
-    boltz2::SamplerParams p = boltz2::SamplerParams::from(tiny_config(), 5, 3, 3);
+    boltz2::SamplerParams p = boltz2::SamplerParams::from(boltz2_config(), 5, 3, 3);
     boltz2::SeededNormal r1(7), r2(7);
     const Tensor all = boltz2::sample(denoise, mask, p, r1);
     p.max_parallel_samples = 2;
