@@ -10,6 +10,7 @@
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "models/boltz2/config.h"
+#include "models/boltz2/embedder.h"
 #include "models/boltz2/features.h"
 #include "test_util.h"
 
@@ -63,6 +64,18 @@ inline Boltz2Case load_boltz2_case(const std::string& name) {
         c.feats.set(k.substr(5), c.get0(k));
     }
     return c;
+}
+#endif
+
+#ifdef BIOINFER_FIXTURES
+// DiffusionConditioning on the reference's trunk outputs (trunk.s, trunk.z, trunk.relpos). The
+// fixtures do not store the atom transformers' biases (K, 32, 128, depth * heads), the largest
+// tensors of a case: tests take them from here, and the atom transformer outputs they feed are
+// checked against the reference (its other outputs are checked directly in test_boltz2_atoms).
+inline boltz2::DiffusionConditioningOut reference_conditioning(const Boltz2Case& c) {
+    static const boltz2::DiffusionConditioning d =
+        boltz2::DiffusionConditioning::load(boltz2_weights(), boltz2_config());
+    return d.forward(c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats);
 }
 #endif
 
