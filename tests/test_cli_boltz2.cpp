@@ -82,6 +82,19 @@ TEST_F(Boltz2Cli, SeedReproducesARun) {
     EXPECT_NEAR(cmp["tm_score"].get<double>(), 1.0, 1e-6) << cmp.dump();
 }
 
+// boltz's own cache (a folder with boltz2_conf.ckpt and mols/) serves as the model, given as
+// --cache or found at $BOLTZ_CACHE, without any download.
+TEST_F(Boltz2Cli, BoltzCacheIsTheModel) {
+    const std::string in = kBoltz2 + "/inputs/monomer/monomer.yaml";
+    const std::string quick = " --sampling_steps 3 --recycling_steps 0";
+    Result r = run("predict " + in + " --model boltz2 --cache " + kBoltz2 + quick + " --out-dir " + p("a"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    r = run("predict " + in + " --model boltz2" + quick + " --out-dir " + p("b"), "BOLTZ_CACHE=" + kBoltz2);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(io::read_file(pred("a", "monomer", "monomer", "monomer_model_0.cif")),
+              io::read_file(pred("b", "monomer", "monomer", "monomer_model_0.cif")));
+}
+
 // One bad file in a folder fails alone (exit 2) with its own message; the others are written.
 TEST_F(Boltz2Cli, BadTargetFailsAlone) {
     const std::string in = inputs("mixed");
