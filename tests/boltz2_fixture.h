@@ -2,12 +2,15 @@
 // boltz's pipeline made (`feat.*`) and the reference's intermediate tensors, plus the tiny model's
 // Lightning checkpoint. The bar every module is held to: PCC >= 0.99999, relative L2 <= 1e-5.
 #pragma once
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "io/model_dir.h"
 #include "io/safetensors.h"
+#include "models/boltz2/config.h"
+#include "models/boltz2/embedder.h"
 #include "models/boltz2/features.h"
 #include "test_util.h"
 
@@ -21,6 +24,11 @@ inline std::string boltz2_fixture_dir() { return std::string(BIOINFER_FIXTURES) 
 inline const io::ModelDir& boltz2_weights() {
     static const io::ModelDir m = io::ModelDir::open(boltz2_fixture_dir());
     return m;
+}
+// The tiny model's config (boltz2::Config of the checkpoint's hyper_parameters).
+inline const boltz2::Config& boltz2_config() {
+    static const boltz2::Config c = boltz2::Config::load(boltz2_weights());
+    return c;
 }
 #endif
 
@@ -59,6 +67,18 @@ inline Boltz2Case load_boltz2_case(const std::string& name) {
 }
 #endif
 
+#ifdef BIOINFER_FIXTURES
+// DiffusionConditioning on the reference's trunk outputs (trunk.s, trunk.z, trunk.relpos). The
+// fixtures do not store the atom transformers' biases (K, 32, 128, depth * heads), the largest
+// tensors of a case: tests take them from here, and the atom transformer outputs they feed are
+// checked against the reference (its other outputs are checked directly in test_boltz2_atoms).
+inline boltz2::DiffusionConditioningOut reference_conditioning(const Boltz2Case& c) {
+    static const boltz2::DiffusionConditioning d =
+        boltz2::DiffusionConditioning::load(boltz2_weights(), boltz2_config());
+    return d.forward(c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats);
+}
+#endif
+
 // The reference sampler's random draws (the `diffusion` part), in the order it took them: x0, then
 // per step the augmentation quaternions and translation and the noise.
 inline std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps) {
@@ -73,14 +93,36 @@ inline std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps) {
     return d;
 }
 
-// The module bar: PCC >= 0.99999 and relative L2 <= 1e-5 (fp32 both sides).
+// Agreement of got with ref (fp32 both sides).
+inline Stats parity_stats(const Tensor& got, const Tensor& ref) {
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    return stats(g.f32(), r.f32(), g.numel());
+}
+
+// The module bar: PCC >= 0.99999 and relative L2 <= 1e-5.
+inline bool within_bar(const Stats& s, double min_pcc = 0.99999, double max_rel_l2 = 1e-5) {
+    return s.pcc >= min_pcc && s.rel_l2 <= max_rel_l2;
+}
+
+// True when got is outside the bar against ref.
+inline bool fails_bar(const Tensor& got, const Tensor& ref) {
+    return !within_bar(parity_stats(got, ref));
+}
+
 inline void expect_parity(const Tensor& got, const Tensor& ref, const std::string& what,
                           double min_pcc = 0.99999, double max_rel_l2 = 1e-5) {
     ASSERT_EQ(got.numel(), ref.numel()) << what;
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    const Stats s = stats(g.f32(), r.f32(), g.numel());
+    const Stats s = parity_stats(got, ref);
     EXPECT_GE(s.pcc, min_pcc) << what << " (rel L2 " << s.rel_l2 << ", max-abs " << s.max_abs << ")";
     EXPECT_LE(s.rel_l2, max_rel_l2) << what << " (PCC " << s.pcc << ", max-abs " << s.max_abs << ")";
+}
+
+// A deliberately wrong computation must fall outside the bar (numbers printed for the record).
+inline void expect_fails_bar(const Tensor& got, const Tensor& ref, const std::string& what) {
+    const Stats s = parity_stats(got, ref);
+    std::printf("[ off bar  ] %s: PCC %.9f, rel L2 %.3g\n", what.c_str(), s.pcc, s.rel_l2);
+    EXPECT_FALSE(within_bar(s)) << what << " passes the bar (PCC " << s.pcc << ", rel L2 "
+                                << s.rel_l2 << ")";
 }
 
 }  // namespace bioinfer::test

@@ -19,57 +19,40 @@ using namespace bioinfer::boltz2;
 using bioinfer::test::Boltz2Case;
 using bioinfer::test::boltz2_cases;
 using bioinfer::test::boltz2_weights;
+using bioinfer::test::expect_fails_bar;
 using bioinfer::test::expect_parity;
 using bioinfer::test::load_boltz2_case;
 
 namespace {
 
-const Config& config() {
-    static const Config c = Config::load(boltz2_weights());
-    return c;
-}
-
 const InputEmbedder& embedder() {
-    static const InputEmbedder e = InputEmbedder::load(boltz2_weights(), config());
+    static const InputEmbedder e = InputEmbedder::load(boltz2_weights(), test::boltz2_config());
     return e;
 }
 
 const DiffusionConditioning& conditioning() {
-    static const DiffusionConditioning d = DiffusionConditioning::load(boltz2_weights(), config());
+    static const DiffusionConditioning d = DiffusionConditioning::load(boltz2_weights(), test::boltz2_config());
     return d;
 }
 
 // The score model's atom encoder and decoder.
 const AtomAttentionEncoder& score_encoder() {
     static const AtomAttentionEncoder e = AtomAttentionEncoder::load(
-        boltz2_weights(), "structure_module.score_model.atom_attention_encoder", config(), true,
-        config().atom_encoder_depth, config().atom_encoder_heads);
+        boltz2_weights(), "structure_module.score_model.atom_attention_encoder", test::boltz2_config(), true,
+        test::boltz2_config().atom_encoder_depth, test::boltz2_config().atom_encoder_heads);
     return e;
 }
 
 const AtomAttentionDecoder& score_decoder() {
     static const AtomAttentionDecoder d = AtomAttentionDecoder::load(
-        boltz2_weights(), "structure_module.score_model.atom_attention_decoder", config());
+        boltz2_weights(), "structure_module.score_model.atom_attention_decoder", test::boltz2_config());
     return d;
-}
-
-test::Stats stats_of(const Tensor& got, const Tensor& ref) {
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    return test::stats(g.f32(), r.f32(), g.numel());
-}
-
-// Outside the bar: PCC below 0.99999 or relative L2 above 1e-5.
-void expect_fails_bar(const Tensor& got, const Tensor& ref, const std::string& what) {
-    const test::Stats s = stats_of(got, ref);
-    std::printf("[ off bar  ] %s: PCC %.9f, rel L2 %.3g\n", what.c_str(), s.pcc, s.rel_l2);
-    EXPECT_TRUE(s.pcc < 0.99999 || s.rel_l2 > 1e-5)
-        << what << " passes the bar (PCC " << s.pcc << ", rel L2 " << s.rel_l2 << ")";
 }
 
 // The bar, with the numbers printed for the record.
 void parity(const Tensor& got, const Tensor& ref, const std::string& what) {
     expect_parity(got, ref, what);
-    const test::Stats s = stats_of(got, ref);
+    const test::Stats s = test::parity_stats(got, ref);
     std::printf("[ parity   ] %s: PCC %.9f, rel L2 %.3g, max-abs %.3g\n", what.c_str(), s.pcc,
                 s.rel_l2, s.max_abs);
 }
@@ -84,27 +67,26 @@ TEST_P(Boltz2Atoms, InputEmbedder) {
     const Tensor s = embedder().forward(c.feats, &tr);
     parity(tr.atoms.c, c.get("atoms.embedder.c"), c.name + " embedder atom c");
     parity(tr.atoms.q, c.get("atoms.embedder.c"), c.name + " embedder atom q (= c)");
-    parity(tr.atoms.p, c.get("atoms.embedder.p"), c.name + " embedder atom pairs p");
-    parity(tr.a, c.get("atoms.embedder.a"), c.name + " embedder atom attention a");
-    parity(s, c.get("atoms.embedder.s_inputs"), c.name + " s_inputs");
-    EXPECT_EQ(s.shape(), (Shape{c.feats.num_tokens(), config().token_s}));
+    // p (K, 32, 128, atom_z) is not stored: it reaches a only through the attention's bias
+    parity(tr.a, c.get("atoms.embedder.a"), c.name + " embedder atom attention a (from p)");
+    parity(s, c.get0("trunk.s_inputs"), c.name + " s_inputs");
+    EXPECT_EQ(s.shape(), (Shape{c.feats.num_tokens(), test::boltz2_config().token_s}));
 }
 
 TEST_P(Boltz2Atoms, DiffusionConditioning) {
     const Boltz2Case c = load_boltz2_case(GetParam());
+    // on the reference's trunk outputs; the atom biases are checked through the encoder and
+    // decoder they feed (DiffusionEncoderAndDecoder, test_boltz2_diffusion's atom transformers)
     const DiffusionConditioningOut o = conditioning().forward(
-        c.get("atoms.cond.s_trunk"), c.get("atoms.cond.z_trunk"), c.get("atoms.cond.relpos"),
-        c.feats);
+        c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats);
     parity(o.z, c.get("atoms.cond.z"), c.name + " pairwise conditioning z");
-    parity(o.q, c.get("atoms.cond.q"), c.name + " conditioning q");
-    parity(o.c, c.get("atoms.cond.c"), c.name + " conditioning c");
-    parity(o.atom_enc_bias, c.get0("diffusion.cond.atom_enc_bias"), c.name + " atom_enc_bias");
-    parity(o.atom_dec_bias, c.get0("diffusion.cond.atom_dec_bias"), c.name + " atom_dec_bias");
-    parity(o.token_trans_bias, c.get("atoms.cond.token_trans_bias"),
+    parity(o.q, c.get0("diffusion.cond.q"), c.name + " conditioning q");
+    parity(o.c, c.get0("diffusion.cond.c"), c.name + " conditioning c");
+    parity(o.token_trans_bias, c.get0("diffusion.cond.token_trans_bias"),
                   c.name + " token_trans_bias");
     const int64_t K = c.feats.num_atoms() / 32;
     EXPECT_EQ(o.atom_enc_bias.shape(),
-              (Shape{K, 32, 128, config().atom_encoder_depth * config().atom_encoder_heads}));
+              (Shape{K, 32, 128, test::boltz2_config().atom_encoder_depth * test::boltz2_config().atom_encoder_heads}));
 }
 
 // The per-layer head-major token biases Boltz2Model::run takes (made from the conditioning's z a
@@ -145,28 +127,37 @@ TEST(Boltz2AtomsBar, TransposedTokenBiasFails) {
 TEST_P(Boltz2Atoms, DiffusionEncoderAndDecoder) {
     const Boltz2Case c = load_boltz2_case(GetParam());
     const AtomLayout lay = AtomLayout::make(c.feats);
-    const Tensor q = c.get("atoms.cond.q"), cc = c.get("atoms.cond.c");
+    const Tensor q = c.get0("diffusion.cond.q"), cc = c.get0("diffusion.cond.c");
+    const DiffusionConditioningOut cond = test::reference_conditioning(c);
     const Tensor r = c.get("atoms.enc.r");  // (2, A, 3): two samples at once
     ASSERT_EQ(r.size(0), 2);
     const AtomAttentionOut e = score_encoder().forward(
-        lay, q, cc, score_encoder().prepare(c.get0("diffusion.cond.atom_enc_bias"), lay), r);
+        lay, q, cc, score_encoder().prepare(cond.atom_enc_bias, lay), r);
     parity(e.a, c.get("atoms.enc.a"), c.name + " diffusion encoder a");
     parity(e.q_skip, c.get("atoms.enc.q_skip"), c.name + " diffusion encoder q_skip");
-    const Tensor c_skip = c.get("atoms.enc.c_skip");  // boltz repeats c per sample
+    const Tensor c_skip = c.get("diffusion.call.enc.in_c");  // boltz repeats c per sample
     for (int64_t s = 0; s < 2; ++s)
         parity(e.c_skip, c_skip.narrow0(s, s + 1), c.name + " c_skip");
 
     // the decoder on the reference's own inputs
     const Tensor r_update = score_decoder().forward(
         lay, c.get("atoms.dec.a"), c.get("atoms.enc.q_skip"), cc,
-        score_decoder().prepare(c.get0("diffusion.cond.atom_dec_bias"), lay));
+        score_decoder().prepare(cond.atom_dec_bias, lay));
     parity(r_update, c.get("atoms.dec.r_update"), c.name + " decoder r_update");
     EXPECT_EQ(r_update.shape(), (Shape{2, c.feats.num_atoms(), 3}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Boltz2Atoms, ::testing::ValuesIn(boltz2_cases()));
 
-// The pair direction: d = keys - queries. Queries minus keys (the geometry's d negated) fails.
+// The input embedder's atom attention output a of atom encoder outputs (p as its bias).
+static Tensor embedder_a(const AtomLayout& lay, const AtomEncoderOut& atoms) {
+    return embedder().atom_attention.forward(
+        lay, atoms.q, atoms.c,
+        embedder().atom_attention.prepare(embedder().atom_enc_proj_z(atoms.p), lay));
+}
+
+// The pair direction: d = keys - queries. Queries minus keys (the geometry's d negated) fails
+// (p is not stored: its one consumer, the embedder's atom attention output a, is compared).
 TEST(Boltz2AtomsBar, QueriesMinusKeysFails) {
     const Boltz2Case c = load_boltz2_case("monomer");
     const AtomEncoder& enc = embedder().atom_encoder;
@@ -174,18 +165,19 @@ TEST(Boltz2AtomsBar, QueriesMinusKeysFails) {
     const Tensor feats = AtomEncoder::atom_features(c.feats);
     Tensor geom = AtomEncoder::pair_geometry(c.feats, lay);
     const AtomEncoderOut good = enc.forward(feats, geom, lay, nullptr, nullptr);
-    expect_parity(good.p, c.get("atoms.embedder.p"), "p from the geometry");
+    expect_parity(embedder_a(lay, good), c.get("atoms.embedder.a"), "a from the geometry");
     Tensor d = geom.reshape({geom.numel() / 5, 5}).slice(1, 0, 3);
     const Tensor neg = ops::contiguous(d);
     Tensor negd = Tensor::empty(neg.shape());
     ops::scale(neg, -1.0f, negd);
     ops::copy(negd, d);
     const AtomEncoderOut bad = enc.forward(feats, geom, lay, nullptr, nullptr);
-    expect_fails_bar(bad.p, c.get("atoms.embedder.p"), "p with queries minus keys");
+    expect_fails_bar(embedder_a(lay, bad), c.get("atoms.embedder.a"), "a with queries minus keys");
 }
 
 // The window edge: keys past the first and last atoms are absent (zero, never valid). Windows
-// whose out-of-range keys are clamped onto the edge atoms instead give a p off the bar.
+// whose out-of-range keys are clamped onto the edge atoms instead (in p and, through the same
+// table, as attended keys) give an a off the bar.
 TEST(Boltz2AtomsBar, UnmaskedWindowEdgeFails) {
     const Boltz2Case c = load_boltz2_case("monomer");
     AtomLayout lay = AtomLayout::make(c.feats);
@@ -199,7 +191,7 @@ TEST(Boltz2AtomsBar, UnmaskedWindowEdgeFails) {
     ASSERT_GT(clamped, 0);
     lay.key_atom = keys;
     const AtomEncoderOut bad = embedder().atom_encoder.forward(c.feats, lay);
-    expect_fails_bar(bad.p, c.get("atoms.embedder.p"), "p with clamped edge keys");
+    expect_fails_bar(embedder_a(lay, bad), c.get("atoms.embedder.a"), "a with clamped edge keys");
     EXPECT_EQ(bad.c.shape(), c.get("atoms.embedder.c").shape());
     expect_parity(bad.c, c.get("atoms.embedder.c"), "c (no windows in it)");
 }
@@ -213,8 +205,5 @@ TEST(Boltz2AtomsBar, AtomSumInsteadOfMeanFails) {
         if (m.f32()[i] != 0.0f) m.f32()[i] = 1.0f;
     lay.token_mean = m;
     const AtomEncoderOut atoms = embedder().atom_encoder.forward(c.feats, lay);
-    const Tensor a = embedder().atom_attention.forward(
-        lay, atoms.q, atoms.c,
-        embedder().atom_attention.prepare(embedder().atom_enc_proj_z(atoms.p), lay));
-    expect_fails_bar(a, c.get("atoms.embedder.a"), "a as a sum over atoms");
+    expect_fails_bar(embedder_a(lay, atoms), c.get("atoms.embedder.a"), "a as a sum over atoms");
 }

@@ -19,30 +19,20 @@ using boltz2::DiffusionTransformer;
 
 const std::string kScore = "structure_module.score_model";
 
-const boltz2::Config& tiny_config() {
-    static const boltz2::Config c = boltz2::Config::load(boltz2_weights());
-    return c;
+// A transformer's output: its last layer's (the reference's "<tag>.layer<depth - 1>").
+Tensor last_layer(const Boltz2Case& c, const std::string& tag, size_t depth) {
+    return c.get("diffusion.call." + tag + ".layer" + std::to_string(depth - 1));
 }
-
-// The reference's tensor without its leading batch dim of 1, or as stored when it has none.
-Tensor ref0(const Boltz2Case& c, const std::string& k) { return c.get0(k); }
-
-Stats parity_stats(const Tensor& got, const Tensor& ref) {
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    return stats(g.f32(), r.f32(), g.numel());
-}
-
-bool within_bar(const Stats& s) { return s.pcc >= 0.99999 && s.rel_l2 <= 1e-5; }
 
 DiffusionTransformer token_transformer() {
-    const auto& cfg = tiny_config();
+    const auto& cfg = boltz2_config();
     return DiffusionTransformer::load(boltz2_weights(), kScore + ".token_transformer",
                                       2 * cfg.token_s, 2 * cfg.token_s,
                                       cfg.token_transformer_depth, cfg.token_transformer_heads);
 }
 
 AtomTransformer atom_transformer(bool decoder) {
-    const auto& cfg = tiny_config();
+    const auto& cfg = boltz2_config();
     const std::string p = decoder ? kScore + ".atom_attention_decoder.atom_decoder"
                                   : kScore + ".atom_attention_encoder.atom_encoder";
     return AtomTransformer::load(boltz2_weights(), p, cfg.atom_s,
@@ -56,14 +46,14 @@ TEST(Boltz2Dit, TokenTransformerMatchesReference) {
     for (const auto& name : boltz2_cases()) {
         SCOPED_TRACE(name);
         const Boltz2Case c = load_boltz2_case(name);
-        const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
+        const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
         const boltz2::DitBias bias =
-            tt.prepare(ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+            tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
         const Tensor out = tt.forward(a, s, bias, [&](int l, const Tensor& x) {
             expect_parity(x, c.get("diffusion.call.tok.layer" + std::to_string(l)),
                           name + " token layer " + std::to_string(l));
         });
-        expect_parity(out, c.get("diffusion.call.tok.out"), name + " token transformer");
+        expect_parity(out, last_layer(c, "tok", tt.layers.size()), name + " token transformer");
     }
 }
 
@@ -75,17 +65,17 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             SCOPED_TRACE(name + " " + tag);
             const Boltz2Case c = load_boltz2_case(name);
             const Tensor q = c.get("diffusion.call." + tag + ".in_q");
-            const Tensor cc = c.get("diffusion.call." + tag + ".in_c");
-            const std::string bname = decoder ? "atom_dec_bias" : "atom_enc_bias";
-            const boltz2::DitBias bias =
-                at.prepare(ref0(c, "diffusion.cond." + bname), c.feats.at("atom_pad_mask"));
+            const Tensor cc = c.get("diffusion.call.enc.in_c");  // the decoder's c is the same
+            const boltz2::DiffusionConditioningOut cond = reference_conditioning(c);
+            const boltz2::DitBias bias = at.prepare(
+                decoder ? cond.atom_dec_bias : cond.atom_enc_bias, c.feats.at("atom_pad_mask"));
             const Tensor out = at.forward(q, cc, bias, [&](int l, const Tensor& x) {
                 expect_parity(x, c.get("diffusion.call." + tag + ".layer" + std::to_string(l)),
                               name + " " + tag + " layer " + std::to_string(l));
             });
-            expect_parity(out, c.get("diffusion.call." + tag + ".out"), name + " " + tag);
+            expect_parity(out, last_layer(c, tag, at.dit.layers.size()), name + " " + tag);
             // The conditioning c is the same for every sample: given once, it gives the same.
-            const Tensor c_one = c.get("diffusion.cond.c");
+            const Tensor c_one = c.get0("diffusion.cond.c");
             if (!decoder) expect_parity(at.forward(q, c_one, bias), out, name + " shared c");
         }
     }
@@ -95,11 +85,11 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
 TEST(Boltz2Dit, WrongTransitionGateHalfFailsTheBar) {
     DiffusionTransformer tt = token_transformer();
     const Boltz2Case c = load_boltz2_case("monomer");
-    const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
-    const Tensor bias = ref0(c, "diffusion.cond.token_trans_bias");
+    const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
+    const Tensor bias = c.get0("diffusion.cond.token_trans_bias");
     for (auto& l : tt.layers) std::swap(l.transition.up, l.transition.gate);
     const Stats st = parity_stats(tt.forward(a, s, bias, c.feats.at("token_pad_mask")),
-                                  c.get("diffusion.call.tok.out"));
+                                  last_layer(c, "tok", tt.layers.size()));
     EXPECT_FALSE(within_bar(st)) << "PCC " << st.pcc << " rel L2 " << st.rel_l2;
 }
 
@@ -112,8 +102,8 @@ TEST(Boltz2Dit, UnmaskedPaddedAtomsFailTheBar) {
         const Tensor all = Tensor::of(std::vector<float>(size_t(mask.numel()), 1.0f));
         const Tensor out = at.forward(c.get("diffusion.call.enc.in_q"),
                                       c.get("diffusion.call.enc.in_c"),
-                                      ref0(c, "diffusion.cond.atom_enc_bias"), all);
-        const Stats st = parity_stats(out, c.get("diffusion.call.enc.out"));
+                                      reference_conditioning(c).atom_enc_bias, all);
+        const Stats st = parity_stats(out, last_layer(c, "enc", at.dit.layers.size()));
         EXPECT_FALSE(within_bar(st)) << name << ": PCC " << st.pcc << " rel L2 " << st.rel_l2;
     }
 }
@@ -126,11 +116,11 @@ TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
     const Boltz2Case c = load_boltz2_case("protein_rna");
     const Tensor q = c.get("diffusion.call.enc.in_q"), cc = c.get("diffusion.call.enc.in_c");
     const boltz2::DitBias ab =
-        at.prepare(ref0(c, "diffusion.cond.atom_enc_bias"), c.feats.at("atom_pad_mask"));
+        at.prepare(reference_conditioning(c).atom_enc_bias, c.feats.at("atom_pad_mask"));
     const Tensor both = at.forward(q, cc, ab);
-    const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.tok.in_s");
+    const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
     const boltz2::DitBias tb =
-        tt.prepare(ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+        tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     const Tensor tboth = tt.forward(a, s, tb);
     for (int64_t i = 0; i < 2; ++i) {
         const Tensor one = at.forward(q.narrow0(i, i + 1), cc.narrow0(i, i + 1), ab);
@@ -143,12 +133,12 @@ TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
 }
 
 boltz2::DiffusionModule score_module() {
-    return boltz2::DiffusionModule::load(boltz2_weights(), kScore, tiny_config());
+    return boltz2::DiffusionModule::load(boltz2_weights(), kScore, boltz2_config());
 }
 
 boltz2::ScoreContext score_context(const boltz2::DiffusionModule& dm, const Boltz2Case& c) {
-    return dm.prepare(ref0(c, "diffusion.cond.s_trunk"), ref0(c, "diffusion.cond.s_inputs"),
-                      ref0(c, "diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    return dm.prepare(c.get0("trunk.s"), c.get0("trunk.s_inputs"),
+                      c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
 }
 
 TEST(Boltz2Diffusion, SingleConditioningMatchesReference) {
@@ -178,7 +168,8 @@ TEST(Boltz2Diffusion, DenoiserCallMatchesReference) {
         boltz2::AtomStages atoms;
         atoms.encode = [&](const Tensor& r, Tensor& q_skip) {
             expect_parity(r, c.get("diffusion.call.r_noisy"), name + " r_noisy");
-            q_skip = c.get("diffusion.call.enc.q");
+            q_skip = last_layer(c, "enc", boltz2_config().atom_encoder_depth)
+                         .reshape(c.get("diffusion.call.enc.in_q").shape());
             return c.get("diffusion.call.enc.a");
         };
         atoms.decode = [&](const Tensor& a, const Tensor&) {
@@ -198,8 +189,8 @@ TEST(Boltz2Diffusion, DenoiserCallMatchesReference) {
 
 boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
     const int64_t steps = c.get("diffusion.sample.t_hat").numel(),
-                  samples = c.get("diffusion.sample.final").size(0);
-    return boltz2::SamplerParams::from(tiny_config(), steps, samples, samples);
+                  samples = c.get("diffusion.sample.x0_randn").size(0);
+    return boltz2::SamplerParams::from(boltz2_config(), steps, samples, samples);
 }
 
 // Runs the sampler on the reference's draws with a denoiser that returns the reference's
@@ -223,7 +214,7 @@ double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool 
                                           ++step;
                                       });
     EXPECT_EQ(rng.used(), size_t(1 + 3 * p.steps));
-    const Tensor ref = c.get("diffusion.sample.final");
+    const Tensor ref = c.get("e2e.sample_atom_coords");  // the same run's final coordinates
     // host-side (test): spread and error of the coordinates
     const float* r = ref.f32();
     const float* g = out.f32();
@@ -289,7 +280,7 @@ TEST(Boltz2Sampler, ChunkedSamplesEqualOneBatch) {
         ops::scale(x, 1.0f / (1.0f + 0.01f * sigma), y);
         return y;
     };
-    boltz2::SamplerParams p = boltz2::SamplerParams::from(tiny_config(), 5, 3, 3);
+    boltz2::SamplerParams p = boltz2::SamplerParams::from(boltz2_config(), 5, 3, 3);
     boltz2::SeededNormal r1(7), r2(7);
     const Tensor all = boltz2::sample(denoise, mask, p, r1);
     p.max_parallel_samples = 2;

@@ -64,22 +64,43 @@ GatedBiasedAttention GatedBiasedAttention::load(const io::ModelDir& m, const std
     return a;
 }
 
-void GatedBiasedAttention::add_to(const Tensor& y, const Tensor& bias, Tensor& s) const {
-    const int64_t L = y.size(0), D = heads * head_dim;
-    Tensor tq = Tensor::empty({1, L, D}), tk = Tensor::empty({1, L, D}),
-           tv = Tensor::empty({1, L, D}), to = Tensor::empty({1, L, D}),
-           tg = Tensor::empty({L, D});
-    Tensor q2 = tq.reshape({L, D}), k2 = tk.reshape({L, D}), v2 = tv.reshape({L, D});
-    q(y, q2);
-    k(y, k2);
-    v(y, v2);
-    const std::vector<uint8_t> valid(size_t(L), 1);
-    ops::attention(tq, tk, tv, heads, 1.0f / std::sqrt(float(head_dim)), valid, to, nullptr,
-                   {.bias = &bias});
+void GatedBiasedAttention::forward(const Tensor& y, const Core& core, Tensor& out,
+                                   bool accumulate) const {
+    const int64_t R = y.size(0), D = heads * head_dim;
+    Tensor tq = Tensor::empty({R, D}), tk = Tensor::empty({R, D}), tv = Tensor::empty({R, D}),
+           tg = Tensor::empty({R, D}), ctx = Tensor::empty({R, D});
+    q(y, tq);
+    k(y, tk);
+    v(y, tv);
+    core(tq, tk, tv, ctx);
     g(y, tg, {.act = Act::Sigmoid});
-    Tensor o2 = to.reshape({L, D});
-    ops::mul(o2, tg, o2);
-    o(o2, s, {.accumulate = true});
+    ops::mul(ctx, tg, ctx);
+    o(ctx, out, {.accumulate = accumulate});
+}
+
+void GatedBiasedAttention::forward(const Tensor& y, const Tensor& bias,
+                                   const std::vector<uint8_t>& key_valid, Tensor& out,
+                                   bool accumulate) const {
+    const int64_t R = y.size(0), D = heads * head_dim, L = bias.size(-1), S = R / L;
+    BI_CHECK(S * L == R && (key_valid.empty() || int64_t(key_valid.size()) == R),
+             "nn::GatedBiasedAttention", "rows ", R, ": expected whole sequences of ", L,
+             " and as many key flags, got ", key_valid.size());
+    const std::vector<uint8_t> all = key_valid.empty() ? std::vector<uint8_t>(size_t(R), 1)
+                                                       : std::vector<uint8_t>();
+    const std::vector<uint8_t>& valid = key_valid.empty() ? all : key_valid;
+    forward(
+        y,
+        [&](const Tensor& tq, const Tensor& tk, const Tensor& tv, Tensor& ctx) {
+            Tensor c3 = ctx.reshape({S, L, D});
+            ops::attention(tq.reshape({S, L, D}), tk.reshape({S, L, D}), tv.reshape({S, L, D}),
+                           heads, 1.0f / std::sqrt(float(head_dim)), valid, c3, nullptr,
+                           {.bias = &bias});
+        },
+        out, accumulate);
+}
+
+void GatedBiasedAttention::add_to(const Tensor& y, const Tensor& bias, Tensor& s) const {
+    forward(y, bias, {}, s, /*accumulate=*/true);
 }
 
 SequenceToPair SequenceToPair::load(const io::ModelDir& m, const std::string& p, int64_t dim,

@@ -5,7 +5,9 @@
 // used on both states.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
@@ -46,6 +48,16 @@ struct GatedBiasedAttention {
     Linear q, k, v, g, o;
     static GatedBiasedAttention load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
                                      int64_t head_dim, const GatedBiasedAttentionNames& names = {});
+    // The attention itself on the projected q, k, v (R, D) -> ctx (R, D), scores scaled by
+    // head_dim^-1/2 (full attention below, or e.g. Boltz-2's windowed atom attention).
+    using Core = std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ctx)>;
+    // out (R, D) = o_proj(sigmoid(g_proj(y)) * core(q(y), k(y), v(y))) (out += with accumulate).
+    void forward(const Tensor& y, const Core& core, Tensor& out, bool accumulate = false) const;
+    // The same with full attention over y (R, D) = R / L stacked sequences of L rows sharing one
+    // bias (H, L, L); key_valid: R flags (1 = real key), empty: every key real.
+    void forward(const Tensor& y, const Tensor& bias, const std::vector<uint8_t>& key_valid,
+                 Tensor& out, bool accumulate = false) const;
+    // s (L, D) += the update of y (L, D), every key real.
     void add_to(const Tensor& y, const Tensor& bias, Tensor& s) const;
 };
 

@@ -11,9 +11,10 @@ Names:
                                            are part `trunk`'s s_inputs, s, z and pdistogram
   confidence.s_embed, .z_embed             (samples, N, ...) into the pairformer stack
   confidence.s_stack, .z_stack             the stack's outputs
-  confidence.<key>                         the module's outputs: pae_logits, pde_logits,
-      plddt_logits, resolved_logits, pae, pde, plddt, complex_plddt, complex_iplddt, complex_pde,
-      complex_ipde, ptm, iptm, ligand_iptm, protein_iptm
+  confidence.<key>                         the module's outputs: plddt_logits, resolved_logits,
+      pae, pde, plddt, complex_plddt, complex_iplddt, complex_pde, complex_ipde, ptm, iptm,
+      ligand_iptm, protein_iptm (not pae_logits and pde_logits (samples, N, N, 64), the largest:
+      pae and pde are their softmax expectations, checked instead)
   confidence.pair_chains_iptm              (n_chain, n_chain, samples): [a][b] = the reference's
                                            pair_chains_iptm[a][b], chains in ascending asym_id
 """
@@ -92,7 +93,8 @@ def dump(model, feats: dict, case: str) -> dict:
         h1.remove()
         h2.remove()
     for k in OUTPUT_KEYS:
-        put(k, result[k])
+        if k not in ("pae_logits", "pde_logits"):  # see the module docstring
+            put(k, result[k])
     pci = result["pair_chains_iptm"]
     chains = sorted(pci.keys())
     put("pair_chains_iptm",

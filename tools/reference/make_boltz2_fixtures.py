@@ -8,7 +8,8 @@ Writes into --out:
   boltz2_conf.ckpt          the tiny model (state_dict + hyper_parameters)
   inputs/<case>/...         the case's YAML and MSA files, as a user would write them
   mols/<RES>.pkl            the canonical residue molecules both sides read (RDKit, pickled)
-  <case>.safetensors        `feat.<name>`: the batch boltz's data pipeline hands the model (fp32);
+  <case>.safetensors        `feat.<name>`: the batch boltz's data pipeline hands the model (fp32
+                            values; integer-valued ones stored as F16, which holds them exactly);
                             every other tensor comes from a part, named `<part>.<...>`
 
 A part is a module tools/reference/boltz2_dump_<part>.py with
@@ -43,7 +44,12 @@ def feature_tensors(feats: dict) -> dict:
                                                      "contact_union", "contact_negation",
                                                      "contact_thresholds")):
             continue
-        out[f"feat.{k}"] = v.detach().float().contiguous()
+        t = v.detach().float().contiguous()
+        # Integer-valued features (one-hots, ids, masks) within fp16's exact range are stored as
+        # F16, losslessly: readers widen them back to the same fp32 values.
+        if t.numel() and torch.equal(t, t.round()) and t.abs().max() <= 2048:
+            t = t.half()
+        out[f"feat.{k}"] = t
     return out
 
 

@@ -16,25 +16,6 @@ constexpr const char* kWhere = "boltz2 atoms";
 
 int64_t rows_of(const Tensor& t) { return t.numel() / t.size(-1); }
 
-// A table made on the host, on the device the current backend computes on.
-Tensor on_backend(const Tensor& host) {
-    const Device dev = ops::current_backend().device;
-    return dev.is_host() ? host : host.to(dev);
-}
-
-// The rows of a host I32 table for S stacked copies of an n-row tensor: row s * n + v, -1 kept.
-Tensor stacked_rows(const Tensor& idx, int64_t S, int64_t n) {
-    const int64_t m = idx.numel();
-    Tensor out = Tensor::empty({S * m}, DType::I32);
-    // host-side: a gather index built once per call from the layout's tables
-    for (int64_t s = 0; s < S; ++s)
-        for (int64_t i = 0; i < m; ++i) {
-            const int32_t v = idx.i32()[i];
-            out.i32()[s * m + i] = v < 0 ? -1 : int32_t(s * n + v);
-        }
-    return on_backend(out);
-}
-
 Tensor relu(const Tensor& x) {
     Tensor y = Tensor::empty(x.shape());
     ops::activation(x, Act::Relu, y);
@@ -59,32 +40,17 @@ Tensor layer_norm(const nn::LayerNorm& ln, const Tensor& x) {
 
 AtomLayout AtomLayout::make(const Features& f, int64_t W, int64_t H) {
     AtomLayout l;
+    static_cast<AtomWindows&>(l) = AtomWindows::make(f.num_atoms(), W, H);
     const Tensor& a2t = f.at("atom_to_token");
-    l.atoms = f.num_atoms();
     l.tokens = f.num_tokens();
-    l.window_q = W;
-    l.window_k = H;
     const int64_t A = l.atoms, N = l.tokens;
-    BI_CHECK(W > 0 && H >= W && (H - W) % 2 == 0 && A % W == 0, kWhere,
-             "atoms and windows: expected a multiple of ", W, " atoms and ", H,
-             " keys centred on the queries, got ", A, " atoms");
     BI_CHECK(a2t.shape() == (Shape{A, N}), kWhere, "atom_to_token: expected (", A, ", ", N,
              "), got ", shape_str(a2t.shape()));
-    l.windows = A / W;
-    const int64_t K = l.windows, first = (H - W) / 2;
 
     const Tensor a2t_host = a2t.to(kHost).to_f32();
-    Tensor key_atom = Tensor::empty({K, H}, DType::I32);
     Tensor atom_token = Tensor::empty({A}, DType::I32);
     Tensor token_mean = Tensor::zeros({N, A});
     std::vector<float> count(size_t(N), 0.0f);
-    // host-side: index tables made once per input from the features (boltz's indexing matrix and
-    // atom_to_token one-hot)
-    for (int64_t k = 0; k < K; ++k)
-        for (int64_t h = 0; h < H; ++h) {
-            const int64_t atom = k * W - first + h;
-            key_atom.i32()[k * H + h] = atom >= 0 && atom < A ? int32_t(atom) : -1;
-        }
     // host-side: each atom's token from the one-hot rows, and boltz's mean-aggregation weights
     for (int64_t a = 0; a < A; ++a) {
         int32_t tok = -1;
@@ -103,21 +69,10 @@ AtomLayout AtomLayout::make(const Features& f, int64_t W, int64_t H) {
         const int32_t tok = atom_token.i32()[a];
         if (tok >= 0) token_mean.f32()[tok * A + a] = 1.0f / (count[size_t(tok)] + 1e-6f);
     }
-    l.key_atom = on_backend(key_atom);
     l.atom_token = on_backend(atom_token);
     l.token_mean = on_backend(token_mean);
     l.atom_mask = on_backend(f.at("atom_pad_mask").reshape({A}).to_f32());
     return l;
-}
-
-Tensor AtomLayout::keys(const Tensor& x) const {
-    const int64_t D = x.size(-1), S = rows_of(x) / atoms;
-    BI_CHECK(S > 0 && rows_of(x) == S * atoms, kWhere, "keys of ", shape_str(x.shape()),
-             ": expected whole samples of ", atoms, " atoms");
-    Tensor out = Tensor::empty({S, windows, window_k, D});
-    ops::embedding(stacked_rows(key_atom.to(kHost), S, atoms), ops::contiguous(x).reshape({S * atoms, D}),
-                   out);
-    return out;
 }
 
 void AtomLayout::add_token_rows(const Tensor& t, Tensor& x) const {
@@ -343,7 +298,7 @@ AtomAttentionEncoder AtomAttentionEncoder::load(const io::ModelDir& m, const std
 }
 
 DitBias AtomAttentionEncoder::prepare(const Tensor& bias, const AtomLayout& lay) const {
-    return transformer.prepare(bias, lay.atom_mask);
+    return transformer.prepare(bias, lay.atom_mask, lay);
 }
 
 Tensor AtomAttentionEncoder::forward(const AtomLayout& lay, const Tensor& q, const Tensor& c,
@@ -392,7 +347,7 @@ AtomAttentionDecoder AtomAttentionDecoder::load(const io::ModelDir& m, const std
 }
 
 DitBias AtomAttentionDecoder::prepare(const Tensor& bias, const AtomLayout& lay) const {
-    return transformer.prepare(bias, lay.atom_mask);
+    return transformer.prepare(bias, lay.atom_mask, lay);
 }
 
 Tensor AtomAttentionDecoder::forward(const AtomLayout& lay, const Tensor& a, const Tensor& q_skip,

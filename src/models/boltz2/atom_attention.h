@@ -7,6 +7,7 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
+#include "models/boltz2/atom_windows.h"
 #include "models/boltz2/config.h"
 #include "models/boltz2/dit.h"
 #include "models/boltz2/features.h"
@@ -15,23 +16,16 @@
 namespace bioinfer::boltz2 {
 
 // The atom windows and the atom/token tables every atom module reads, made once per input from
-// its features. Window k (K = A / W of them) has the W queries k*W .. k*W+W-1 and the H keys
-// k*W - (H-W)/2 + h, h < H (boltz's get_indexing_matrix / single_to_keys: 32k-48 .. 32k+79 for
-// W 32, H 128); keys outside [0, A) are absent: zero rows, never valid.
-struct AtomLayout {
-    int64_t atoms = 0, tokens = 0;  // A (padded to a multiple of W), N
-    int64_t window_q = 32, window_k = 128, windows = 0;  // W, H, K
-    Tensor key_atom;    // (K, H) I32: the atom in each key slot, -1 where absent
-    Tensor atom_token;  // (A) I32: each atom's token (atom_to_token's one-hot), -1 for padding
-    Tensor atom_mask;   // (A) F32: atom_pad_mask
+// its features (windows: see AtomWindows).
+struct AtomLayout : AtomWindows {
+    int64_t tokens = 0;  // N
+    Tensor atom_token;   // (A) I32: each atom's token (atom_to_token's one-hot), -1 for padding
+    Tensor atom_mask;    // (A) F32: atom_pad_mask
     // (N, A) F32: atom_to_token^T / (atoms of the token + 1e-6), boltz's mean aggregation matrix
     Tensor token_mean;
 
     static AtomLayout make(const Features& f, int64_t window_q = 32, int64_t window_k = 128);
 
-    // x (S * A, D), S stacked samples -> (S, K, H, D): each window's key rows, zeros where absent
-    // (boltz's to_keys).
-    Tensor keys(const Tensor& x) const;
     // x (S * A, D) += t (S * N, D) at each atom's token (boltz's bmm(atom_to_token, t) added);
     // padded atoms get nothing.
     void add_token_rows(const Tensor& t, Tensor& x) const;

@@ -13,25 +13,6 @@ namespace {
 int64_t rows_of(const Tensor& t) { return t.numel() / t.size(-1); }
 }  // namespace
 
-SwiGluTransition SwiGluTransition::load(const io::ModelDir& m, const std::string& p, int64_t dim,
-                                        int64_t hidden) {
-    return {nn::LayerNorm::load(m, p + ".norm", dim, 1e-5f),
-            nn::Linear::load(m, p + ".fc1", dim, hidden, false),
-            nn::Linear::load(m, p + ".fc2", dim, hidden, false),
-            nn::Linear::load(m, p + ".fc3", hidden, dim, false)};
-}
-
-void SwiGluTransition::add_to(Tensor& x) const {
-    const int64_t R = rows_of(x), D = x.size(-1), F = fc1.out_features();
-    Tensor x2 = x.reshape({R, D}), xn = Tensor::empty({R, D});
-    Tensor g = Tensor::empty({R, F}), u = Tensor::empty({R, F});
-    norm(x2, xn);
-    fc1(xn, g);
-    fc2(xn, u);
-    ops::swiglu(g, u, u);
-    fc3(u, x2, {.accumulate = true});
-}
-
 SingleConditioning SingleConditioning::load(const io::ModelDir& m, const std::string& p,
                                             int64_t token_s, int64_t dim_fourier,
                                             int64_t num_transitions) {
@@ -49,7 +30,8 @@ SingleConditioning SingleConditioning::load(const io::ModelDir& m, const std::st
     s.fourier_to_single = nn::Linear::load(m, p + ".fourier_to_single", dim_fourier, D, false);
     for (int64_t i = 0; i < num_transitions; ++i)
         s.transitions.push_back(
-            SwiGluTransition::load(m, p + ".transitions." + std::to_string(i), D, 2 * D));
+            nn::ResidueMlp::load(m, p + ".transitions." + std::to_string(i), D, 2 * D,
+                                 nn::ResidueMlpNames::boltz2()));
     return s;
 }
 
@@ -92,7 +74,8 @@ Tensor SingleConditioning::forward(const std::vector<float>& times, const Tensor
     Tensor s = Tensor::empty({S, N, D});
     ops::copy(emb.reshape({1, N, D}).expand({S, N, D}), s);
     ops::add_into(f2s.expand({S, N, D}), s);
-    for (const auto& t : transitions) t.add_to(s);
+    Tensor rows = s.reshape({S * N, D});
+    for (const auto& t : transitions) t.add_to(rows);
     return s;
 }
 

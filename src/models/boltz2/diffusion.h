@@ -12,32 +12,22 @@
 #include "io/model_dir.h"
 #include "models/boltz2/config.h"
 #include "models/boltz2/dit.h"
+#include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::boltz2 {
 
-// boltz's Transition: x -> fc3(silu(fc1(LN(x))) * fc2(LN(x))), no linear biases.
-// TODO(lead): the trunk's nn::ResidueMlp with ResidueMlpNames::boltz2() computes the same; use it
-// once both are on main.
-struct SwiGluTransition {
-    nn::LayerNorm norm;
-    nn::Linear fc1, fc2, fc3;
-    static SwiGluTransition load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
-                                 int64_t hidden);
-    // x (R, D) += transition(x)
-    void add_to(Tensor& x) const;
-};
-
 // Algorithm 21 (SingleConditioning) with Algorithm 22 (FourierEmbedding):
 //   s = single_embed(LN(cat(s_trunk, s_inputs))) + fourier_to_single(LN(cos(2 pi (w t + b))))
-//   then s += transition(s) per transition. t is c_noise(sigma), one per sample.
+//   then s += transition(s) per transition (boltz's Transition: nn::ResidueMlp with
+//   ResidueMlpNames::boltz2()). t is c_noise(sigma), one per sample.
 struct SingleConditioning {
     nn::LayerNorm norm_single;
     nn::Linear single_embed;          // (2ts, 2ts) with bias
     std::vector<float> fourier_w, fourier_b;  // fourier_embed.proj (F, 1) and (F), kept on the host
     nn::LayerNorm norm_fourier;
     nn::Linear fourier_to_single;     // (2ts, F), no bias
-    std::vector<SwiGluTransition> transitions;
+    std::vector<nn::ResidueMlp> transitions;
     // prefix: "structure_module.score_model.single_conditioner"
     static SingleConditioning load(const io::ModelDir& m, const std::string& prefix, int64_t token_s,
                                    int64_t dim_fourier, int64_t num_transitions);

@@ -17,25 +17,6 @@ int64_t rows_of(const Tensor& t) { return t.numel() / t.size(-1); }
 // boltz's AttentionPairBias masks keys by adding (1 - mask) * -inf with inf = 1e6.
 constexpr float kMaskInf = 1e6f;
 
-// Keys of every window: x (S * A, D) -> (S * NW, Wk, D); window w's key j is atom
-// w * Wq - (Wk - Wq) / 2 + j of its sample, a zero vector outside [0, A). Built from x padded by
-// zero half-blocks (Wq / 2 atoms): the keys of window w are half-blocks [2w, 2w + h) of the padded
-// sequence, so each of the h key half-blocks of every window is one strided copy.
-Tensor window_keys(const Tensor& x, int64_t S, int64_t A, int64_t Wq, int64_t Wk) {
-    const int64_t D = x.size(-1), NW = A / Wq, hb = Wq / 2, h = Wk / hb, off = h / 2 - 1;
-    // (S, 2NW + h, hb, D): half-block b of the sample at index off + b
-    Tensor padded = Tensor::zeros({S, 2 * NW + h, hb, D});
-    Tensor inner = padded.slice(1, off, off + 2 * NW);
-    ops::copy(x.reshape({S, 2 * NW, hb, D}), inner);
-    const Tensor p5 = padded.reshape({S, NW + h / 2, 2, hb, D});
-    Tensor keys = Tensor::empty({S, NW, h, hb, D});
-    for (int64_t j = 0; j < h; ++j) {
-        Tensor dst = keys.slice(2, j, j + 1);
-        ops::copy(p5.slice(1, j / 2, j / 2 + NW).slice(2, j % 2, j % 2 + 1), dst);
-    }
-    return keys.reshape({S * NW, Wk, D});
-}
-
 // Per-head layout for batched GEMMs: x (G, L, H * Dh) -> (G * H, L, Dh).
 Tensor heads_first(const Tensor& x, int64_t G, int64_t L, int64_t H, int64_t Dh) {
     return ops::contiguous(x.reshape({G, L, H, Dh}).permute({0, 2, 1, 3})).reshape({G * H, L, Dh});
@@ -48,8 +29,8 @@ void window_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
     const int64_t A = lay.length, Wq = lay.window_q, Wk = lay.window_k, NW = A / Wq;
     const int64_t D = q.size(-1), S = rows_of(q) / A, Dh = D / heads, G = S * NW;
     const Tensor qh = heads_first(q, G, Wq, heads, Dh);
-    const Tensor kh = heads_first(window_keys(k, S, A, Wq, Wk), G, Wk, heads, Dh);
-    const Tensor vh = heads_first(window_keys(v, S, A, Wq, Wk), G, Wk, heads, Dh);
+    const Tensor kh = heads_first(lay.windows.keys(k), G, Wk, heads, Dh);
+    const Tensor vh = heads_first(lay.windows.keys(v), G, Wk, heads, Dh);
     Tensor scores = Tensor::empty({G * heads, Wq, Wk});
     ops::bmm(qh, kh, scores, false, true);
     ops::scale(scores, 1.0f / std::sqrt(float(Dh)), scores);
@@ -129,12 +110,8 @@ DitLayer DitLayer::load(const io::ModelDir& m, const std::string& p, int64_t dim
     DitLayer l;
     l.heads = heads;
     l.adaln = AdaLn::load(m, p + ".adaln", dim, dim_cond);
-    const std::string a = p + ".pair_bias_attn";
-    l.q = nn::Linear::load(m, a + ".proj_q", dim, dim);
-    l.k = nn::Linear::load(m, a + ".proj_k", dim, dim, false);
-    l.v = nn::Linear::load(m, a + ".proj_v", dim, dim, false);
-    l.g = nn::Linear::load(m, a + ".proj_g", dim, dim, false);
-    l.o = nn::Linear::load(m, a + ".proj_o", dim, dim, false);
+    l.attn = nn::GatedBiasedAttention::load(m, p + ".pair_bias_attn", dim, dim / heads,
+                                            nn::GatedBiasedAttentionNames::boltz2());
     // boltz registers this linear twice (output_projection_linear and output_projection.0): the
     // same tensor under two names. Read both so the load accounts for them.
     l.out_proj = nn::Linear::load(m, p + ".output_projection_linear", dim_cond, dim);
@@ -153,29 +130,23 @@ void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const Dit
     const Tensor s2 = s.reshape({R, s.size(-1)});
     Tensor b = Tensor::empty({R, D});
     adaln(a2, s2, b);
-    Tensor tq = Tensor::empty({R, D}), tk = Tensor::empty({R, D}), tv = Tensor::empty({R, D}),
-           tg = Tensor::empty({R, D}), ctx = Tensor::empty({R, D});
-    q(b, tq);
-    // k and v have no bias, so projecting the atoms before windowing equals boltz's projection of
-    // the windowed keys (out-of-range keys stay zero vectors).
-    k(b, tk);
-    v(b, tv);
-    g(b, tg, {.act = Act::Sigmoid});
-    const int64_t Dh = D / heads;
+    Tensor att = Tensor::empty({R, D}), gate = Tensor::empty({R, D});
     if (lay.window_q > 0) {
-        window_attention(tq, tk, tv, bias, lay, heads, ctx);
+        // k and v have no bias, so projecting the atoms before windowing equals boltz's
+        // projection of the windowed keys (out-of-range keys stay zero vectors).
+        attn.forward(
+            b,
+            [&](const Tensor& tq, const Tensor& tk, const Tensor& tv, Tensor& ctx) {
+                window_attention(tq, tk, tv, bias, lay, heads, ctx);
+            },
+            att);
     } else {
-        const int64_t N = lay.length, S = R / N;
+        const int64_t S = R / lay.length;
         std::vector<uint8_t> valid;
         valid.reserve(size_t(R));
         for (int64_t i = 0; i < S; ++i) valid.insert(valid.end(), lay.key_valid.begin(), lay.key_valid.end());
-        Tensor c3 = ctx.reshape({S, N, D});
-        ops::attention(tq.reshape({S, N, D}), tk.reshape({S, N, D}), tv.reshape({S, N, D}), heads,
-                       1.0f / std::sqrt(float(Dh)), valid, c3, nullptr, {.bias = &bias});
+        attn.forward(b, bias, valid, att);
     }
-    ops::mul(ctx, tg, ctx);
-    Tensor att = Tensor::empty({R, D}), gate = Tensor::empty({R, D});
-    o(ctx, att);
     out_proj(s2, gate, {.act = Act::Sigmoid});
     ops::add_mul(gate, att, a2);
     Tensor t = Tensor::empty({R, D});
@@ -250,8 +221,7 @@ Tensor DiffusionTransformer::forward(const Tensor& a, const Tensor& s, const Dit
 AtomTransformer AtomTransformer::load(const io::ModelDir& m, const std::string& p, int64_t dim,
                                       int64_t depth, int64_t heads, int64_t window_q,
                                       int64_t window_k) {
-    BI_CHECK(window_q > 0 && window_q % 2 == 0 && window_k % (window_q / 2) == 0 &&
-                 (window_k / (window_q / 2)) % 2 == 0 && window_k >= window_q,
+    BI_CHECK(window_q > 0 && window_k >= window_q && (window_k - window_q) % 2 == 0,
              p, "unsupported atom windows: ", window_q, " queries, ", window_k, " keys");
     AtomTransformer t;
     t.dit = DiffusionTransformer::load(m, p + ".diffusion_transformer", dim, dim, depth, heads);
@@ -261,10 +231,16 @@ AtomTransformer AtomTransformer::load(const io::ModelDir& m, const std::string& 
 }
 
 DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask) const {
+    return prepare(bias, mask, AtomWindows::make(mask.numel(), window_q, window_k));
+}
+
+DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask,
+                                 const AtomWindows& windows) const {
     const int64_t A = mask.numel(), L = int64_t(dit.layers.size()), H = dit.heads;
-    const int64_t Wq = window_q, Wk = window_k, NW = A / Wq;
-    BI_CHECK(A % Wq == 0, "boltz2::AtomTransformer", "atoms: expected a multiple of ", Wq,
-             ", got ", A);
+    const int64_t Wq = window_q, Wk = window_k, NW = windows.windows;
+    BI_CHECK(windows.atoms == A && windows.window_q == Wq && windows.window_k == Wk,
+             "boltz2::AtomTransformer", "windows of ", windows.atoms, " atoms (", windows.window_q,
+             " x ", windows.window_k, "): expected ", A, " atoms (", Wq, " x ", Wk, ")");
     BI_CHECK(bias.ndim() == 4 && bias.size(0) == NW && bias.size(1) == Wq && bias.size(2) == Wk &&
                  bias.size(3) == L * H,
              "boltz2::AtomTransformer", "bias: expected (", NW, ", ", Wq, ", ", Wk, ", ", L * H,
@@ -273,8 +249,9 @@ DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask) const {
     out.length = A;
     out.window_q = Wq;
     out.window_k = Wk;
+    out.windows = windows;
     // (NW, Wk) additive key mask: 0 for real atoms, -1e6 for padding and keys outside the atoms
-    Tensor km = window_keys(mask.to_f32().reshape({A, 1}), 1, A, Wq, Wk).reshape({NW, 1, 1, Wk});
+    Tensor km = windows.keys(mask.to_f32().reshape({A, 1})).reshape({NW, 1, 1, Wk});
     ops::activation(km, Act::None, km, -1.0f);
     ops::scale(km, kMaskInf, km);
     const Tensor b5 = bias.reshape({NW, Wq, Wk, L, H});

@@ -9,6 +9,8 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
+#include "models/boltz2/atom_windows.h"
+#include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::boltz2 {
@@ -48,15 +50,17 @@ struct DitBias {
     int64_t length = 0;                // N tokens or A atoms per sample
     int64_t window_q = 0, window_k = 0;  // 0: full attention
     std::vector<uint8_t> key_valid;    // full attention: (N) 1 = real token
+    AtomWindows windows;               // windowed attention: the key-slot table
 };
 
 // Algorithm 23, one layer: b = AdaLN(a, s); a += sigmoid(out_proj(s)) * attn(b);
 // a += transition(a, s); then post_ln when the checkpoint has one.
-// attn: q = proj_q(b) (bias), k/v = proj_k/v(b) (no bias), scores q.k / sqrt(Dh) + pair bias,
-// softmax over keys, o = proj_o(sigmoid(proj_g(b)) * ctx).
+// attn: boltz's AttentionPairBias (the trunk's nn::GatedBiasedAttention with
+// GatedBiasedAttentionNames::boltz2()): q = proj_q(b) (bias), k/v = proj_k/v(b) (no bias), scores
+// q.k / sqrt(Dh) + pair bias, softmax over keys, o = proj_o(sigmoid(proj_g(b)) * ctx).
 struct DitLayer {
     AdaLn adaln;
-    nn::Linear q, k, v, g, o;
+    nn::GatedBiasedAttention attn;  // pair_bias_attn
     nn::Linear out_proj;  // output_projection_linear (D, Ds) with bias
     ConditionedTransition transition;
     nn::LayerNorm post_ln;  // undefined: none (boltz's default)
@@ -90,10 +94,8 @@ struct DiffusionTransformer {
     }
 };
 
-// Algorithm 7 as boltz blocks it: atoms in windows of Wq = 32 queries; window w's keys are atoms
-// [w * Wq - (Wk - Wq) / 2, w * Wq + (Wk + Wq) / 2), i.e. w*32-48 .. w*32+79 for Wk = 128 (boltz's
-// get_indexing_matrix / single_to_keys). Keys outside [0, A) are zero vectors and masked, as are
-// padded atoms. A must be a multiple of Wq (boltz pads atoms to 32).
+// Algorithm 7 as boltz blocks it: atoms in windows of Wq = 32 queries with Wk = 128 keys each
+// (AtomWindows). Keys outside [0, A) are zero vectors and masked, as are padded atoms.
 struct AtomTransformer {
     DiffusionTransformer dit;
     int64_t window_q = 32, window_k = 128;
@@ -104,7 +106,9 @@ struct AtomTransformer {
                                 int64_t depth, int64_t heads, int64_t window_q = 32,
                                 int64_t window_k = 128);
     // bias (NW, Wq, Wk, depth * heads) (boltz's atom_enc_bias / atom_dec_bias without the batch
-    // dim), mask (A) atom_pad_mask (1 = real atom), NW = A / Wq.
+    // dim), mask (A) atom_pad_mask (1 = real atom), NW = A / Wq; windows: the input's key table
+    // (e.g. its AtomLayout), made here when not given.
+    DitBias prepare(const Tensor& bias, const Tensor& mask, const AtomWindows& windows) const;
     DitBias prepare(const Tensor& bias, const Tensor& mask) const;
     // q (R, D), R = samples * A (any leading shape); c (R, Ds) or (A, Ds) shared by every sample.
     // Returns the updated q (same shape as q).
