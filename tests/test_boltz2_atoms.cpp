@@ -94,14 +94,14 @@ TEST_P(Boltz2Atoms, DiffusionConditioning) {
 TEST_P(Boltz2Atoms, TokenBiasLayers) {
     const Boltz2Case c = load_boltz2_case(GetParam());
     const DiffusionConditioningOut o = conditioning().forward(
-        c.get("atoms.cond.s_trunk"), c.get("atoms.cond.z_trunk"), c.get("atoms.cond.relpos"),
-        c.feats, /*token_bias=*/false);
+        c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats, /*token_bias=*/false);
     EXPECT_FALSE(o.token_trans_bias.defined());
     const std::vector<Tensor> got = conditioning().token_bias_layers(o.z);
+    const Config& cfg = test::boltz2_config();
     const DiffusionTransformer tt = DiffusionTransformer::load(
-        boltz2_weights(), "structure_module.score_model.token_transformer", 2 * config().token_s,
-        2 * config().token_s, config().token_transformer_depth, config().token_transformer_heads);
-    const DitBias ref = tt.prepare(c.get("atoms.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+        boltz2_weights(), "structure_module.score_model.token_transformer", 2 * cfg.token_s,
+        2 * cfg.token_s, cfg.token_transformer_depth, cfg.token_transformer_heads);
+    const DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     const DitBias mine = tt.prepare_layers(got, c.feats.at("token_pad_mask"));
     ASSERT_EQ(mine.layers.size(), ref.layers.size());
     EXPECT_EQ(mine.key_valid, ref.key_valid);
@@ -113,14 +113,14 @@ TEST_P(Boltz2Atoms, TokenBiasLayers) {
 TEST(Boltz2AtomsBar, TransposedTokenBiasFails) {
     const Boltz2Case c = load_boltz2_case("heterodimer");
     const DiffusionConditioningOut o = conditioning().forward(
-        c.get("atoms.cond.s_trunk"), c.get("atoms.cond.z_trunk"), c.get("atoms.cond.relpos"),
-        c.feats, /*token_bias=*/false);
+        c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats, /*token_bias=*/false);
     const PairBiasProjection& pz = conditioning().token_trans_proj_z;
     const Tensor bad = nn::pair_bias(o.z, pz.ln[0], pz.proj[0], 0, /*transposed=*/true);
+    const Config& cfg = test::boltz2_config();
     const DiffusionTransformer tt = DiffusionTransformer::load(
-        boltz2_weights(), "structure_module.score_model.token_transformer", 2 * config().token_s,
-        2 * config().token_s, config().token_transformer_depth, config().token_transformer_heads);
-    const DitBias ref = tt.prepare(c.get("atoms.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+        boltz2_weights(), "structure_module.score_model.token_transformer", 2 * cfg.token_s,
+        2 * cfg.token_s, cfg.token_transformer_depth, cfg.token_transformer_heads);
+    const DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     expect_fails_bar(bad, ref.layers[0], "token bias with query and key swapped");
 }
 
