@@ -9,7 +9,9 @@
 #include "boltz2_fixture.h"
 #include "models/boltz2/atom_attention.h"
 #include "models/boltz2/config.h"
+#include "models/boltz2/dit.h"
 #include "models/boltz2/embedder.h"
+#include "nn/triangle.h"
 #include "ops/ops.h"
 
 using namespace bioinfer;
@@ -85,6 +87,41 @@ TEST_P(Boltz2Atoms, DiffusionConditioning) {
     const int64_t K = c.feats.num_atoms() / 32;
     EXPECT_EQ(o.atom_enc_bias.shape(),
               (Shape{K, 32, 128, test::boltz2_config().atom_encoder_depth * test::boltz2_config().atom_encoder_heads}));
+}
+
+// The per-layer head-major token biases Boltz2Model::run takes (made from the conditioning's z a
+// block of rows at a time) against the reference's token_trans_bias in the same layout.
+TEST_P(Boltz2Atoms, TokenBiasLayers) {
+    const Boltz2Case c = load_boltz2_case(GetParam());
+    const DiffusionConditioningOut o = conditioning().forward(
+        c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats, /*token_bias=*/false);
+    EXPECT_FALSE(o.token_trans_bias.defined());
+    const std::vector<Tensor> got = conditioning().token_bias_layers(o.z);
+    const Config& cfg = test::boltz2_config();
+    const DiffusionTransformer tt = DiffusionTransformer::load(
+        boltz2_weights(), "structure_module.score_model.token_transformer", 2 * cfg.token_s,
+        2 * cfg.token_s, cfg.token_transformer_depth, cfg.token_transformer_heads);
+    const DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    const DitBias mine = tt.prepare_layers(got, c.feats.at("token_pad_mask"));
+    ASSERT_EQ(mine.layers.size(), ref.layers.size());
+    EXPECT_EQ(mine.key_valid, ref.key_valid);
+    for (size_t l = 0; l < ref.layers.size(); ++l)
+        parity(mine.layers[l], ref.layers[l], c.name + " token bias layer " + std::to_string(l));
+}
+
+// Query and key swapped (the bias transposed) fails the bar.
+TEST(Boltz2AtomsBar, TransposedTokenBiasFails) {
+    const Boltz2Case c = load_boltz2_case("heterodimer");
+    const DiffusionConditioningOut o = conditioning().forward(
+        c.get0("trunk.s"), c.get0("trunk.z"), c.get0("trunk.relpos"), c.feats, /*token_bias=*/false);
+    const PairBiasProjection& pz = conditioning().token_trans_proj_z;
+    const Tensor bad = nn::pair_bias(o.z, pz.ln[0], pz.proj[0], 0, /*transposed=*/true);
+    const Config& cfg = test::boltz2_config();
+    const DiffusionTransformer tt = DiffusionTransformer::load(
+        boltz2_weights(), "structure_module.score_model.token_transformer", 2 * cfg.token_s,
+        2 * cfg.token_s, cfg.token_transformer_depth, cfg.token_transformer_heads);
+    const DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    expect_fails_bar(bad, ref.layers[0], "token bias with query and key swapped");
 }
 
 TEST_P(Boltz2Atoms, DiffusionEncoderAndDecoder) {

@@ -2,9 +2,11 @@
 // atom_attention.h.
 #include "models/boltz2/atom_attention.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "bioinfer/error.h"
+#include "nn/triangle.h"
 #include "ops/ops.h"
 
 namespace bioinfer::boltz2 {
@@ -184,8 +186,17 @@ AtomEncoderOut AtomEncoder::forward(const Tensor& atom_feats, const Tensor& geom
         const Tensor s2c = linear(s_to_c, layer_norm(s_to_c_ln, s_trunk->reshape({N, s_trunk->size(-1)})));
         lay.add_token_rows(s2c, out.c);
         // p += z_to_p(LN(z))[token(query), token(key)]; nothing where either is absent
-        const Tensor zf = z->reshape({N * N, z->size(-1)});
-        const Tensor z2p = linear(z_to_p, layer_norm(z_to_p_ln, zf));  // (N * N, Z)
+        // z2p (N * N, Z) = z_to_p(LN(z)), a block of pair rows at a time (no LN(z) copy)
+        const int64_t Cz = z->size(-1);
+        const Tensor zf = z->reshape({N * N, Cz});
+        Tensor z2p = Tensor::empty({N * N, Z});
+        const int64_t rows = N * nn::default_pair_chunk(N, Cz);
+        for (int64_t r0 = 0; r0 < N * N; r0 += rows) {
+            const int64_t r1 = std::min(N * N, r0 + rows);
+            Tensor zn = Tensor::empty({r1 - r0, Cz}), dst = z2p.narrow0(r0, r1);
+            z_to_p_ln(zf.narrow0(r0, r1), zn);
+            z_to_p(zn, dst);
+        }
         const Tensor tok = lay.atom_token.to(kHost), keys = lay.key_atom.to(kHost);
         Tensor idx = Tensor::empty({M}, DType::I32);
         // host-side: the pair index of every (window, query, key), made once per input

@@ -53,12 +53,20 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     });
 
     progress("diffusion conditioning", 0, 0);
-    const DiffusionConditioningOut cond =
-        conditioning_.forward(out.trunk.s, out.trunk.z, out.trunk.relpos, f);
+    // Memory: every pair-sized tensor the sampler does not read is released as soon as its last
+    // reader is done, and the token transformer's biases are made per layer in their final layout
+    // (no (N, N, depth * heads) tensor beside them).
+    DiffusionConditioningOut cond = conditioning_.forward(out.trunk.s, out.trunk.z, out.trunk.relpos,
+                                                          f, /*token_bias=*/false);
+    out.trunk.relpos = Tensor();
     const DitBias enc_bias = encoder_.prepare(cond.atom_enc_bias, cond.layout);
     const DitBias dec_bias = decoder_.prepare(cond.atom_dec_bias, cond.layout);
-    const ScoreContext ctx =
-        score_.prepare(out.trunk.s, out.s_inputs, cond.token_trans_bias, f.at("token_pad_mask"));
+    cond.atom_enc_bias = cond.atom_dec_bias = Tensor();
+    const ScoreContext ctx{
+        score_.single_conditioner.embed_single(out.trunk.s, out.s_inputs),
+        score_.token_transformer.prepare_layers(conditioning_.token_bias_layers(cond.z),
+                                                f.at("token_pad_mask"))};
+    cond.z = Tensor();
     AtomStages atoms;
     Tensor c_skip;  // (A, atom_s), the same for every sample and call
     atoms.encode = [&](const Tensor& r, Tensor& q_skip) {

@@ -38,7 +38,7 @@ struct RunOptions {
 
 struct RunOutput {
     Tensor s_inputs;     // (N, token_s)
-    TrunkOutput trunk;   // s, z, relpos, distogram, b-factor logits
+    TrunkOutput trunk;   // s, z, distogram, b-factor logits (relpos released after the conditioning)
     Tensor coords;       // (S, A, 3) sampled atom coordinates (padded atoms included)
     bool has_confidence = false;
     ConfidenceOutput confidence;

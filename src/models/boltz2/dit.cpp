@@ -176,16 +176,30 @@ DitBias DiffusionTransformer::prepare(const Tensor& bias, const Tensor& mask) co
                  bias.size(2) == L * heads,
              "boltz2::DiffusionTransformer", "bias: expected (", N, ", ", N, ", ", L * heads,
              "), got ", shape_str(bias.shape()));
+    std::vector<Tensor> per_layer;
+    const Tensor b4 = bias.reshape({N, N, L, heads});
+    for (int64_t l = 0; l < L; ++l)  // (N, N, H) of layer l -> (H, N, N)
+        per_layer.push_back(ops::contiguous(b4.slice(2, l, l + 1).permute({2, 3, 0, 1}))
+                                .reshape({heads, N, N}));
+    return prepare_layers(std::move(per_layer), mask);
+}
+
+DitBias DiffusionTransformer::prepare_layers(std::vector<Tensor> per_layer,
+                                             const Tensor& mask) const {
+    const int64_t N = mask.numel();
+    BI_CHECK(per_layer.size() == layers.size(), "boltz2::DiffusionTransformer", "bias: expected ",
+             layers.size(), " layers, got ", per_layer.size());
+    for (const Tensor& b : per_layer)
+        BI_CHECK(b.shape() == (Shape{heads, N, N}) && b.is_contiguous(),
+                 "boltz2::DiffusionTransformer", "layer bias: expected contiguous (", heads, ", ", N,
+                 ", ", N, "), got ", shape_str(b.shape()));
     DitBias out;
     out.length = N;
     const Tensor m = mask.to_f32();
     // host-side: the token mask as attention flags, once per run
     const float* mv = m.f32();
     for (int64_t i = 0; i < N; ++i) out.key_valid.push_back(mv[i] != 0.0f ? 1 : 0);
-    const Tensor b4 = bias.reshape({N, N, L, heads});
-    for (int64_t l = 0; l < L; ++l)  // (N, N, H) of layer l -> (H, N, N)
-        out.layers.push_back(ops::contiguous(b4.slice(2, l, l + 1).permute({2, 3, 0, 1}))
-                                 .reshape({heads, N, N}));
+    out.layers = std::move(per_layer);
     return out;
 }
 

@@ -82,6 +82,9 @@ struct DiffusionTransformer {
     // Full attention: bias (N, N, depth * heads) as the conditioning makes it (layer i uses
     // channels [i * heads, (i + 1) * heads)), mask (N) token mask (1 = real).
     DitBias prepare(const Tensor& bias, const Tensor& mask) const;
+    // The same from the per-layer biases already head-major ((heads, N, N) each, e.g.
+    // DiffusionConditioning::token_bias_layers), taken without a copy.
+    DitBias prepare_layers(std::vector<Tensor> layers, const Tensor& mask) const;
     // a (R, D), R = samples * N (any leading shape), s (R, Ds); returns the updated a (same shape).
     // after_layer, when set, sees each layer's output (layer index from 0, a).
     Tensor forward(const Tensor& a, const Tensor& s, const DitBias& bias,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bioinfer/error.h"
+#include "nn/triangle.h"
 #include "ops/ops.h"
 
 namespace bioinfer::boltz2 {
@@ -108,7 +109,8 @@ DiffusionConditioning DiffusionConditioning::load(const io::ModelDir& m, const C
 DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
                                                         const Tensor& z_trunk,
                                                         const Tensor& relpos,
-                                                        const Features& f) const {
+                                                        const Features& f,
+                                                        bool token_bias) const {
     const int64_t N = f.num_tokens(), tz = init.out_features();
     BI_CHECK(z_trunk.numel() == N * N * tz && relpos.numel() == N * N * tz &&
                  s_trunk.numel() % N == 0,
@@ -117,14 +119,20 @@ DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
     DiffusionConditioningOut out;
     out.layout = AtomLayout::make(f, window_q, window_k);
 
-    // z = Linear(LN(cat(z_trunk, relpos))); z += Transition(z), twice
-    Tensor zc = Tensor::empty({N * N, 2 * tz});
-    Tensor z0 = zc.slice(1, 0, tz), z1 = zc.slice(1, tz, 2 * tz);
-    ops::copy(z_trunk.reshape({N * N, tz}), z0);
-    ops::copy(relpos.reshape({N * N, tz}), z1);
-    Tensor zn = Tensor::empty({N * N, 2 * tz}), z = Tensor::empty({N * N, tz});
-    init_ln(zc, zn);
-    init(zn, z);
+    // z = Linear(LN(cat(z_trunk, relpos))), a block of pair rows at a time (no (N * N, 2 token_z)
+    // temporaries); then z += Transition(z), twice
+    Tensor z = Tensor::empty({N * N, tz});
+    const Tensor zt = z_trunk.reshape({N * N, tz}), rp = relpos.reshape({N * N, tz});
+    const int64_t rows = N * nn::default_pair_chunk(N, 2 * tz);
+    for (int64_t r0 = 0; r0 < N * N; r0 += rows) {
+        const int64_t r1 = std::min(N * N, r0 + rows), n = r1 - r0;
+        Tensor zc = Tensor::empty({n, 2 * tz}), zn = Tensor::empty({n, 2 * tz});
+        Tensor z0 = zc.slice(1, 0, tz), z1 = zc.slice(1, tz, 2 * tz), zo = z.narrow0(r0, r1);
+        ops::copy(zt.narrow0(r0, r1), z0);
+        ops::copy(rp.narrow0(r0, r1), z1);
+        init_ln(zc, zn);
+        init(zn, zo);
+    }
     for (const auto& t : transitions) t.add_to(z);
     out.z = z.reshape({N, N, tz});
 
@@ -133,8 +141,18 @@ DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
     out.c = atoms.c;
     out.atom_enc_bias = atom_enc_proj_z(atoms.p);
     out.atom_dec_bias = atom_dec_proj_z(atoms.p);
-    out.token_trans_bias = token_trans_proj_z(out.z);
+    if (token_bias) out.token_trans_bias = token_trans_proj_z(out.z);
     return out;
+}
+
+std::vector<Tensor> DiffusionConditioning::token_bias_layers(const Tensor& z) const {
+    BI_CHECK(z.ndim() == 3 && z.size(0) == z.size(1) && z.size(2) == init.out_features(), kWhere,
+             "token bias: expected z (N, N, ", init.out_features(), "), got ", shape_str(z.shape()));
+    std::vector<Tensor> layers;
+    for (size_t l = 0; l < token_trans_proj_z.proj.size(); ++l)
+        layers.push_back(nn::pair_bias(z, token_trans_proj_z.ln[l], token_trans_proj_z.proj[l],
+                                       /*chunk=*/0, /*transposed=*/false));
+    return layers;
 }
 
 }  // namespace bioinfer::boltz2

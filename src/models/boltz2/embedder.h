@@ -46,7 +46,8 @@ struct DiffusionConditioningOut {
     Tensor q, c;             // (A, atom_s): q the embedded atom features, c + s_trunk conditioning
     Tensor atom_enc_bias;    // (K, W, H, atom_encoder_depth * atom_encoder_heads)
     Tensor atom_dec_bias;    // (K, W, H, atom_decoder_depth * atom_decoder_heads)
-    Tensor token_trans_bias; // (N, N, token_transformer_depth * token_transformer_heads)
+    Tensor token_trans_bias; // (N, N, token_transformer_depth * token_transformer_heads), or
+                             // undefined when forward was asked not to make it
 };
 
 // z = PairwiseConditioning(cat(z_trunk, relpos)) = Linear(LN(cat)) then z += Transition(z) x2;
@@ -62,9 +63,16 @@ struct DiffusionConditioning {
 
     static DiffusionConditioning load(const io::ModelDir& m, const Config& cfg);
     // s_trunk (N, token_s), z_trunk (N, N, token_z), relpos (N, N, token_z) (the trunk's relative
-    // position encoding).
+    // position encoding). token_bias = false leaves token_trans_bias undefined (a caller that
+    // takes the per-layer biases from token_bias_layers(out.z) instead).
     DiffusionConditioningOut forward(const Tensor& s_trunk, const Tensor& z_trunk,
-                                     const Tensor& relpos, const Features& f) const;
+                                     const Tensor& relpos, const Features& f,
+                                     bool token_bias = true) const;
+    // The token transformer's pair bias per layer, head-major: layer l's (heads, N, N) equals
+    // channels [l * heads, (l + 1) * heads) of token_trans_bias permuted, made from z (N, N,
+    // token_z) a block of pair rows at a time, so neither (N, N, depth * heads) nor a second copy
+    // of it exists (DiffusionTransformer::prepare_layers takes them).
+    std::vector<Tensor> token_bias_layers(const Tensor& z) const;
 };
 
 }  // namespace bioinfer::boltz2
