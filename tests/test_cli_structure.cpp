@@ -121,7 +121,7 @@ TEST_F(Predict, BadInputsFailCleanly) {
     write("long.fa", ">long\n" + std::string(3000, 'A') + "\n");
     expect_clean_failure("predict " + p("long.fa") + w + " --max-memory 1", "GiB to fold");
     expect_clean_failure("predict MKV --weights " + std::string(BIOINFER_FIXTURES) + "/esm2_tiny",
-                         "not an ESMFold checkpoint");
+                         "neither ESMFold");
     expect_clean_failure("predict MKV" + w + " --output-format xyz", "--output-format");
     expect_clean_failure("predict MKV" + w + " --num-recycles -3", "--num-recycles");
 }

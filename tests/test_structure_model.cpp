@@ -45,7 +45,9 @@ TEST(StructureModel, DetectsEsmFoldAndRejectsOthers) {
     EXPECT_EQ(fold::detect_architecture(io::ModelDir::open(kFold)), "esmfold");
     const std::string err = test::error_of(
         [] { fold::load_spec(io::ModelDir::open(std::string(BIOINFER_FIXTURES) + "/esm2_tiny")); });
-    EXPECT_NE(err.find("not an ESMFold checkpoint"), std::string::npos) << err;
+    EXPECT_NE(err.find("neither ESMFold"), std::string::npos) << err;
+    EXPECT_EQ(fold::detect_architecture(io::ModelDir::open(std::string(BIOINFER_FIXTURES) + "/boltz2_tiny")),
+              "boltz2");
     const auto spec = fold::load_spec(io::ModelDir::open(kFold));
     EXPECT_EQ(spec->architecture(), "esmfold");
     EXPECT_EQ(spec->entity_kinds(), std::vector<fold::EntityKind>{fold::EntityKind::Protein});

@@ -121,6 +121,15 @@ struct Global {
 
 struct Mark {};
 
+// A bytes object (BINBYTES and friends) and an RDKit molecule rebuilt from one: only the
+// rdkit-molecule entry point accepts them, and the molecule stays its RDKit binary bytes.
+struct Bytes {
+    std::string data;
+};
+struct RdkitMolBytes {
+    std::string data;
+};
+
 // An object of a class the reader will not construct (a dataclass or config object among a
 // Lightning checkpoint's hyper-parameters): what it was, nothing of its state. Only allowed where
 // the checkpoint keeps options, never among the weights (checked after reading).
@@ -135,7 +144,7 @@ struct Value {
         List items;
     };
     std::variant<std::monostate, bool, int64_t, double, std::string, Tuple, List, Dict, Global,
-                 StorageRef, TensorRef, Mark, Opaque>
+                 StorageRef, TensorRef, Mark, Opaque, Bytes, RdkitMolBytes>
         v;
 };
 
@@ -158,9 +167,14 @@ bool allowed_global(const std::string& module, const std::string& name) {
     return false;
 }
 
+// What a pickle may call: a tensor state dict's rebuild functions, or (for boltz's molecule
+// cache) rdkit.Chem.rdchem.Mol and nothing else.
+enum class Allow { StateDict, RdkitMol };
+
 class Unpickler {
 public:
-    Unpickler(const std::string& where, const uint8_t* p, size_t n) : where_(where), p_(p), end_(p + n) {}
+    Unpickler(const std::string& where, const uint8_t* p, size_t n, Allow allow = Allow::StateDict)
+        : where_(where), p_(p), end_(p + n), allow_(allow) {}
 
     ValuePtr run() {
         while (true) {
@@ -271,8 +285,9 @@ public:
                     break;
                 }
                 case 'b': {  // BUILD: an OrderedDict's _metadata or an opaque object's state: dropped
-                    pop();
-                    BI_CHECK(std::holds_alternative<Value::Dict>(top()->v) || is_opaque(top()),
+                    pop();       // (an RDKit molecule's state is its Python __dict__: dropped too)
+                    BI_CHECK(std::holds_alternative<Value::Dict>(top()->v) || is_opaque(top()) ||
+                                 std::holds_alternative<RdkitMolBytes>(top()->v),
                              where_, "pickle BUILD on something other than a dict");
                     break;
                 }
@@ -283,8 +298,9 @@ public:
                     l.insert(l.end(), items.begin(), items.end());
                     break;
                 }
-                case 'C': take(byte()); stack_.push_back(make(std::monostate{})); break;  // SHORT_BINBYTES
-                case 'B': take(rd<uint32_t>(take(4))); stack_.push_back(make(std::monostate{})); break;
+                case 'C': stack_.push_back(make(Bytes{str(byte())})); break;  // SHORT_BINBYTES
+                case 'B': stack_.push_back(make(Bytes{str(rd<uint32_t>(take(4)))})); break;
+                case 0x8e: stack_.push_back(make(Bytes{str(rd<uint64_t>(take(8)))})); break;  // BINBYTES8
                 default:
                     fail(where_, cat("pickle opcode 0x", std::hex, int(op),
                                      " is not part of a tensor state dict; refusing to read further"));
@@ -298,6 +314,7 @@ private:
     const uint8_t* end_;
     std::vector<ValuePtr> stack_;
     std::vector<ValuePtr> memo_;
+    Allow allow_;
 
     uint8_t byte() { return *take(1); }
     const uint8_t* take(size_t n) {
@@ -379,6 +396,14 @@ private:
     // A global outside the tensor-rebuild set is never resolved: it stands for an opaque object,
     // and where one may appear is checked once the whole pickle is read.
     void push_global(const std::string& module, const std::string& name) {
+        if (allow_ == Allow::RdkitMol) {  // nothing opaque here: refused at once
+            BI_CHECK(module == "rdkit.Chem.rdchem" && name == "Mol", where_,
+                     "refusing to load: the pickle calls '", module, ".", name,
+                     "', and only rdkit.Chem.rdchem.Mol is allowed (this file is not a plain RDKit ",
+                     "molecule, or it is hostile)");
+            stack_.push_back(make(Global{module, name}));
+            return;
+        }
         if (allowed_global(module, name))
             stack_.push_back(make(Global{module, name}));
         else
@@ -406,6 +431,12 @@ private:
         BI_CHECK(g, where_, "pickle REDUCE on something that is not an allowed callable");
         const auto* a = std::get_if<Value::Tuple>(&args->v);
         BI_CHECK(a, where_, "pickle REDUCE arguments are not a tuple");
+        if (allow_ == Allow::RdkitMol) {  // Mol(pickle_bytes): kept as the bytes, never built
+            BI_CHECK(a->items.size() == 1 && std::holds_alternative<Bytes>(a->items[0]->v), where_,
+                     "rdkit.Chem.rdchem.Mol is called with ", a->items.size(),
+                     " arguments; expected its binary pickle bytes alone");
+            return make(RdkitMolBytes{std::get<Bytes>(a->items[0]->v).data});
+        }
         if (g->name == "OrderedDict") return make(Value::Dict{});
         if (g->name == "_rebuild_parameter") {
             BI_CHECK(!a->items.empty(), where_, "_rebuild_parameter without data");
@@ -582,6 +613,28 @@ TorchCheckpoint read_torch_checkpoint_full(const std::string& path) {
 
 std::map<std::string, Tensor> read_torch_checkpoint(const std::string& path) {
     return read_torch_checkpoint_full(path).tensors;
+}
+
+std::string read_rdkit_mol_pickle(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    BI_CHECK(fd >= 0, path, "cannot open: ", std::strerror(errno));
+    std::string buf;
+    char chunk[65536];
+    for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) != 0;) {
+        if (n < 0) {
+            ::close(fd);
+            fail(path, cat("cannot read: ", std::strerror(errno)));
+        }
+        buf.append(chunk, size_t(n));
+    }
+    ::close(fd);
+    BI_CHECK(!buf.empty(), path, "is empty; expected a pickled RDKit molecule");
+    ValuePtr root = Unpickler(path, reinterpret_cast<const uint8_t*>(buf.data()), buf.size(),
+                              Allow::RdkitMol)
+                        .run();
+    const auto* mol = std::get_if<RdkitMolBytes>(&root->v);
+    BI_CHECK(mol, path, "holds no RDKit molecule: expected rdkit.Chem.rdchem.Mol(bytes) at its root");
+    return mol->data;
 }
 
 

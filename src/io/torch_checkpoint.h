@@ -27,4 +27,11 @@ struct TorchCheckpoint {
 };
 TorchCheckpoint read_torch_checkpoint_full(const std::string& path);
 
+// A pickled RDKit molecule (boltz's molecule cache, mols/<RES>.pkl: `pickle.dump(mol)`), read with
+// the same restricted unpickler: the only callable allowed is rdkit.Chem.rdchem.Mol, with its
+// binary pickle bytes as the one argument (its state, the Python __dict__, is dropped). Returns
+// those bytes (RDKit's MolPickler format; see io/rdkit_pickle.h). Any other global is refused
+// with "refusing to load" naming it; nothing is constructed or executed.
+std::string read_rdkit_mol_pickle(const std::string& path);
+
 }  // namespace bioinfer::io

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "bioinfer/error.h"
+#include "models/boltz2/boltz2_structure.h"
 #include "models/esmfold/esmfold_structure.h"
 
 namespace bioinfer::fold {
@@ -53,11 +54,17 @@ void ModelSpec::check_entities(const Input& in) const {
     }
 }
 
+Input ModelSpec::from_file(const std::string& path) const {
+    fail(path, cat(architecture(), " reads FASTA records, not whole input files"));
+}
+
 std::string detect_architecture(const io::ModelDir& dir) {
     const std::string where = dir.has_config() ? dir.dir() + "/config.json" : dir.dir();
     if (io::config_get_or<bool>(dir.config(), "is_folding_model", false, where)) return "esmfold";
-    // the one structure model so far: its own message (the next ones list every architecture)
-    fail(where, "not an ESMFold checkpoint (is_folding_model is not true)");
+    // Boltz-2: a Lightning checkpoint whose state_dict holds the pairformer trunk
+    if (dir.has("pairformer_module.layers.0.tri_mul_out.p_in.weight")) return "boltz2";
+    fail(where, "not a structure model this build runs: neither ESMFold (config.json with "
+                "is_folding_model) nor Boltz-2 (boltz2_conf.ckpt)");
 }
 
 std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
@@ -65,12 +72,14 @@ std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
     if (arch == "esmfold")
         return std::make_unique<esmfold::EsmFoldSpec>(
             esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
+    if (arch == "boltz2") return std::make_unique<boltz2::Boltz2Spec>(boltz2::Config::load(dir));
     fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
 }
 
 std::unique_ptr<StructureModel> load(const io::ModelDir& dir) {
     const std::string arch = detect_architecture(dir);
     if (arch == "esmfold") return esmfold::EsmFoldStructureModel::load(dir);
+    if (arch == "boltz2") return boltz2::Boltz2StructureModel::load(dir);
     fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
 }
 

@@ -34,6 +34,7 @@ struct Input {
     std::string id;        // record id: names the output files
     std::string where;     // "file:line: record 'id'": errors about this input start with it
     std::string sequence;  // the input as written, normalised (upper case, ':' between chains)
+    std::string path;      // the input file, for models that read a whole file as one target
     std::vector<Entity> entities;
     // Filled by ModelSpec::prepare: tokens the model runs (ESMFold: residues and linkers),
     // which set its cost and memory, and the polymer residues it writes out (progress counts).
@@ -50,6 +51,13 @@ std::string chain_id(int32_t k);
 struct Options {
     int num_recycles = -1;  // extra passes through the trunk; -1: the model's default
     int num_samples = 1;    // structures to draw (diffusion models); ESMFold makes one
+    // Diffusion models: sampler steps, samples per denoiser batch, step scale (-1: the model's
+    // defaults), the seed of every random draw, and MSA rows kept per chain (-1: default).
+    int sampling_steps = -1;
+    int max_parallel_samples = -1;
+    double step_scale = -1;
+    uint64_t seed = 0;
+    int64_t max_msa_seqs = -1;
     int64_t chunk = 0;      // pair rows per chunk in the trunk; 0: automatic
     // Progress: (stage, step, steps); steps 0 when the stage has no count, e.g.
     // ("language model", 0, 0), ("trunk pass", 1, 4).
@@ -66,6 +74,7 @@ struct Chain {
     std::string id;
     EntityKind kind = EntityKind::Protein;
     int64_t first_token = 0, tokens = 0;
+    int32_t entity = 0;  // chains with the same entity are copies of one molecule
 };
 struct Token {
     int32_t chain = 0;                  // index into Prediction::chains
@@ -115,6 +124,10 @@ public:
     // A FASTA record as this model reads it (ESMFold: protein chains separated by ':'), prepared;
     // an error naming `where` when it cannot run.
     virtual Input from_fasta(const io::FastaRecord& rec, const std::string& where) const = 0;
+    // Models whose target is a whole file (Boltz-2: boltz's YAML, or FASTA with one record per
+    // chain) read it here; the default refuses, naming the file.
+    virtual bool reads_whole_files() const { return false; }
+    virtual Input from_file(const std::string& path) const;
     // Checks an input given as entities (kinds, MSAs, letters) against what the model takes and
     // fills in tokens and residues; errors name in.where.
     virtual void prepare(Input& in) const = 0;

@@ -17,6 +17,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/boltz_outputs.h"
 #include "io/npy.h"
 #include "io/plot.h"
 #include "io/structure.h"
@@ -28,7 +29,49 @@ namespace bioinfer::runtime {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Whole-file targets: INPUT a file, or a folder of input files.
+static std::vector<FoldRecord> collect_file_records(const std::string& input,
+                                                    const fold::ModelSpec& spec) {
+    static const std::set<std::string> exts = {".yaml", ".yml", ".fasta", ".fa", ".fas", ".faa"};
+    std::error_code ec;
+    std::vector<std::string> files;
+    if (fs::is_directory(input, ec)) {
+        for (const auto& e : fs::directory_iterator(input, ec))
+            if (e.is_regular_file() && exts.count(e.path().extension().string()))
+                files.push_back(e.path().string());
+        std::sort(files.begin(), files.end());
+        BI_CHECK(!files.empty(), input, "holds no input files (.yaml, .yml, .fasta, .fa, .fas, .faa)");
+    } else {
+        BI_CHECK(fs::is_regular_file(input, ec), input, spec.architecture(),
+                 " reads an input file (YAML or FASTA) or a folder of them; no such file or folder");
+        files.push_back(input);
+    }
+    std::vector<FoldRecord> out;
+    std::set<std::string> stems;
+    for (const std::string& f : files) {
+        FoldRecord r;
+        r.id = fs::path(f).stem().string();
+        r.source = f;
+        r.input.where = f;
+        if (!stems.insert(safe_file_stem(r.id)).second) {
+            r.error = cat("[", f, "] another input file has the name '", r.id, "'");
+        } else {
+            try {
+                r.input = spec.from_file(f);
+                r.input.id = r.id;
+                r.sequence = r.input.sequence;
+                r.residues = r.input.residues;
+            } catch (const Error& e) {
+                r.error = e.what();
+            }
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec) {
+    if (spec.reads_whole_files()) return collect_file_records(input, spec);
     std::vector<FoldRecord> out;
     for (const InputRecord& f : collect_fasta(input)) {
         const std::string where = cat(f.source, ":", f.line, ": record '", f.id, "'");
@@ -84,6 +127,12 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     fold::Options fo;
     fo.num_recycles = opts.num_recycles;
     fo.chunk = opts.chunk;
+    fo.num_samples = opts.num_samples;
+    fo.sampling_steps = opts.sampling_steps;
+    fo.max_parallel_samples = opts.max_parallel_samples;
+    fo.step_scale = opts.step_scale;
+    fo.seed = opts.seed;
+    fo.max_msa_seqs = opts.max_msa_seqs;
     fo.progress = [&](const std::string& what, int step, int steps) {
         stage(steps > 0 ? cat(what, " ", step + 1, "/", steps) : what);
     };
@@ -139,6 +188,89 @@ json write_sample(const fold::Prediction& out, size_t k, const std::string& id, 
         conf[name] = matrix_json(m);
     }
     return conf;
+}
+
+// The files boltz predict writes for target `id` (sample 0's; the rest follow the same names).
+json boltz_files(const std::string& id, const PredictOptions& opts) {
+    const std::string dir = "predictions/" + safe_file_stem(id) + "/";
+    const std::string stem = safe_file_stem(id);
+    return {{"structure", dir + stem + "_model_0." + (opts.format == "pdb" ? "pdb" : "cif")},
+            {"confidence", dir + "confidence_" + stem + "_model_0.json"},
+            {"plddt", dir + "plddt_" + stem + "_model_0.npz"},
+            {"plot", dir + stem + "_plddt_pae.png"}};
+}
+io::BoltzMolType boltz_mol_type(fold::EntityKind k) {
+    switch (k) {
+        case fold::EntityKind::Protein: return io::BoltzMolType::Protein;
+        case fold::EntityKind::Dna: return io::BoltzMolType::Dna;
+        case fold::EntityKind::Rna: return io::BoltzMolType::Rna;
+        case fold::EntityKind::Ligand: return io::BoltzMolType::NonPolymer;
+    }
+    return io::BoltzMolType::Protein;
+}
+std::vector<float> values(const Tensor& t) {
+    return t.defined() ? std::vector<float>(t.f32(), t.f32() + t.numel()) : std::vector<float>{};
+}
+// Writes a target as boltz predict does (its folder replaced in one step), then the pLDDT/PAE plot
+// of the best sample beside it; returns the files relative to out_dir.
+json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out, const PredictOptions& opts,
+                        const std::string& out_dir) {
+    BI_CHECK(!out.samples.empty(), rec.input.where, "the model returned no structure");
+    io::BoltzStructureInfo info;
+    for (const fold::Chain& c : out.chains) {
+        info.chain_names.push_back(c.id);
+        info.chain_types.push_back(boltz_mol_type(c.kind));
+        info.chain_entities.push_back(c.entity);
+    }
+    for (const fold::Token& t : out.tokens) {  // polymers: one residue per token
+        info.residue_chains.push_back(t.chain);
+        info.residue_names.push_back(t.name);
+        info.residue_numbers.push_back(t.residue);
+    }
+    for (const fold::Atom& a : out.atoms) {
+        info.atom_residues.push_back(int32_t(a.token));
+        info.atom_names.push_back(a.name);
+    }
+    std::vector<io::BoltzSample> samples;
+    for (const fold::Sample& s : out.samples) {
+        io::BoltzSample b;
+        b.coords = values(s.coords);
+        b.plddt = values(s.token_plddt);
+        b.pae = values(s.pae);
+        b.pde = values(s.pde);
+        const auto score = [&](const char* k) {
+            auto it = s.scores.find(k);
+            return it == s.scores.end() ? 0.0f : float(it->second);
+        };
+        io::BoltzConfidence& c = b.confidence;
+        c.confidence_score = score("confidence_score");
+        c.ptm = score("ptm");
+        c.iptm = score("iptm");
+        c.ligand_iptm = score("ligand_iptm");
+        c.protein_iptm = score("protein_iptm");
+        c.complex_plddt = score("complex_plddt");
+        c.complex_iplddt = score("complex_iplddt");
+        c.complex_pde = score("complex_pde");
+        c.complex_ipde = score("complex_ipde");
+        if (auto it = s.chain_pair_scores.find("pair_chains_iptm"); it != s.chain_pair_scores.end()) {
+            const Tensor& m = it->second;
+            for (int64_t i = 0; i < m.size(0); ++i)
+                c.pair_chains_iptm.emplace_back(m.f32() + i * m.size(1), m.f32() + (i + 1) * m.size(1));
+        }
+        samples.push_back(std::move(b));
+    }
+    io::BoltzWriteOptions wo;
+    wo.output_format = opts.format == "pdb" ? "pdb" : "mmcif";
+    const std::string dir = io::write_boltz_prediction((fs::path(out_dir) / "predictions").string(),
+                                                       safe_file_stem(rec.id), info, samples, wo);
+    json files = boltz_files(rec.id, opts);
+    if (out.samples[0].pae.defined())
+        io::write_confidence_png((fs::path(out_dir) / files["plot"].get<std::string>()).string(),
+                                 rec.id, out, 0);
+    else
+        files.erase("plot");
+    (void)dir;
+    return files;
 }
 
 // Writes a target's files (per sample a structure, PAE and plot; the confidence JSON last);
@@ -205,6 +337,14 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     spec.job = {{"output_format", opts.format},
                 {"write_pae", opts.write_pae},
                 {"num_recycles", num_recycles}};
+    if (model.spec().architecture() == "boltz2")
+        spec.job.update({{"layout", opts.layout},
+                         {"diffusion_samples", opts.num_samples},
+                         {"sampling_steps", opts.sampling_steps},
+                         {"max_parallel_samples", opts.max_parallel_samples},
+                         {"step_scale", opts.step_scale},
+                         {"seed", opts.seed},
+                         {"max_msa_seqs", opts.max_msa_seqs}});
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;
@@ -213,6 +353,12 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     spec.work = [&](size_t i) { return recs[i].residues; };
     // A target whose files are all there is skipped (the confidence JSON is written last).
     spec.done = [&](size_t i) -> std::optional<json> {
+        if (opts.layout == "boltz") {
+            json files = boltz_files(recs[i].id, opts);
+            for (auto& [k, f] : files.items())
+                if (!fs::exists(fs::path(out_dir) / f.get<std::string>())) return std::nullopt;
+            return files;
+        }
         const std::string stem = safe_file_stem(recs[i].id);
         json files = {{"structure", stem + "." + opts.format}, {"confidence", stem + ".json"}};
         if (opts.write_pae) {
@@ -239,6 +385,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
         },
         [&](Folded& f, size_t, size_t m, const StageFn& stage) {
             stage("writing");
+            if (opts.layout == "boltz") return write_boltz_target(recs[m], f.out, opts, out_dir);
             return write_target(recs[m], f.out, f.seconds, opts, out_dir);
         });
     stats.seconds = run_job(opts, spec, results);

@@ -22,13 +22,25 @@ struct FoldRecord {
 
 // INPUT as for embed (FASTA file, folder, bare sequence), each record read as the model reads
 // FASTA (ESMFold: letters A-Z in either case, those outside the 20 amino acids folding as X, as
-// upstream; ':' between chains). A bad record carries its error.
+// upstream; ':' between chains). A bad record carries its error. For a model that reads whole
+// files (Boltz-2), INPUT is one input file or a folder of them (.yaml, .yml, .fasta, .fa, .fas,
+// .faa; sorted by name), each a target named after its file; a bad file fails alone.
 std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec);
 
 struct PredictOptions : JobOptions {
     std::string format = "pdb";  // pdb | cif
     bool write_pae = false;
+    // "bioinfer": <id>.<format>, <id>.json, ... in out_dir. "boltz": boltz predict's layout,
+    // out_dir/predictions/<id>/<id>_model_<k>.<cif|pdb>, confidence_, pae_, pde_, plddt_ files.
+    std::string layout = "bioinfer";
     int num_recycles = -1;       // -1: the model's default
+    // Diffusion models (see fold::Options): samples per target and the sampler's settings.
+    int num_samples = 1;
+    int sampling_steps = -1;
+    int max_parallel_samples = -1;
+    double step_scale = -1;
+    uint64_t seed = 0;
+    int64_t max_msa_seqs = -1;
     int64_t chunk = 0;           // 0: automatic
     int64_t memory_budget = 0;   // bytes a fold may use (0: no check); split among workers
 };

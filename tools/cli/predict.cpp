@@ -1,48 +1,71 @@
 // bioinfer predict: structures and confidences for a FASTA file, a folder of them, or a sequence.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "args.h"
 #include "bioinfer/error.h"
+#include "io/boltz_outputs.h"
 #include "io/model_dir.h"
 #include "models/structure_model.h"
+#include "runtime/boltz_cache.h"
 #include "runtime/fold_pipeline.h"
 #include "runtime/inputs.h"
 
 namespace bioinfer::cli {
 
-static const char* kPredictHelp = R"(usage: bioinfer predict INPUT (--model esmfold | --weights DIR) --out-dir DIR [options]
+static const char* kPredictHelp = R"(usage: bioinfer predict INPUT (--model esmfold|boltz2 | --weights DIR) --out-dir DIR [options]
 
-INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence. Chains of a complex
-are separated by ':' (joined by a 25-glycine linker that the outputs leave out).
+ESMFold: INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence. Chains of a
+complex are separated by ':' (joined by a 25-glycine linker that the outputs leave out). Writes
+per target <id>.pdb (or .cif) with pLDDT (0-100) as B-factors and one chain id per chain, and
+<id>.json: mean pLDDT, pTM, per-residue pLDDT, timings.
 
-Writes per target <id>.pdb (or .cif) with pLDDT (0-100) as B-factors and one chain id per chain,
-and <id>.json: mean pLDDT, pTM, per-residue pLDDT, timings.
+Boltz-2: INPUT is an input file as `boltz predict` reads it, or a folder of them: boltz's YAML
+(version 1; sequences of protein, dna, rna with id, sequence, msa: PATH.a3m|PATH.csv|empty) or
+FASTA with one record per chain (>A|protein|PATH.a3m). Each file is one target named after it.
+Writes boltz's layout: DIR/boltz_results_<INPUT>/predictions/<name>/<name>_model_<k>.cif (or
+.pdb) ranked by confidence score with pLDDT as B-factors, confidence_<name>_model_<k>.json,
+pae_/pde_/plddt_<name>_model_<k>.npz, and <name>_plddt_pae.png; results.json beside predictions/.
 
-  --model NAME         esmfold (facebook/esmfold_v1): taken from the Hugging Face cache,
-                       downloaded there on first use
-  --weights DIR        an EsmForProteinFolding directory (config.json + model.safetensors)
+  --model NAME         esmfold (facebook/esmfold_v1) or boltz2 (boltz-community/boltz-2, or
+                       boltz's own cache ~/.boltz when it holds boltz2_conf.ckpt and mols/):
+                       taken from the Hugging Face cache, downloaded there on first use
+  --weights DIR        an EsmForProteinFolding directory (config.json + model.safetensors), or a
+                       folder (or file) with a Boltz-2 checkpoint (boltz2_conf.ckpt)
   --out-dir DIR        where the outputs go
-  --output-format F    pdb or cif (mmcif is accepted for cif; default pdb)
-  --write-pae          also <id>_pae.npy (predicted aligned error, L x L) and <id>_plddt_pae.png
-  --num-recycles N     extra trunk passes (default: the model's, 3 for ESMFold: 4 passes)
+  --output-format F    pdb or cif (mmcif is accepted for cif; default pdb for ESMFold, cif for
+                       Boltz-2)
+  --write-pae          ESMFold: also <id>_pae.npy (predicted aligned error, L x L) and
+                       <id>_plddt_pae.png (Boltz-2 always writes its pae_/pde_ files)
+  --num-recycles N     extra trunk passes (default: the model's: 3 for ESMFold and Boltz-2)
   --chunk-size N       pair rows processed at a time in the trunk (default: automatic)
   --max-memory GIB     memory a fold may use (default: what the system has available); longer
                        targets are refused before any work starts
+
+Boltz-2 sampling (boltz 2.2's defaults):
+  --sampling-steps N        diffusion steps (200)
+  --diffusion-samples N     structures per target (1)
+  --max-parallel-samples N  samples denoised in one batch (5); results equal one at a time
+  --step-scale X            the sampler's step scale (1.5)
+  --seed N                  seeds every random draw (0)
+  --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192)
 )";
 
 static const char* kPredictHelpTail = R"(
 A target that fails (bad letters, too long for the memory) is reported and the others go on.
 Exit status: 0 all targets done, 1 all failed, 2 some failed (results.json lists them).
-Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --cache, --devices,
---write_full_pae, --override.
+Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --sampling_steps,
+--diffusion_samples, --max_parallel_samples, --step_scale, --max_msa_seqs, --cache, --devices,
+--write_full_pae, --write_full_pde, --override.
 )";
 
 int predict_main(int argc, char** argv) {
     Args a = parse_job_args(argc, argv,
                             {"model", "weights", "out-dir", "output-format", "num-recycles",
-                             "chunk-size", "max-memory"},
-                            {"write-pae"});
+                             "chunk-size", "max-memory", "sampling-steps", "diffusion-samples",
+                             "max-parallel-samples", "step-scale", "seed", "max-msa-seqs"},
+                            {"write-pae", "write-full-pde"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         std::fputs(job_options_help(), stdout);
@@ -53,7 +76,8 @@ int predict_main(int argc, char** argv) {
              " (see --help)");
     runtime::PredictOptions opts;
     apply_job_options(a, opts);
-    opts.format = a.get("output-format", "pdb");
+    const std::string format_given = a.get("output-format", "");
+    opts.format = format_given.empty() ? "pdb" : format_given;
     if (opts.format == "mmcif") opts.format = "cif";
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
              "expected pdb or cif, got '", opts.format, "'");
@@ -63,12 +87,48 @@ int predict_main(int argc, char** argv) {
     opts.num_recycles = int(recycles);
     opts.chunk = a.get_int("chunk-size", 0);
     BI_CHECK(opts.chunk >= 0, "--chunk-size", "must be >= 0");
+    const auto positive = [&](const char* key, long long dflt, long long max) {
+        const long long v = a.get_int(key, dflt);
+        BI_CHECK(v == dflt || (v >= 1 && v <= max), std::string("--") + key, "expected 1..", max,
+                 ", got ", v);
+        return v;
+    };
+    opts.sampling_steps = int(positive("sampling-steps", -1, 100000));
+    opts.num_samples = int(positive("diffusion-samples", 1, 1000));
+    opts.max_parallel_samples = int(positive("max-parallel-samples", -1, 1000));
+    opts.max_msa_seqs = positive("max-msa-seqs", -1, 1 << 24);
+    const long long seed = a.get_int("seed", 0);
+    BI_CHECK(seed >= 0, "--seed", "must be >= 0, got ", seed);
+    opts.seed = uint64_t(seed);
+    if (a.has("step-scale")) {
+        const std::string v = a.get("step-scale");
+        char* end = nullptr;
+        opts.step_scale = std::strtod(v.c_str(), &end);
+        BI_CHECK(end && *end == 0 && opts.step_scale > 0 && opts.step_scale < 100, "--step-scale",
+                 "expected a positive number, got '", v, "'");
+    }
 
-    const std::string dir = weights_dir_from(a);
+    // boltz's cache given as --cache (a folder with boltz2_conf.ckpt and mols/) is the model
+    std::string dir;
+    if (a.has("model") && a.get("model") == "boltz2" && a.has("cache-dir") &&
+        runtime::is_boltz2_model_dir(a.get("cache-dir")))
+        dir = a.get("cache-dir");
+    else
+        dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;
     // Everything is checked before weights load or anything is written.
     const io::ModelDir model_dir = io::ModelDir::open(dir);
     const std::unique_ptr<fold::ModelSpec> spec = fold::load_spec(model_dir);
+    if (spec->architecture() == "boltz2") {
+        // boltz predict's layout and default format, under DIR/boltz_results_<INPUT>
+        opts.layout = "boltz";
+        if (format_given.empty()) opts.format = "cif";
+        opts.out_dir = io::boltz_results_dir(opts.out_dir, a.positional[0]);
+    } else {
+        for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
+                              "step-scale", "seed", "max-msa-seqs"})
+            BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
+    }
     auto records = runtime::collect_fold_records(a.positional[0], *spec);
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {

@@ -1,9 +1,14 @@
-// Boltz-2's residue vocabulary and canonical residue molecules: lookups over the generated tables.
+// Boltz-2's residue vocabulary and canonical residue molecules: lookups over the generated tables,
+// and the same molecules read from boltz's cache (mols/<RES>.pkl).
 #include "models/boltz2/conformers.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <gemmi/elem.hpp>
 
 #include "bioinfer/error.h"
+#include "io/rdkit_pickle.h"
+#include "io/torch_checkpoint.h"
 
 namespace bioinfer::boltz2 {
 
@@ -53,6 +58,79 @@ const ResidueMol& ConformerLibrary::at(const std::string& res) const {
 const ConformerLibrary& ConformerLibrary::builtin() {
     static const ConformerLibrary lib = make_builtin_conformers();
     return lib;
+}
+
+ResidueMol read_boltz_mol(const std::string& path, const std::string& res) {
+    BI_CHECK(std::filesystem::is_regular_file(path), "boltz2 conformers",
+             "boltz's molecule cache has no file for residue ", res, ": ", path, " is missing");
+    const io::RdkitMol rd = io::decode_rdkit_mol(io::read_rdkit_mol_pickle(path), path);
+    const Vocab& v = vocab();
+    const auto chir_id = [&](const std::string& name) {
+        auto it = std::find(v.chirality_types.begin(), v.chirality_types.end(), name);
+        return it == v.chirality_types.end() ? -1 : int(it - v.chirality_types.begin());
+    };
+    const int unk_chirality = chir_id("CHI_OTHER");  // boltz's const.unk_chirality_type
+    BI_CHECK(unk_chirality >= 0, "boltz2 conformers", "vocabulary lacks CHI_OTHER");
+
+    ResidueMol m;
+    m.name = res;
+    std::vector<size_t> heavy;  // indices into the RDKit molecule's atoms
+    for (size_t i = 0; i < rd.atoms.size(); ++i) {
+        const io::RdkitAtom& a = rd.atoms[i];
+        if (a.atomic_num == 1) continue;
+        auto name = a.props.find("name");
+        BI_CHECK(name != a.props.end(), path, "atom ", i, " of residue ", res,
+                 " has no 'name' property (boltz's molecules carry CCD atom names; was it pickled ",
+                 "without properties?)");
+        MolAtom ma;
+        ma.name = name->second;
+        ma.element = a.atomic_num;
+        ma.symbol = gemmi::Element(a.atomic_num).name();
+        ma.charge = a.formal_charge;
+        const int c = chir_id(io::rdkit_chiral_tag_name(a.chiral_tag));
+        ma.chirality = c >= 0 ? c : unk_chirality;
+        m.atoms.push_back(std::move(ma));
+        heavy.push_back(i);
+    }
+    BI_CHECK(!rd.conformers.empty(), path, "residue ", res, " has no conformer");
+    for (const auto& c : rd.conformers) {
+        m.conformer_ids.push_back(c.id);
+        std::vector<std::array<double, 3>> xyz;
+        xyz.reserve(heavy.size());
+        for (size_t i : heavy) xyz.push_back(c.pos[i]);
+        m.conformers.push_back(std::move(xyz));
+    }
+    return m;
+}
+
+ConformerLibrary ConformerLibrary::from_boltz_mols(const std::string& mols_dir,
+                                                   const std::vector<std::string>& names) {
+    BI_CHECK(std::filesystem::is_directory(mols_dir), "boltz2 conformers",
+             "boltz's molecule folder ", mols_dir, " does not exist");
+    ConformerLibrary lib;
+    for (const auto& res : names)
+        lib.add(read_boltz_mol((std::filesystem::path(mols_dir) / (res + ".pkl")).string(), res));
+    return lib;
+}
+
+ConformerLibrary ConformerLibrary::from_boltz_mols(const std::string& mols_dir) {
+    std::vector<std::string> names;
+    for (const auto& [res, mol] : builtin().all()) names.push_back(res);
+    return from_boltz_mols(mols_dir, names);
+}
+
+CacheConformers load_cache_conformers(const std::string& cache_dir) {
+    CacheConformers out;
+    const std::filesystem::path mols = std::filesystem::path(cache_dir) / "mols";
+    if (!cache_dir.empty() && std::filesystem::is_directory(mols)) {
+        out.library = ConformerLibrary::from_boltz_mols(mols.string());
+        out.source = mols.string();
+        out.from_cache = true;
+    } else {
+        out.library = ConformerLibrary::builtin();
+        out.source = "built-in table";
+    }
+    return out;
 }
 
 }  // namespace bioinfer::boltz2

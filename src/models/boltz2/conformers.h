@@ -41,7 +41,7 @@ struct MolAtom {
 
 // One canonical residue: heavy atoms in the molecule's order, and each conformer's coordinates
 // (Angstrom) in that order. boltz picks a conformer per residue with numpy's
-// Generator.choice(conformer_ids); the built-in molecules have one conformer each.
+// Generator.choice(conformer_ids) (see numpy_rng.h); the built-in molecules have one each.
 struct ResidueMol {
     std::string name;
     std::vector<MolAtom> atoms;
@@ -61,9 +61,35 @@ class ConformerLibrary {
     // The molecules the parity fixtures were featurised with (generated table).
     static const ConformerLibrary& builtin();
 
+    // boltz's molecule cache: reads <mols_dir>/<RES>.pkl for each name (boltz's canonical
+    // residues by default: the builtin table's names). Throws naming the file when one is missing,
+    // is not a plain pickled RDKit molecule, or lacks an atom name.
+    static ConformerLibrary from_boltz_mols(const std::string& mols_dir);
+    static ConformerLibrary from_boltz_mols(const std::string& mols_dir,
+                                            const std::vector<std::string>& names);
+
   private:
     std::map<std::string, ResidueMol> mols_;
 };
+
+// One residue molecule of boltz's cache (`path`: a pickled RDKit molecule, read with the
+// restricted unpickler and a native RDKit-format decoder; nothing is executed): its heavy atoms
+// (atomic number != 1) in the molecule's order with their `name` property, element, formal
+// charge and chirality (boltz's chirality id: the RDKit tag's name, CHI_OTHER when boltz lacks
+// it), and every conformer (id and heavy-atom coordinates), as boltz's featurizer reads them.
+ResidueMol read_boltz_mol(const std::string& path, const std::string& res);
+
+// Wire-up for the CLI: the canonical conformers for a model folder / boltz cache `cache_dir`
+// (boltz's layout: <cache_dir>/mols/<RES>.pkl). When <cache_dir>/mols exists every canonical
+// residue is read from it (a missing or unreadable file is an error naming it, as in boltz);
+// otherwise the built-in table is used. `source` says which ("<dir>/mols" or "built-in table").
+// Pass &result.library as FeaturizeOptions::conformers and keep it alive while featurising.
+struct CacheConformers {
+    ConformerLibrary library;
+    std::string source;
+    bool from_cache = false;
+};
+CacheConformers load_cache_conformers(const std::string& cache_dir);
 
 // Generated (conformers_data.cpp).
 Vocab make_builtin_vocab();

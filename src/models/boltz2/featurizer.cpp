@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "bioinfer/error.h"
+#include "models/boltz2/numpy_rng.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -121,6 +122,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     std::vector<int> atom_element, atom_charge, atom_chirality, atom_uid, atom_backbone;
     std::vector<std::array<float, 3>> atom_pos;
     std::vector<std::vector<int>> chain_tokens(target.chains.size());
+    NumpyGenerator conformer_rng(opt.conformer_seed);
     int64_t atom_idx = 0;
     for (size_t ci = 0; ci < target.chains.size(); ++ci) {
         const io::BoltzChain& c = target.chains[ci];
@@ -152,10 +154,11 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             };
             t.center = find(v.center_atom.at(res));
             t.disto = find(v.disto_atom.at(res));
-            // boltz draws random.choice(conformer ids) per residue (numpy rng seeded 42); with
-            // one conformer per molecule the draw is trivial. For several, boltz's PCG64 choice
-            // is not reproduced here: the first conformer is used.
-            const auto& conf = mol.conformers.front();
+            // boltz draws random.choice(conformer ids) once per (chain, residue), in token order,
+            // from np.random.default_rng(42); nothing else draws from it before at inference. A
+            // single conformer draws nothing (numpy returns at once for a range of one).
+            const auto& conf = mol.conformers[size_t(conformer_rng.choice_index(
+                int64_t(mol.conformers.size())))];
             const int uid = int(tokens.size());  // (chain, residue) counter: one per token here
             for (const std::string& n : names) {
                 const int k = mol.atom_index(n);

@@ -36,6 +36,9 @@ struct FeaturizeOptions {
     std::string method = "x-ray diffraction";      // method conditioning (boltz's default)
     int64_t atoms_per_window = 32;                 // atoms are padded to a multiple of this
     const ConformerLibrary* conformers = nullptr;  // null: ConformerLibrary::builtin()
+    // Seeds the numpy Generator that picks each residue's conformer (Generator.choice over its
+    // conformer ids, in token order); boltz's inference fixes 42.
+    uint64_t conformer_seed = 42;
 };
 
 // Metadata for writing structures; indices refer to the feature rows.

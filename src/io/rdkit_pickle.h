@@ -1,0 +1,40 @@
+// RDKit's binary molecule format (MolPickler, as `Chem.Mol.ToBinary()` and Python's pickle of a
+// Mol write it) read without RDKit: atoms (element, charge, chirality, string properties such as
+// boltz's CCD atom `name`), and conformers (id, coordinates). Bonds, rings, stereo groups and
+// molecule properties are parsed past, not kept. Pickle format versions 13.0 and later
+// (RDKit 2021 onwards; the version RDKit writes now is 16.x).
+#pragma once
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bioinfer::io {
+
+struct RdkitAtom {
+    int atomic_num = 0;
+    int formal_charge = 0;
+    int chiral_tag = 0;  // RDKit's Atom::ChiralType value (0 unspecified, 1 CW, 2 CCW, ...)
+    std::map<std::string, std::string> props;  // string-valued properties ("name" -> "CA")
+};
+
+struct RdkitConformer {
+    int id = 0;
+    bool is_3d = true;
+    std::vector<std::array<double, 3>> pos;  // one per atom, Angstrom (float32 or float64 stored)
+};
+
+struct RdkitMol {
+    int version = 0;  // 1000 * major + 10 * minor + patch, as RDKit counts it
+    std::vector<RdkitAtom> atoms;
+    std::vector<RdkitConformer> conformers;
+};
+
+// RDKit's name for a chiral tag ("CHI_TETRAHEDRAL_CW"), "" for a value RDKit does not define.
+std::string rdkit_chiral_tag_name(int tag);
+
+// Decodes `bytes`; `where` names the source in errors ("<file>: RDKit molecule ...: expected X,
+// got Y"). Query atoms/bonds and substance groups are refused: boltz's residue molecules have none.
+RdkitMol decode_rdkit_mol(const std::string& bytes, const std::string& where);
+
+}  // namespace bioinfer::io

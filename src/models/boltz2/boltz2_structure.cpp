@@ -1,0 +1,206 @@
+// Boltz-2 as a fold::StructureModel: see boltz2_structure.h.
+#include "models/boltz2/boltz2_structure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "io/boltz_inputs.h"
+#include "models/boltz2/featurizer.h"
+
+namespace bioinfer::boltz2 {
+namespace {
+
+fold::EntityKind kind_of(io::BoltzEntityType t) {
+    switch (t) {
+        case io::BoltzEntityType::Protein: return fold::EntityKind::Protein;
+        case io::BoltzEntityType::Dna: return fold::EntityKind::Dna;
+        case io::BoltzEntityType::Rna: return fold::EntityKind::Rna;
+        case io::BoltzEntityType::Ligand: return fold::EntityKind::Ligand;
+    }
+    return fold::EntityKind::Protein;
+}
+
+fold::EntityKind kind_of(const std::string& type) {
+    if (type == "dna") return fold::EntityKind::Dna;
+    if (type == "rna") return fold::EntityKind::Rna;
+    if (type == "protein") return fold::EntityKind::Protein;
+    return fold::EntityKind::Ligand;
+}
+
+// One-letter code of a residue token: amino acids by their letter, nucleotides by their base.
+char letter_of(const std::string& res) {
+    for (const auto& [letter, token] : vocab().protein_letters)
+        if (token == res && res != "UNK") return letter;
+    if (res.size() == 1) return res[0];                   // A C G U N
+    if (res.size() == 2 && res[0] == 'D') return res[1];  // DA DC DG DT DN
+    return 'X';
+}
+
+// The two seeds of a run (the per-residue conformer motions, the sampler) from the user's one.
+uint64_t sampler_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
+
+}  // namespace
+
+std::vector<fold::EntityKind> Boltz2Spec::entity_kinds() const {
+    return {fold::EntityKind::Protein, fold::EntityKind::Dna, fold::EntityKind::Rna};
+}
+
+fold::Input Boltz2Spec::from_fasta(const io::FastaRecord&, const std::string& where) const {
+    fail(where, "Boltz-2 reads whole input files (boltz's YAML, or FASTA with one record per chain)");
+}
+
+fold::Input Boltz2Spec::from_file(const std::string& path) const {
+    const io::BoltzTarget t = io::read_boltz_input(path);
+    fold::Input in;
+    in.id = t.name;
+    in.where = path;
+    in.path = path;
+    for (const io::BoltzChain& c : t.chains) {
+        fold::Entity e;
+        e.kind = kind_of(c.type);
+        e.chain_id = c.id;
+        e.sequence = c.sequence;
+        e.msa = c.msa_kind == io::BoltzMsaKind::File ? c.msa_path : "";
+        e.ccd = c.ccd.empty() ? "" : c.ccd.front();
+        e.smiles = c.smiles;
+        in.sequence += (in.sequence.empty() ? "" : ":") + c.sequence;
+        in.entities.push_back(std::move(e));
+    }
+    prepare(in);
+    return in;
+}
+
+void Boltz2Spec::prepare(fold::Input& in) const {
+    check_entities(in);
+    BI_CHECK(!in.path.empty(), in.where, "Boltz-2 inputs are files");
+    io::BoltzTarget t = io::read_boltz_input(in.path);
+    io::load_boltz_msas(t);  // every MSA readable and headed by its query, before any work
+    in.tokens = 0;
+    for (const io::BoltzChain& c : t.chains) in.tokens += int64_t(c.residues.size());
+    in.residues = in.tokens;
+}
+
+int64_t Boltz2Spec::memory_bytes(const fold::Input& in) const {
+    const Config& c = cfg_;
+    const int64_t L = in.tokens;
+    const int64_t A = ((L * 24 + 31) / 32) * 32;  // at most ~23 heavy atoms per residue (nucleotides)
+    const int64_t pair = L * L;
+    // trunk: z, z_init, the recycled z, chunk temporaries and the conditioned z (~8 copies of
+    // token_z); the token transformer's per-layer biases; confidence z and PAE/PDE logits.
+    int64_t floats = pair * (8 * c.token_z + c.token_transformer_depth * c.token_transformer_heads +
+                             2 * c.num_pae_bins + 2 * c.confidence_dist_bins);
+    // dense atom <-> token maps (atom_to_token and three token_to_* maps) and atom features
+    floats += 4 * A * L + A * (c.atom_feature_dim + 8 * c.atom_s);
+    // atom windows: keys (128 per 32 queries) x (encoder + decoder biases and pair features)
+    floats += (A / c.window_queries) * c.window_queries * c.window_keys *
+              (c.atom_encoder_depth * c.atom_encoder_heads + c.atom_decoder_depth * c.atom_decoder_heads +
+               2 * c.atom_z);
+    return floats * 4 + (int64_t(512) << 20);
+}
+
+std::unique_ptr<Boltz2StructureModel> Boltz2StructureModel::load(const io::ModelDir& dir) {
+    auto m = std::make_unique<Boltz2StructureModel>();
+    m->model_ = Boltz2Model::load(dir);
+    m->spec_ = std::make_unique<Boltz2Spec>(m->model_->config());
+    return m;
+}
+
+fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold::Options& opts) const {
+    using clock = std::chrono::steady_clock;
+    fold::Prediction p;
+    auto t_stage = clock::now();
+    std::string stage = "featurize";
+    const auto next_stage = [&](const std::string& name) {
+        const auto now = clock::now();
+        p.stage_seconds.emplace_back(stage, std::chrono::duration<double>(now - t_stage).count());
+        stage = name;
+        t_stage = now;
+    };
+    if (opts.progress) opts.progress("featurize", 0, 0);
+    io::BoltzTarget target = io::read_boltz_input(in.path);
+    io::load_boltz_msas(target, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192);
+    FeaturizeOptions fo;
+    fo.seed = opts.seed;
+    const Featurized fz = featurize(target, fo);
+
+    RunOptions ro;
+    ro.recycling_steps = opts.num_recycles < 0 ? spec_->default_num_recycles() : opts.num_recycles;
+    ro.sampling_steps = opts.sampling_steps > 0 ? opts.sampling_steps : 200;
+    ro.diffusion_samples = std::max(1, opts.num_samples);
+    ro.max_parallel_samples = opts.max_parallel_samples > 0 ? opts.max_parallel_samples : 5;
+    ro.step_scale = opts.step_scale > 0 ? opts.step_scale : model_->config().step_scale;
+    ro.seed = sampler_seed(opts.seed);
+    // stage times: the trunk (embedder, passes), the sampler (conditioning, steps), confidence
+    ro.progress = [&](const std::string& what, int step, int steps) {
+        const std::string group = what == "input embedder" || what == "trunk pass" ? "trunk"
+                                  : what == "confidence"                          ? "confidence"
+                                                                                  : "diffusion";
+        if (group != stage) next_stage(group);
+        if (opts.progress) opts.progress(what, step, steps);
+    };
+    if (opts.tap) ro.tap = opts.tap;
+    const RunOutput r = model_->run(fz.feats, ro);
+    next_stage("outputs");
+    p.num_recycles = ro.recycling_steps;
+
+    // host-side: topology from the featurizer's metadata
+    const StructureMeta& meta = fz.meta;
+    for (const ChainMeta& c : meta.chains)
+        p.chains.push_back({c.id, kind_of(c.type), c.token_begin, c.token_count, c.entity_id});
+    for (const TokenMeta& t : meta.tokens) {
+        fold::Token tok;
+        tok.chain = t.chain;
+        tok.residue = t.res_idx + 1;
+        tok.name = t.res_name;
+        tok.letter = letter_of(t.res_name);
+        tok.first_atom = t.atom_begin;
+        tok.atoms = t.atom_count;
+        tok.rep_atom = t.center_atom;
+        p.tokens.push_back(std::move(tok));
+    }
+    for (const AtomMeta& a : meta.atoms) p.atoms.push_back({a.token, a.name, a.symbol});
+
+    const int64_t S = r.coords.size(0), A = int64_t(meta.atoms.size()), N = int64_t(meta.tokens.size());
+    std::vector<int64_t> order(static_cast<size_t>(S));
+    std::iota(order.begin(), order.end(), 0);
+    if (r.has_confidence)  // boltz ranks by confidence score, highest first
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+            return r.confidence_score[size_t(a)] > r.confidence_score[size_t(b)];
+        });
+    for (int64_t s : order) {
+        fold::Sample out;
+        // the real atoms come first; the featurizer pads at the end
+        out.coords = r.coords.narrow0(s, s + 1).reshape({r.coords.size(1), 3}).narrow0(0, A).clone();
+        out.token_plddt = Tensor::zeros({N});
+        out.plddt = Tensor::zeros({A});
+        if (r.has_confidence) {
+            const ConfidenceOutput& k = r.confidence;
+            out.token_plddt = k.plddt.narrow0(s, s + 1).reshape({N}).clone();
+            for (int64_t a = 0; a < A; ++a)  // host-side: each atom carries its token's pLDDT
+                out.plddt.f32()[a] = out.token_plddt.f32()[meta.atoms[size_t(a)].token];
+            if (k.pae.defined()) out.pae = k.pae.narrow0(s, s + 1).reshape({N, N}).clone();
+            if (k.pde.defined()) out.pde = k.pde.narrow0(s, s + 1).reshape({N, N}).clone();
+            // host-side: sample s's scalars
+            const auto at = [&](const Tensor& t) { return double(t.f32()[s]); };
+            out.scores = {{"confidence_score", r.confidence_score[size_t(s)]},
+                          {"ptm", at(k.ptm)},
+                          {"iptm", at(k.iptm)},
+                          {"ligand_iptm", at(k.ligand_iptm)},
+                          {"protein_iptm", at(k.protein_iptm)},
+                          {"complex_plddt", at(k.complex_plddt)},
+                          {"complex_iplddt", at(k.complex_iplddt)},
+                          {"complex_pde", at(k.complex_pde)},
+                          {"complex_ipde", at(k.complex_ipde)}};
+            const int64_t C = k.pair_chains_iptm.size(0);
+            Tensor pci = Tensor::empty({C, C});
+            for (int64_t i = 0; i < C * C; ++i)  // host-side: (C, C, S) -> sample s's (C, C)
+                pci.f32()[i] = k.pair_chains_iptm.f32()[i * S + s];
+            out.chain_pair_scores["pair_chains_iptm"] = pci;
+        }
+        p.samples.push_back(std::move(out));
+    }
+    return p;
+}
+
+}  // namespace bioinfer::boltz2

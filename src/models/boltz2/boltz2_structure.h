@@ -1,0 +1,50 @@
+// Boltz-2 behind the StructureModel interface: a target is one input file as boltz reads it (its
+// YAML schema, or FASTA with one `>ID|TYPE|MSA` record per chain) holding protein, DNA and RNA
+// chains; the prediction is every diffusion sample's atoms with boltz's confidences, best first by
+// boltz's confidence score.
+#pragma once
+#include <memory>
+
+#include "models/boltz2/boltz2.h"
+#include "models/structure_model.h"
+
+namespace bioinfer::boltz2 {
+
+class Boltz2Spec : public fold::ModelSpec {
+public:
+    explicit Boltz2Spec(Config c) : cfg_(std::move(c)) {}
+    const Config& config() const { return cfg_; }
+    std::string architecture() const override { return "boltz2"; }
+    std::vector<fold::EntityKind> entity_kinds() const override;
+    bool takes_msa() const override { return true; }
+    int default_num_recycles() const override { return 3; }
+    // FASTA records are chains of one target here: inputs are whole files.
+    fold::Input from_fasta(const io::FastaRecord& rec, const std::string& where) const override;
+    bool reads_whole_files() const override { return true; }
+    // The file parsed (schema, alphabets, MSA paths); every error names the file, line and chain.
+    fold::Input from_file(const std::string& path) const override;
+    // Reads and checks every MSA (first row is the query, readable), counts tokens.
+    void prepare(fold::Input& in) const override;
+    // Pair states of the trunk and confidence stacks, the token transformer's per-layer biases,
+    // the atom windows' biases and the dense atom <-> token maps, at in.tokens tokens.
+    int64_t memory_bytes(const fold::Input& in) const override;
+
+private:
+    Config cfg_;
+};
+
+class Boltz2StructureModel : public fold::StructureModel {
+public:
+    static std::unique_ptr<Boltz2StructureModel> load(const io::ModelDir& dir);
+    const fold::ModelSpec& spec() const override { return *spec_; }
+    // Stages "featurize", "input embedder", "trunk pass" (per pass), "diffusion conditioning",
+    // "diffusion step" (per step), "confidence".
+    fold::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
+    const Boltz2Model& model() const { return *model_; }
+
+private:
+    std::unique_ptr<Boltz2Model> model_;
+    std::unique_ptr<Boltz2Spec> spec_;
+};
+
+}  // namespace bioinfer::boltz2

@@ -1,0 +1,115 @@
+// CLI tests of `bioinfer predict` with Boltz-2 (the tiny fixture checkpoint): boltz's input files
+// in, boltz's output layout out, one bad target failing alone, seeds reproducing runs, and bad
+// input refused before anything is written.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "io/atomic_file.h"
+#include "io/structure.h"
+
+using namespace bioinfer;
+using test::Result;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBoltz2 = std::string(BIOINFER_FIXTURES) + "/boltz2_tiny";
+// Quick settings: the numbers mean nothing with random weights, the layout and plumbing do.
+const std::string kFast = " --weights " + kBoltz2 + " --sampling_steps 3 --recycling_steps 0";
+
+struct Boltz2Cli : test::CliTest {
+    // The fixture's three inputs (YAML with a3m MSAs) copied into tmp/<folder>.
+    std::string inputs(const std::string& folder) const {
+        fs::create_directories(tmp / folder);
+        for (const std::string c : {"monomer", "heterodimer", "protein_rna"})
+            for (auto& e : fs::directory_iterator(kBoltz2 + "/inputs/" + c))
+                fs::copy_file(e.path(), tmp / folder / e.path().filename());
+        return p(folder);
+    }
+    std::string pred(const std::string& out, const std::string& input, const std::string& name,
+                     const std::string& file) const {
+        return (tmp / out / ("boltz_results_" + input) / "predictions" / name / file).string();
+    }
+};
+
+// A folder of inputs: each file a target, written in boltz's layout (ranked samples, confidence
+// JSON with boltz's keys, npz files) with results.json beside predictions/.
+TEST_F(Boltz2Cli, FolderOfInputsInBoltzLayout) {
+    const std::string in = inputs("targets");
+    Result r = run("predict " + in + kFast + " --diffusion_samples 2 --out_dir " + p("out"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const std::string c : {"monomer", "heterodimer", "protein_rna"}) {
+        SCOPED_TRACE(c);
+        for (int k = 0; k < 2; ++k) {
+            const std::string m = "_model_" + std::to_string(k);
+            EXPECT_TRUE(fs::exists(pred("out", "targets", c, c + m + ".cif")));
+            for (const std::string pre : {"pae_", "pde_", "plddt_"})
+                EXPECT_TRUE(fs::exists(pred("out", "targets", c, pre + c + m + ".npz")));
+        }
+        const auto j0 = nlohmann::json::parse(io::read_file(pred("out", "targets", c, "confidence_" + c + "_model_0.json")));
+        const auto j1 = nlohmann::json::parse(io::read_file(pred("out", "targets", c, "confidence_" + c + "_model_1.json")));
+        for (const std::string k : {"confidence_score", "ptm", "iptm", "ligand_iptm", "protein_iptm", "complex_plddt",
+                                    "complex_iplddt", "complex_pde", "complex_ipde", "chains_ptm", "pair_chains_iptm"})
+            EXPECT_TRUE(j0.contains(k)) << k;
+        EXPECT_GE(j0["confidence_score"].get<double>(), j1["confidence_score"].get<double>()) << "ranked";
+        // the structure reads back with its chains and pLDDT (0-100) as B-factors
+        const auto res = io::read_ca_residues(pred("out", "targets", c, c + "_model_0.cif"));
+        EXPECT_FALSE(res.empty());
+    }
+    const auto results = nlohmann::json::parse(io::read_file(p("out/boltz_results_targets/results.json")));
+    EXPECT_EQ(results["targets"].size(), 3u);
+}
+
+// The same seed gives the same files; another seed other coordinates.
+TEST_F(Boltz2Cli, SeedReproducesARun) {
+    const std::string in = kBoltz2 + "/inputs/heterodimer/heterodimer.yaml";
+    ASSERT_EQ(run("predict " + in + kFast + " --seed 7 --out-dir " + p("a")).rc, 0);
+    ASSERT_EQ(run("predict " + in + kFast + " --seed 7 --out-dir " + p("b")).rc, 0);
+    ASSERT_EQ(run("predict " + in + kFast + " --seed 8 --out-dir " + p("c")).rc, 0);
+    const auto file = [&](const std::string& o) {
+        return io::read_file(pred(o, "heterodimer", "heterodimer", "heterodimer_model_0.cif"));
+    };
+    EXPECT_EQ(file("a"), file("b"));
+    EXPECT_NE(file("a"), file("c"));
+    // bioinfer compare reads what it wrote
+    Result r = run("compare " + pred("a", "heterodimer", "heterodimer", "heterodimer_model_0.cif") + " " +
+                   pred("b", "heterodimer", "heterodimer", "heterodimer_model_0.cif"), "", p("cmp.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto cmp = nlohmann::json::parse(io::read_file(p("cmp.json")));
+    EXPECT_NEAR(cmp["ca_rmsd"].get<double>(), 0.0, 1e-6) << cmp.dump();
+    EXPECT_NEAR(cmp["tm_score"].get<double>(), 1.0, 1e-6) << cmp.dump();
+}
+
+// One bad file in a folder fails alone (exit 2) with its own message; the others are written.
+TEST_F(Boltz2Cli, BadTargetFailsAlone) {
+    const std::string in = inputs("mixed");
+    write("mixed/broken.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MK1V\n      msa: empty\n");
+    Result r = run("predict " + in + kFast + " --out-dir " + p("out"));
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find("broken.yaml"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::exists(pred("out", "mixed", "monomer", "monomer_model_0.cif")));
+    EXPECT_FALSE(fs::exists(pred("out", "mixed", "broken", "")));
+}
+
+// Bad input, alone: one line naming the file (and line and column for YAML), nothing written.
+TEST_F(Boltz2Cli, BadInputIsRefusedCleanly) {
+    write("syntax.yaml", "version: 1\nsequences:\n  - protein: {id: A, sequence: MKV\n");
+    expect_clean_failure("predict " + p("syntax.yaml") + kFast, "syntax.yaml:");
+    write("nomsa.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n");
+    expect_clean_failure("predict " + p("nomsa.yaml") + kFast, "msa");
+    write("dup.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: empty\n"
+                      "  - rna:\n      id: A\n      sequence: ACG\n");
+    expect_clean_failure("predict " + p("dup.yaml") + kFast, "dup.yaml");
+    write("badmsa.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: other.a3m\n");
+    write("other.a3m", ">q\nGGGG\n");
+    expect_clean_failure("predict " + p("badmsa.yaml") + kFast, "other.a3m");
+    write("ok.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: empty\n");
+    expect_clean_failure("predict " + p("ok.yaml") + kFast + " --sampling_steps 0", "--sampling-steps");
+    expect_clean_failure("predict " + p("missing.yaml") + kFast, "missing.yaml");
+    // Boltz-2's options do not apply to ESMFold
+    expect_clean_failure("predict MKV --weights " + test::kEsmFoldTiny + " --seed 3", "--seed");
+}
+
+}  // namespace
