@@ -35,8 +35,8 @@ import argparse
 import json
 import os
 import random
-import resource
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 AA = "ACDEFGHIKLMNPQRSTVWY"
 WARMUP_RESIDUES = 16
+WARMUP, TARGET = "a_warmup", "b_target"  # file stems: bioinfer predicts a folder in name order
 
 
 def peak_rss_mb():
@@ -86,10 +87,11 @@ def yaml_text(chains, seed):
 def write_inputs(workdir, case):
     """<workdir>/inputs/<case>/{warmup,target}.yaml; returns the folder."""
     d = os.path.join(workdir, "inputs", case)
-    os.makedirs(d, exist_ok=True)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
     chains = case_chains(case)
-    for stem, text in (("warmup", yaml_text([WARMUP_RESIDUES], 99)),
-                       ("target", yaml_text(chains, sum(chains)))):
+    for stem, text in ((WARMUP, yaml_text([WARMUP_RESIDUES], 99)),
+                       (TARGET, yaml_text(chains, sum(chains)))):
         with open(os.path.join(d, stem + ".yaml"), "w") as f:
             f.write(text)
     return d
@@ -129,7 +131,7 @@ def ref_worker(args):
     mol_dir = Path(ckpt_dir) / "mols"
     in_dir = os.path.join(args.workdir, "inputs", args.ref_worker)
     feats, featurize_s = {}, {}
-    for stem in ("warmup", "target"):
+    for stem in (WARMUP, TARGET):
         bt.CASES[f"{args.ref_worker}_{stem}"] = (open(os.path.join(in_dir, stem + ".yaml")).read(), {})
         t0 = time.perf_counter()
         feats[stem] = bt.featurize(f"{args.ref_worker}_{stem}", Path(args.workdir) / "ref_work", mol_dir,
@@ -192,18 +194,20 @@ def ref_worker(args):
         total = time.perf_counter() - t
         assert not out.get("exception"), "boltz's predict_step skipped the batch"
         s = dict(stages)
-        s["trunk"] = s["trunk_template"] + s["trunk_msa"] + s["trunk_pairformer"]
-        named = ("input_embedder", "trunk", "diffusion_conditioning", "diffusion_sample", "confidence")
-        s["other"] = total - sum(s[k] for k in named)
+        # the groups bioinfer reports: trunk (embedder and passes), diffusion (conditioning and
+        # sampler), confidence; other = the rest (z_init, distogram, b-factor, score summaries)
+        s["trunk"] = s["input_embedder"] + s["trunk_template"] + s["trunk_msa"] + s["trunk_pairformer"]
+        s["diffusion"] = s["diffusion_conditioning"] + s["diffusion_sample"]
+        s["other"] = total - s["trunk"] - s["diffusion"] - s["confidence"]
         return total, s
 
-    warm_s, _ = predict(feats["warmup"])
-    predict_s, stages_s = predict(feats["target"])
-    tokens = int(feats["target"]["token_pad_mask"].shape[1])
-    atoms = int(feats["target"]["atom_pad_mask"].shape[1])
+    warm_s, _ = predict(feats[WARMUP])
+    predict_s, stages_s = predict(feats[TARGET])
+    tokens = int(feats[TARGET]["token_pad_mask"].shape[1])
+    atoms = int(feats[TARGET]["atom_pad_mask"].shape[1])
     print(json.dumps({"impl": "boltz", "case": args.ref_worker, "tokens": tokens, "atoms_padded": atoms,
                       "predict_s": predict_s, "stages_s": stages_s,
-                      "featurize_s": featurize_s["target"], "load_s": load_s, "warmup_s": warm_s,
+                      "featurize_s": featurize_s[TARGET], "load_s": load_s, "warmup_s": warm_s,
                       "process_s": time.perf_counter() - t_start,
                       "peak_rss_mb": peak_rss_mb(), "threads": torch.get_num_threads()}))
 
@@ -249,57 +253,74 @@ class PeakPoller:
         self._t.join()
 
 
-def bioinfer_cmd(args, in_dir, out_dir, ckpt_dir, mol_dir):
-    return [args.bin, "predict", in_dir, "--model", "boltz2", "--weights", ckpt_dir,
-            "--out-dir", out_dir, "--threads", str(args.threads),
-            "--recycling_steps", str(args.recycling), "--sampling_steps", str(args.steps),
-            "--diffusion_samples", str(args.samples), "--seed", str(args.seed),
-            "--cache", os.path.dirname(mol_dir), "--override", "--quiet"]
+def bioinfer_cmd(args, in_dir, out_dir, ckpt_dir):
+    """bioinfer predict on the folder (warm-up, then target: files go in name order) with boltz's
+    options; the checkpoint folder holds mols/ beside boltz2_conf.ckpt, as boltz's cache does."""
+    return [args.bin, "predict", in_dir, "--weights", ckpt_dir, "--out-dir", out_dir,
+            "--threads", str(args.threads), "--recycling_steps", str(args.recycling),
+            "--sampling_steps", str(args.steps), "--diffusion_samples", str(args.samples),
+            "--seed", str(args.seed), "--override", "--quiet"]
 
 
-def run_bioinfer(args, case, in_dir, ckpt_dir, mol_dir):
+def run_bioinfer(args, case, in_dir, ckpt_dir):
     out_dir = os.path.join(args.workdir, "bioinfer_out", case)
-    cmd = bioinfer_cmd(args, in_dir, out_dir, ckpt_dir, mol_dir)
+    log = os.path.join(args.workdir, "bioinfer_out", case + ".log.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    cmd = bioinfer_cmd(args, in_dir, out_dir, ckpt_dir) + ["--log", log]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     poll = PeakPoller(p.pid)
-    _, status, usage = os.wait4(p.pid, 0)
+    _, stderr = p.communicate()
     wall = time.perf_counter() - t0
     poll.stop()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    stdout, stderr = p.stdout.read(), p.stderr.read()
     if p.returncode != 0:
         raise RuntimeError(f"bioinfer failed on {case} (exit {p.returncode}): {shlex.join(cmd)}\n"
                            f"{stderr[-3000:]}")
-    res = json.load(open(os.path.join(out_dir, "results.json")))
-    row = {"impl": "bioinfer", "case": case, "command": shlex.join(cmd), "end_to_end_s": wall,
-           "peak_rss_mb": poll.peak_mb,
-           # ru_maxrss carries the driver's RSS at fork time (a few tens of MB) across exec
-           "ru_maxrss_mb": usage.ru_maxrss / 1024.0, "results_runtime_s": res.get("runtime_s")}
+    results = [os.path.join(d, "results.json") for d, _, files in os.walk(out_dir)
+               if "results.json" in files]
+    res = json.load(open(results[0]))
+    row = {"impl": "bioinfer", "case": case, "command": portable(cmd, args), "end_to_end_s": wall, "peak_rss_mb": poll.peak_mb,
+           "threads": args.threads, "results_runtime_s": res.get("runtime_s")}
     for t in res.get("targets", []):
         if t.get("status") != "ok":
             raise RuntimeError(f"bioinfer: target {t.get('id')}: {t.get('status')} {t.get('error', '')}")
-        key = "target" if t["id"].startswith("target") else "warmup"
-        row[f"{key}_runtime_s"] = t.get("runtime_s")
-    row.update(bioinfer_target_details(out_dir))
+        row[t["id"] + "_s"] = t.get("runtime_s")
+    row["predict_s"] = row.pop(f"{TARGET}_s", None)
+    row["warmup_s"] = row.pop(f"{WARMUP}_s", None)
+    row.update(stages_from_log(log, TARGET))
     return row
 
 
-def bioinfer_target_details(out_dir):
-    """The target's own timings (per stage) from the confidence JSON bioinfer writes for it."""
-    found = {}
-    for dirpath, _, files in os.walk(out_dir):
-        for fn in files:
-            if fn.endswith(".json") and fn != "results.json" and "target" in fn:
-                try:
-                    j = json.load(open(os.path.join(dirpath, fn)))
-                except (OSError, json.JSONDecodeError):
-                    continue
-                if isinstance(j, dict) and isinstance(j.get("runtime_s"), dict):
-                    found["predict_s"] = j["runtime_s"].get("total")
-                    found["stages_s"] = {k: v for k, v in j["runtime_s"].items() if k != "total"}
-                    found["tokens"] = j.get("length")
-    return found
+def portable(cmd, args):
+    """The command as it reads from the repository root, the work folder as $WORKDIR."""
+    out = []
+    for a in cmd:
+        a = a.replace(os.path.abspath(args.workdir), "$WORKDIR")
+        out.append(os.path.relpath(a, ROOT) if a.startswith(ROOT + os.sep) else a)
+    return " ".join(out)
+
+
+def stages_from_log(path, target):
+    """The target's stage times from bioinfer's progress events (--log): each stage lasts until
+    the next event of that target. Groups: featurize, trunk (input embedder, trunk passes),
+    diffusion (conditioning, sampling steps), confidence, writing; and the model load."""
+    events = [json.loads(l) for l in open(path) if l.strip()]
+    out, stages, prev = {}, {}, None
+    for e in events:
+        if e.get("event") == "note" and str(e.get("text", "")).startswith("loaded "):
+            out["load_s"] = e["elapsed_s"]
+        mine = str(e.get("target", "")).split(" (")[0] == target
+        if prev is not None and (e.get("event") in ("stage", "done")) and (mine or e.get("event") == "done"):
+            name = prev["stage"]
+            group = ("trunk" if name == "input embedder" or name.startswith("trunk pass") else
+                     "diffusion" if name.startswith("diffusion") else name)
+            stages[group] = stages.get(group, 0.0) + e["elapsed_s"] - prev["elapsed_s"]
+            prev = None
+        if mine and e.get("event") == "stage":
+            prev = e
+    out["stages_s"] = stages
+    return out
 
 
 # ---- driver --------------------------------------------------------------------------------------
@@ -396,13 +417,15 @@ def main():
     rows = []
     for case in cases:
         in_dir = write_inputs(args.workdir, case)
-        b = run_bioinfer(args, case, in_dir, ckpt_dir, mol_dir) if "bioinfer" in sides else None
+        b = run_bioinfer(args, case, in_dir, ckpt_dir) if "bioinfer" in sides else None
         if b:
+            b["load_average_after"] = os.getloadavg()  # 1, 5, 15 min: how shared the machine was
             print(json.dumps(b), file=sys.stderr)
             rows.append(b)
             write_doc(args, machine, rows, cases)
         r = run_ref(args, case) if "boltz" in sides else None
         if r:
+            r["load_average_after"] = os.getloadavg()
             print(json.dumps(r), file=sys.stderr)
             rows.append(r)
         if b and r:
@@ -414,8 +437,9 @@ def main():
     if args.bioinfer_only:
         n = args.bioinfer_only
         case = f"complex4x{n // 4}"
-        b = run_bioinfer(args, case, write_inputs(args.workdir, case), ckpt_dir, mol_dir)
+        b = run_bioinfer(args, case, write_inputs(args.workdir, case), ckpt_dir)
         b["memory_probe"] = True
+        b["load_average_after"] = os.getloadavg()
         print(json.dumps(b), file=sys.stderr)
         rows.append(b)
         write_doc(args, machine, rows, cases)
