@@ -314,13 +314,24 @@ def stages_from_log(path, target):
         if prev is not None and (e.get("event") in ("stage", "done")) and (mine or e.get("event") == "done"):
             name = prev["stage"]
             group = ("trunk" if name == "input embedder" or name.startswith("trunk pass") else
-                     "diffusion" if name.startswith("diffusion") else name)
+                     "diffusion_conditioning" if name == "diffusion conditioning" else
+                     "diffusion_sample" if name.startswith("diffusion step") else name)
             stages[group] = stages.get(group, 0.0) + e["elapsed_s"] - prev["elapsed_s"]
             prev = None
         if mine and e.get("event") == "stage":
             prev = e
+    stages["diffusion"] = stages.get("diffusion_conditioning", 0.0) + stages.get("diffusion_sample", 0.0)
     out["stages_s"] = stages
     return out
+
+
+def at_default_steps(row, steps, default=200):
+    """The target's time had the sampler taken `default` steps: the measured time plus the
+    sampler's mean step time for the steps not run (every step does the same work)."""
+    sample = row.get("stages_s", {}).get("diffusion_sample")
+    if not row.get("predict_s") or sample is None or steps == default:
+        return None
+    return row["predict_s"] + sample / steps * (default - steps)
 
 
 # ---- driver --------------------------------------------------------------------------------------
@@ -428,7 +439,13 @@ def main():
             r["load_average_after"] = os.getloadavg()
             print(json.dumps(r), file=sys.stderr)
             rows.append(r)
+        for row in (b, r):
+            if row and at_default_steps(row, args.steps) is not None:
+                row["predict_s_at_200_steps_estimate"] = at_default_steps(row, args.steps)
         if b and r:
+            if b.get("predict_s_at_200_steps_estimate") and r.get("predict_s_at_200_steps_estimate"):
+                b["ratio_predict_at_200_steps_estimate"] = (r["predict_s_at_200_steps_estimate"] /
+                                                            b["predict_s_at_200_steps_estimate"])
             if b.get("predict_s"):
                 b["ratio_predict"] = r["predict_s"] / b["predict_s"]
             b["ratio_end_to_end"] = r["end_to_end_s"] / b["end_to_end_s"]
