@@ -29,6 +29,18 @@ namespace bioinfer::runtime {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Reads a record's input with `read` (the model's reader); its error becomes the record's.
+template <typename F>
+static void read_record_input(FoldRecord& r, F read) {
+    try {
+        r.input = read();
+        r.sequence = r.input.sequence;
+        r.residues = r.input.residues;
+    } catch (const Error& e) {
+        r.error = e.what();
+    }
+}
+
 // Whole-file targets: INPUT a file, or a folder of input files.
 static std::vector<FoldRecord> collect_file_records(const std::string& input,
                                                     const fold::ModelSpec& spec) {
@@ -56,14 +68,11 @@ static std::vector<FoldRecord> collect_file_records(const std::string& input,
         if (!stems.insert(safe_file_stem(r.id)).second) {
             r.error = cat("[", f, "] another input file has the name '", r.id, "'");
         } else {
-            try {
-                r.input = spec.from_file(f);
-                r.input.id = r.id;
-                r.sequence = r.input.sequence;
-                r.residues = r.input.residues;
-            } catch (const Error& e) {
-                r.error = e.what();
-            }
+            read_record_input(r, [&] {
+                fold::Input in = spec.from_file(f);
+                in.id = r.id;
+                return in;
+            });
         }
         out.push_back(std::move(r));
     }
@@ -79,15 +88,7 @@ std::vector<FoldRecord> collect_fold_records(const std::string& input, const fol
         r.id = f.id;
         r.source = f.source;
         r.error = f.error;
-        if (r.error.empty()) {
-            try {
-                r.input = spec.from_fasta(f, where);
-                r.sequence = r.input.sequence;
-                r.residues = r.input.residues;
-            } catch (const Error& e) {
-                r.error = e.what();
-            }
-        }
+        if (r.error.empty()) read_record_input(r, [&] { return spec.from_fasta(f, where); });
         out.push_back(std::move(r));
     }
     return out;

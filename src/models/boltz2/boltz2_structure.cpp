@@ -51,8 +51,10 @@ fold::Input Boltz2Spec::from_fasta(const io::FastaRecord&, const std::string& wh
     fail(where, "Boltz-2 reads whole input files (boltz's YAML, or FASTA with one record per chain)");
 }
 
-fold::Input Boltz2Spec::from_file(const std::string& path) const {
-    const io::BoltzTarget t = io::read_boltz_input(path);
+// The input of a parsed target, its MSAs read and checked (first row the query), its tokens
+// counted: the file is read once.
+static fold::Input input_of(io::BoltzTarget& t, const std::string& path) {
+    io::load_boltz_msas(t);  // every MSA readable and headed by its query, before any work
     fold::Input in;
     in.id = t.name;
     in.where = path;
@@ -67,19 +69,27 @@ fold::Input Boltz2Spec::from_file(const std::string& path) const {
         e.smiles = c.smiles;
         in.sequence += (in.sequence.empty() ? "" : ":") + c.sequence;
         in.entities.push_back(std::move(e));
+        in.tokens += int64_t(c.residues.size());
     }
-    prepare(in);
+    in.residues = in.tokens;
+    return in;
+}
+
+fold::Input Boltz2Spec::from_file(const std::string& path) const {
+    io::BoltzTarget t = io::read_boltz_input(path);
+    fold::Input in = input_of(t, path);
+    check_entities(in);
     return in;
 }
 
 void Boltz2Spec::prepare(fold::Input& in) const {
-    check_entities(in);
     BI_CHECK(!in.path.empty(), in.where, "Boltz-2 inputs are files");
     io::BoltzTarget t = io::read_boltz_input(in.path);
-    io::load_boltz_msas(t);  // every MSA readable and headed by its query, before any work
-    in.tokens = 0;
-    for (const io::BoltzChain& c : t.chains) in.tokens += int64_t(c.residues.size());
-    in.residues = in.tokens;
+    const std::string id = in.id, where = in.where;
+    in = input_of(t, in.path);
+    in.id = id;
+    in.where = where;
+    check_entities(in);
 }
 
 int64_t Boltz2Spec::memory_bytes(const fold::Input& in) const {
