@@ -47,16 +47,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 AA = "ACDEFGHIKLMNPQRSTVWY"
 WARMUP_RESIDUES = 16
+from lm_bench import peak_rss_mb, time_calls  # noqa: E402
+
 WARMUP, TARGET = "a_warmup", "b_target"  # file stems: bioinfer predicts a folder in name order
-
-
-def peak_rss_mb():
-    """This process's peak resident memory (VmHWM; see lm_bench.peak_rss_mb)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -167,23 +160,13 @@ def ref_worker(args):
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
     stages = {}
-
-    def timed(obj, attr, key):
-        fn = getattr(obj, attr)
-
-        def wrapper(*a, **k):
-            t = time.perf_counter()
-            r = fn(*a, **k)
-            stages[key] = stages.get(key, 0.0) + time.perf_counter() - t
-            return r
-        setattr(obj, attr, wrapper)
-    timed(model.input_embedder, "forward", "input_embedder")
-    timed(model.template_module, "forward", "trunk_template")
-    timed(model.msa_module, "forward", "trunk_msa")
-    timed(model.pairformer_module, "forward", "trunk_pairformer")
-    timed(model.diffusion_conditioning, "forward", "diffusion_conditioning")
-    timed(model.structure_module, "sample", "diffusion_sample")
-    timed(model.confidence_module, "forward", "confidence")
+    time_calls(stages, model.input_embedder, "forward", "input_embedder")
+    time_calls(stages, model.template_module, "forward", "trunk_template")
+    time_calls(stages, model.msa_module, "forward", "trunk_msa")
+    time_calls(stages, model.pairformer_module, "forward", "trunk_pairformer")
+    time_calls(stages, model.diffusion_conditioning, "forward", "diffusion_conditioning")
+    time_calls(stages, model.structure_module, "sample", "diffusion_sample")
+    time_calls(stages, model.confidence_module, "forward", "confidence")
 
     def predict(batch):
         stages.clear()

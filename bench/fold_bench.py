@@ -30,7 +30,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lm_bench import peak_rss_mb  # noqa: E402
+from lm_bench import peak_rss_mb, time_calls  # noqa: E402
 AA = "ACDEFGHIKLMNPQRSTVWY"
 
 STEMS = {  # hidden, layers, heads, intermediate
@@ -112,19 +112,9 @@ def hf_worker(model_dir, length, threads, repeat, recycles):
                                                  esmfold_config={"fp16_esm": False}).eval()
     model.esm.float()
     stages = {}
-
-    def timed(obj, attr, key):
-        fn = getattr(obj, attr)
-
-        def wrapper(*a, **k):
-            t0 = time.perf_counter()
-            r = fn(*a, **k)
-            stages[key] = stages.get(key, 0.0) + time.perf_counter() - t0
-            return r
-        setattr(obj, attr, wrapper)
-    timed(model, "compute_language_model_representations", "language_model")
-    timed(model.trunk, "forward", "trunk_total")
-    timed(model.trunk.structure_module, "forward", "structure_module")
+    time_calls(stages, model, "compute_language_model_representations", "language_model")
+    time_calls(stages, model.trunk, "forward", "trunk_total")
+    time_calls(stages, model.trunk.structure_module, "forward", "structure_module")
 
     def fold(seq):
         aatype = torch.tensor([[rc.restype_order_with_x.get(a, 20) for a in seq]])

@@ -105,6 +105,18 @@ def peak_rss_mb():
     return float("nan")
 
 
+def time_calls(stages, obj, attr, key):
+    """Wraps obj.attr so that each call adds its seconds to stages[key] (upstream's stage times)."""
+    fn = getattr(obj, attr)
+
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        r = fn(*a, **k)
+        stages[key] = stages.get(key, 0.0) + time.perf_counter() - t0
+        return r
+    setattr(obj, attr, wrapper)
+
+
 def hf_worker(model_dir, arch, fasta, threads, repeat, precision, mode, warmup):
     import torch
 

@@ -30,19 +30,11 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import boltz2_tiny as bt  # noqa: E402
 
 CASES = {
     # the 2-chain case of the parity fixtures: a protein and an RNA with an unknown base (N)
-    "protein_rna": """version: 1
-sequences:
-  - protein:
-      id: A
-      sequence: MSTNPKPQR
-      msa: empty
-  - rna:
-      id: B
-      sequence: ACGUNA
-""",
+    "protein_rna": bt.CASES["protein_rna"][0],
     # a ligand between polymers: HETATM records, one token per ligand atom, CONECT records
     "protein_lig_rna": """version: 1
 sequences:
