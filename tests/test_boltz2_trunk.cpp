@@ -77,7 +77,9 @@ TEST_P(Boltz2TrunkCase, PairInputVariants) {
     // The variants reach new branches: their reference differs from the case's own.
     const Tensor base = c.get0("trunk.relpos");
     EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_cyclic")));
-    if (GetParam() != "monomer") EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_homomer")));
+    if (GetParam() != "monomer") {
+        EXPECT_TRUE(fails_bar(base, c.get0("trunk.variant.relpos_homomer")));
+    }
 }
 
 TEST_P(Boltz2TrunkCase, MsaModule) {

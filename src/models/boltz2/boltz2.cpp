@@ -43,14 +43,10 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     out.s_inputs = embedder_.forward(f);
     tap("s_inputs", out.s_inputs);
 
-    const int passes = o.recycling_steps + 1;
-    out.trunk = trunk_.run(f, out.s_inputs, o.recycling_steps, [&](const std::string& name, const Tensor& t) {
-        // "pass<p>.s" is the first tap of each recycling pass
-        if (name.rfind("pass", 0) == 0 && name.size() > 6 && name.compare(name.size() - 2, 2, ".s") == 0 &&
-            name.find('.') == name.size() - 2)
-            progress("trunk pass", std::stoi(name.substr(4, name.size() - 6)), passes);
-        tap("trunk." + name, t);
-    });
+    out.trunk = trunk_.run(
+        f, out.s_inputs, o.recycling_steps,
+        [&](const std::string& name, const Tensor& t) { tap("trunk." + name, t); },
+        [&](int pass, int passes) { progress("trunk pass", pass, passes); });
 
     progress("diffusion conditioning", 0, 0);
     // Memory: every pair-sized tensor the sampler does not read is released as soon as its last

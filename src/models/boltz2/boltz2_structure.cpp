@@ -60,15 +60,14 @@ static fold::Input input_of(io::BoltzTarget& t, const std::string& path) {
     in.where = path;
     in.path = path;
     for (const io::BoltzChain& c : t.chains) {
-        fold::Entity e;
+        fold::Entity& e = in.entities.emplace_back();
         e.kind = kind_of(c.type);
         e.chain_id = c.id;
         e.sequence = c.sequence;
-        e.msa = c.msa_kind == io::BoltzMsaKind::File ? c.msa_path : "";
-        e.ccd = c.ccd.empty() ? "" : c.ccd.front();
+        if (c.msa_kind == io::BoltzMsaKind::File) e.msa = c.msa_path;
+        if (!c.ccd.empty()) e.ccd = c.ccd.front();
         e.smiles = c.smiles;
         in.sequence += (in.sequence.empty() ? "" : ":") + c.sequence;
-        in.entities.push_back(std::move(e));
         in.tokens += int64_t(c.residues.size());
     }
     in.residues = in.tokens;

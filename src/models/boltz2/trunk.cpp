@@ -431,8 +431,8 @@ Tensor Trunk::z_init(const Features& f, const Tensor& s_inputs, const Tensor* rp
     return z;
 }
 
-TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_steps,
-                       const Tap& tap) const {
+TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_steps, const Tap& tap,
+                       const std::function<void(int pass, int passes)>& on_pass) const {
     const int64_t L = s_inputs.size(0), Cs = cfg.token_s, Cz = cfg.token_z;
     BI_CHECK(s_inputs.ndim() == 2 && s_inputs.size(1) == Cs && L == f.num_tokens(), "boltz2 trunk",
              "s_inputs: expected (", f.num_tokens(), ", ", Cs, "), got ", shape_str(s_inputs.shape()));
@@ -452,6 +452,7 @@ TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_
     Tensor s = Tensor::zeros({L, Cs}), z = Tensor::zeros({L, L, Cz});
     const int64_t chunk = nn::default_pair_chunk(L, Cz);
     for (int pass = 0; pass <= recycling_steps; ++pass) {
+        if (on_pass) on_pass(pass, recycling_steps + 1);
         const std::string pre = "pass" + std::to_string(pass) + ".";
         // s = s_init + s_recycle(s_norm(s)); z likewise, `chunk` pair rows at a time
         Tensor sn = Tensor::empty({L, Cs}), s_new = s0.clone();

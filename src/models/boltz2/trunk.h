@@ -174,9 +174,9 @@ struct Trunk {
     Tensor z_init(const Features& f, const Tensor& s_inputs, const Tensor* relpos = nullptr) const;
     // recycling_steps + 1 passes from s_inputs (L, token_s). The tap sees "s_init", "z_init",
     // "pass<p>.s" / ".z" (after recycling), "pass<p>.msa_out", "pass<p>.msa.layer<k>.z/.m",
-    // "pass<p>.pf.block<k>.s/.z".
-    TrunkOutput run(const Features& f, const Tensor& s_inputs, int recycling_steps,
-                    const Tap& tap = {}) const;
+    // "pass<p>.pf.block<k>.s/.z". on_pass, when set, is called as each pass starts.
+    TrunkOutput run(const Features& f, const Tensor& s_inputs, int recycling_steps, const Tap& tap = {},
+                    const std::function<void(int pass, int passes)>& on_pass = {}) const;
 };
 
 }  // namespace bioinfer::boltz2
