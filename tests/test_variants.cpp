@@ -236,6 +236,29 @@ TEST(TunedTable, NearestEntryExactFlagsAndFallback) {
     EXPECT_EQ(at("cpu-avx512", 200, 0).param("missing", 7), 7);
 }
 
+// A weight's GEMM provider comes from an entry for exactly its (k, n): one timed for another
+// weight shape does not carry over, while matmul_act's token count still matches the nearest.
+TEST(TunedTable, MatmulWeightShapeMustMatchExactly) {
+    const tuning::Table t = tuning::parse_table(R"({"entries": [
+        {"kernels": "cpu-avx512", "op": "matmul", "dtype": "fp32", "shape": {"k": 640, "n": 640},
+         "variant": "own_packed", "params": {"m_block": 48, "n_block": 512, "k_block": 128}},
+        {"kernels": "cpu-avx512", "op": "matmul_act", "dtype": "fp32",
+         "shape": {"m": 2048, "k": 640, "n": 640, "act": 1}, "variant": "separate"}]})",
+                                                "test table");
+    const auto mm = [&](int64_t k, int64_t n) {
+        return tuning::lookup_in(t, "cpu-avx512", "matmul", "fp32", {{"k", k}, {"n", n}}).variant;
+    };
+    EXPECT_EQ(mm(640, 640), "own_packed");
+    EXPECT_TRUE(mm(768, 768).empty());  // the nearest entry on a log scale, but not this weight
+    EXPECT_TRUE(mm(640, 768).empty());
+    EXPECT_EQ(tuning::lookup_in(t, "cpu-avx512", "matmul_act", "fp32",
+                                {{"m", 128}, {"k", 768}, {"n", 768}, {"act", 1}})
+                  .variant,
+              "separate");
+    EXPECT_TRUE(tuning::is_exact_dim("matmul", "k") && tuning::is_exact_dim("attention", "causal"));
+    EXPECT_FALSE(tuning::is_exact_dim("matmul_act", "k") || tuning::is_exact_dim("gelu", "n"));
+}
+
 TEST(TunedTable, BadTablesNameTheEntry) {
     const auto err = [](const std::string& text) {
         try {

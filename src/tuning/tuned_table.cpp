@@ -108,7 +108,9 @@ int64_t Choice::param(const std::string& key) const {
     return it->second;
 }
 
-bool is_flag_dim(std::string_view name) { return name == "causal" || name == "act"; }
+bool is_exact_dim(std::string_view op, std::string_view name) {
+    return name == "causal" || name == "act" || (op == "matmul" && (name == "k" || name == "n"));
+}
 
 Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,
                  const std::string& dtype, std::span<const Dim> shape) {
@@ -119,7 +121,7 @@ Choice lookup_in(const Table& t, const std::string& kernels, const std::string& 
         double d = 0;
         bool ok = true;
         for (const Dim& s : shape) {
-            const bool flag = is_flag_dim(s.name);
+            const bool flag = is_exact_dim(op, s.name);
             auto it = e.shape.find(s.name);
             if (it == e.shape.end()) {
                 ok = !flag;

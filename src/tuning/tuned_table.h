@@ -14,13 +14,17 @@
 
 namespace bioinfer::tuning {
 
-// One shape dimension of a lookup. Flag dimensions (is_flag_dim: causal, act) must match an
-// entry exactly for it to apply; the others match the nearest entry on a log scale.
+// One shape dimension of a lookup. Exact dimensions (is_exact_dim) must match an entry exactly
+// for it to apply; the others match the nearest entry on a log scale.
 struct Dim {
     const char* name;
     int64_t value;
 };
-bool is_flag_dim(std::string_view name);
+// The flags (causal, act) of every op, and a weight's (k, n) for "matmul": its GEMM provider is
+// chosen once per weight at load, and an entry timed for one weight shape says nothing about
+// another (the nearest one on a log scale sent Boltz-2's 768 x 768 weights to the own GEMM
+// tuned for 640 x 640, 25% slower than oneDNN at 128 tokens).
+bool is_exact_dim(std::string_view op, std::string_view name);
 
 struct Choice {
     std::string variant;  // empty: no entry applies, the kernel runs its default
