@@ -156,9 +156,8 @@ def main():
     jobs = args.jobs.split(",")
 
     def save():
-        with open(args.out + ".tmp", "w") as f:
-            json.dump(doc, f, indent=2)
-        os.replace(args.out + ".tmp", args.out)
+        from lm_bench import write_json
+        write_json(args.out, doc)
 
     if "outputs" in jobs:
         doc["outputs"] = compare_outputs(bins["before"], bins["after"], args.workdir)

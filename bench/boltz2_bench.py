@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 AA = "ACDEFGHIKLMNPQRSTVWY"
 WARMUP_RESIDUES = 16
-from lm_bench import peak_rss_mb, time_calls  # noqa: E402
+from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
 
 WARMUP, TARGET = "a_warmup", "b_target"  # file stems: bioinfer predicts a folder in name order
 
@@ -367,11 +367,7 @@ def write_doc(args, machine, rows, cases):
                                       "warm-up, target (bioinfer also writes its outputs)",
                       "ratio": "boltz / bioinfer"},
            "versions": versions(args.bin), "rows": rows}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(args.out + ".tmp", args.out)
+    write_json(args.out, doc)
 
 
 def main():

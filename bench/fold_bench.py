@@ -30,7 +30,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lm_bench import peak_rss_mb, time_calls  # noqa: E402
+from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
 AA = "ACDEFGHIKLMNPQRSTVWY"
 
 STEMS = {  # hidden, layers, heads, intermediate
@@ -163,11 +163,7 @@ def write_doc(args, rows):
                      "compute": "fp32 on both sides"},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "num_recycles": args.num_recycles, "rows": rows}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(args.out + ".tmp", args.out)
+    write_json(args.out, doc)
 
 
 def main():

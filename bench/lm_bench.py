@@ -105,6 +105,16 @@ def peak_rss_mb():
     return float("nan")
 
 
+def write_json(path, doc):
+    """Writes a results JSON under a temporary name, then renames it into place (a stopped run
+    never leaves half a file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
 def time_calls(stages, obj, attr, key):
     """Wraps obj.attr so that each call adds its seconds to stages[key] (upstream's stage times)."""
     fn = getattr(obj, attr)
@@ -342,12 +352,7 @@ def main():
            "date": time.strftime("%Y-%m-%d"),
            "gemm": gemm,
            "results": results}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    tmp_out = args.out + ".tmp"
-    with open(tmp_out, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(tmp_out, args.out)
+    write_json(args.out, doc)
     print("wrote", args.out)
 
 

@@ -46,9 +46,8 @@ def add_common_args(ap, out_name):
 
 def save(doc, path):
     """Writes the results JSON under a temporary name, then renames it into place."""
-    with open(path + ".tmp", "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(path + ".tmp", path)
+    from lm_bench import write_json
+    write_json(path, doc)
 
 
 def run(cmd, out_dir):
