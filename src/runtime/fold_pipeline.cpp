@@ -263,15 +263,14 @@ json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out, cons
     }
     io::BoltzWriteOptions wo;
     wo.output_format = opts.format == "pdb" ? "pdb" : "mmcif";
-    const std::string dir = io::write_boltz_prediction((fs::path(out_dir) / "predictions").string(),
-                                                       safe_file_stem(rec.id), info, samples, wo);
+    io::write_boltz_prediction((fs::path(out_dir) / "predictions").string(), safe_file_stem(rec.id),
+                               info, samples, wo);
     json files = boltz_files(rec.id, opts);
     if (out.samples[0].pae.defined())
         io::write_confidence_png((fs::path(out_dir) / files["plot"].get<std::string>()).string(),
                                  rec.id, out, 0);
     else
         files.erase("plot");
-    (void)dir;
     return files;
 }
 
