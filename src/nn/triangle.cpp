@@ -109,6 +109,10 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
     check_pair(z_pair, C, "triangle_multiplication");
     const int64_t L = z_pair.size(0), LL = L * L;
     chunk = pair_chunk("trimul", L, C, chunk);
+    if (chunk >= L && !proj.b.defined() && !gate.b.defined()) {
+        add_whole(z_pair);
+        return;
+    }
     // a and b channel-major, A_c[i][k] = a[i,k,c] and B_c[j][k] = b[j,k,c], so that
     //   outgoing: P_c = A_c . B_c^T  (p[i,j] = sum_k a[i,k] b[j,k])
     //   incoming: P_c = A_c^T . B_c  (p[i,j] = sum_k a[k,i] b[k,j])
@@ -143,6 +147,34 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
         Tensor z_rows = pair_rows(z_pair, r0, r1);
         ops::add_mul(y, G.narrow0(r0 * L, r0 * L + n), z_rows);  // z += y * g
     }
+}
+
+void TriangleMultiplication::add_whole(Tensor& z_pair) const {
+    const int64_t C = ln_in.g.size(0), L = z_pair.size(0), LL = L * L;
+    Tensor zn = Tensor::empty({LL, C});
+    ln_in(z_pair.reshape({LL, C}), zn);
+    // Channel-major projections straight from the GEMM, W (2C, C) . zn^T: AB[c, m] is a (c < C)
+    // or b (c >= C) at pair m, gated by sigmoid([a_g; b_g] . zn^T) likewise.
+    Tensor AB = Tensor::empty({2 * C, LL});
+    {
+        Tensor S = Tensor::empty({2 * C, LL});
+        ops::linear(proj.w, zn, nullptr, AB);
+        ops::linear(gate.w.narrow0(0, 2 * C), zn, nullptr, S, {.act = Act::Sigmoid});
+        ops::mul(AB, S, AB);
+    }
+    Tensor G = Tensor::empty({LL, C});  // the output gate, row-major
+    ops::linear(zn, gate.w.narrow0(2 * C, 3 * C), nullptr, G, {.act = Act::Sigmoid});
+    Tensor P = Tensor::empty({C, L, L});  // P_c[i][j], as in add_to
+    ops::bmm(AB.narrow0(0, C).reshape({C, L, L}), AB.narrow0(C, 2 * C).reshape({C, L, L}), P,
+             /*trans_a=*/!outgoing, /*trans_b=*/outgoing);
+    AB = Tensor();
+    Tensor x = Tensor::empty({LL, C});
+    ops::copy(P.reshape({C, LL}).permute({1, 0}), x);
+    P = Tensor();
+    ln_out(x, zn);
+    z(zn, x);
+    Tensor z_rows = z_pair.reshape({LL, C});
+    ops::add_mul(x, G, z_rows);  // z += y * g
 }
 
 TriangleAttentionNames TriangleAttentionNames::boltz2() {

@@ -54,6 +54,11 @@ struct TriangleMultiplication {
                                        bool outgoing,
                                        const TriangleMultiplicationNames& names = {});
     void add_to(Tensor& z, int64_t chunk = 0) const;
+
+private:
+    // add_to over the whole pair in one chunk, for linears without biases (Boltz-2's layout): the
+    // projections come out of the GEMM channel-major, so only the product is transposed back.
+    void add_whole(Tensor& z) const;
 };
 
 // z += gated multi-head attention along each row of z (starting node) or each column (ending

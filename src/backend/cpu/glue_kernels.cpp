@@ -100,7 +100,10 @@ void copy_impl(const uint32_t* src, uint32_t* dst, const Layout& l) {
         if (l.dst[d] == 1) a = d;
         if (l.src[d] == 1) b = d;
     }
-    if (a >= 0 && b >= 0 && a != b) {  // a transpose: 32 x 32 tiles, writes contiguous inside
+    if (a >= 0 && b >= 0 && a != b) {  // a transpose: 32 x 32 tiles through an L1 buffer
+        // Reading the tile straight into place would walk the source with a stride of a whole row,
+        // often a power of two that maps every line of the tile onto one cache set; each source
+        // row segment is read whole into the buffer first, and each destination row written whole.
         constexpr int64_t T = 32;
         const int64_t na = l.shape[a], nb = l.shape[b], ta = (na + T - 1) / T, tb = (nb + T - 1) / T;
         const int64_t outer = total / (na * nb), tiles = outer * ta * tb;
@@ -109,10 +112,14 @@ void copy_impl(const uint32_t* src, uint32_t* dst, const Layout& l) {
             const int64_t o = t / (ta * tb), ia0 = (t / tb % ta) * T, ib0 = (t % tb) * T;
             int64_t so, dof;
             offsets(l, o, a, b, so, dof);
-            const int64_t ia1 = std::min(na, ia0 + T), ib1 = std::min(nb, ib0 + T);
-            for (int64_t ib = ib0; ib < ib1; ++ib)
-                for (int64_t ia = ia0; ia < ia1; ++ia)
-                    move<Acc>(src + so + ia * l.src[a] + ib, dst + dof + ia + ib * l.dst[b]);
+            const int64_t ma = std::min(na, ia0 + T) - ia0, mb = std::min(nb, ib0 + T) - ib0;
+            alignas(64) uint32_t buf[T][T];  // buf[ia - ia0][ib - ib0]
+            for (int64_t i = 0; i < ma; ++i)
+                std::memcpy(buf[i], src + so + (ia0 + i) * l.src[a] + ib0, size_t(mb) * 4);
+            for (int64_t j = 0; j < mb; ++j) {
+                uint32_t* d = dst + dof + ia0 + (ib0 + j) * l.dst[b];
+                for (int64_t i = 0; i < ma; ++i) move<Acc>(&buf[i][j], d + i);
+            }
         }
         return;
     }

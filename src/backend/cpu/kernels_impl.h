@@ -427,9 +427,23 @@ void scale(const float* a, float s, float* y, int64_t n) {
 // One register tile of c (MR rows x up to NV vectors) (+)= a (MR, K) . b (K, ncols). Columns
 // that do not fill the last vector are read and written with partial loads and stores, so any
 // N works without padding and without touching memory past the last column.
+// What a tile does with its sums: c = sums * scale (+ add) (+ c when accumulating); add, when
+// given, is an (M, N) matrix of row stride ld_add (a score bias, say).
+struct GemmOut {
+    bool accumulate = false;
+    float scale = 1.0f;
+    const float* add = nullptr;
+    int64_t ld_add = 0;
+    GemmOut at(int64_t row, int64_t col) const {
+        GemmOut o = *this;
+        if (add) o.add = add + row * ld_add + col;
+        return o;
+    }
+};
+
 template <typename V, int MR, int NV>
 inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                      int64_t ldc, int64_t K, int64_t ncols, bool accumulate) {
+                      int64_t ldc, int64_t K, int64_t ncols, const GemmOut& e) {
     using R = typename V::R;
     constexpr int W = V::W;
     const int64_t last = ncols - (NV - 1) * W;  // columns in the last vector, 1..W
@@ -456,16 +470,21 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
             }
         }
     }
+    const R vscale = V::set1(e.scale);
     for (int r = 0; r < MR; ++r) {
         float* cr = c + r * ldc;
+        const float* ar = e.add ? e.add + r * e.ld_add : nullptr;
         for (int v = 0; v < NV; ++v) {
             const int64_t n = v + 1 < NV ? W : last;
             R x = acc[r][v];
+            if (e.scale != 1.0f) x = V::mul(x, vscale);
             if (n == W) {
-                if (accumulate) x = V::add(x, V::load(cr + v * W));
+                if (ar) x = V::add(x, V::load(ar + v * W));
+                if (e.accumulate) x = V::add(x, V::load(cr + v * W));
                 V::store(cr + v * W, x);
             } else {
-                if (accumulate) x = V::add(x, V::load_partial(cr + v * W, n));
+                if (ar) x = V::add(x, V::load_partial(ar + v * W, n));
+                if (e.accumulate) x = V::add(x, V::load_partial(cr + v * W, n));
                 V::store_partial(cr + v * W, x, n);
             }
         }
@@ -475,31 +494,21 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
 // A column strip of up to NV vectors over all M rows, in tiles of kMR rows.
 template <typename V, int NV>
 inline void gemm_strip(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                       int64_t ldc, int64_t M, int64_t K, int64_t ncols, bool accumulate) {
+                       int64_t ldc, int64_t M, int64_t K, int64_t ncols, const GemmOut& e) {
     constexpr int kMR = 6;  // rows per register tile (see gemm)
     int64_t i = 0;
     for (; i + kMR <= M; i += kMR)
-        gemm_tile<V, kMR, NV>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, K, ncols, accumulate);
+        gemm_tile<V, kMR, NV>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, K, ncols, e.at(i, 0));
     const float* ai = a + i * lda;
     float* ci = c + i * ldc;
+    const GemmOut ei = e.at(i, 0);
     switch (M - i) {
-        case 5:
-            gemm_tile<V, 5, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
-            break;
-        case 4:
-            gemm_tile<V, 4, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
-            break;
-        case 3:
-            gemm_tile<V, 3, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
-            break;
-        case 2:
-            gemm_tile<V, 2, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
-            break;
-        case 1:
-            gemm_tile<V, 1, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, accumulate);
-            break;
-        default:
-            break;
+        case 5: gemm_tile<V, 5, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, ei); break;
+        case 4: gemm_tile<V, 4, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, ei); break;
+        case 3: gemm_tile<V, 3, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, ei); break;
+        case 2: gemm_tile<V, 2, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, ei); break;
+        case 1: gemm_tile<V, 1, NV>(ai, lda, b, ldb, ci, ldc, K, ncols, ei); break;
+        default: break;
     }
 }
 
@@ -507,7 +516,7 @@ inline void gemm_strip(const float* a, int64_t lda, const float* b, int64_t ldb,
 // parallelise). The small GEMM inside attention, where matrices are thin and strided.
 template <typename V>
 void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-          int64_t M, int64_t N, int64_t K, bool accumulate) {
+          int64_t M, int64_t N, int64_t K, const GemmOut& e) {
     constexpr int W = V::W;
     // Strips of up to kNV vectors: 6 x 4 accumulators + 4 b vectors + 1 broadcast fit AVX-512's
     // 32 registers, 6 x 2 (+ 2 + 1) AVX2's 16.
@@ -515,12 +524,18 @@ void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, in
     for (int64_t j = 0; j < N; j += kNV * W) {
         const int64_t n = std::min<int64_t>(kNV * W, N - j);
         switch ((n + W - 1) / W) {
-            case 4: gemm_strip<V, kNV>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
-            case 3: gemm_strip<V, kNV == 4 ? 3 : 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
-            case 2: gemm_strip<V, 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
-            default: gemm_strip<V, 1>(a, lda, b + j, ldb, c + j, ldc, M, K, n, accumulate); break;
+            case 4: gemm_strip<V, kNV>(a, lda, b + j, ldb, c + j, ldc, M, K, n, e.at(0, j)); break;
+            case 3: gemm_strip<V, kNV == 4 ? 3 : 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, e.at(0, j)); break;
+            case 2: gemm_strip<V, 2>(a, lda, b + j, ldb, c + j, ldc, M, K, n, e.at(0, j)); break;
+            default: gemm_strip<V, 1>(a, lda, b + j, ldb, c + j, ldc, M, K, n, e.at(0, j)); break;
         }
     }
+}
+
+template <typename V>
+void gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+          int64_t M, int64_t N, int64_t K, bool accumulate) {
+    gemm<V>(a, lda, b, ldb, c, ldc, M, N, K, GemmOut{.accumulate = accumulate});
 }
 
 template <typename V>
@@ -529,15 +544,31 @@ void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
     gemm<V>(a, lda, b, ldb, c, ldc, M, N, K, false);
 }
 
+// A thread's buffer for pack_keys_transposed (kept between calls: no allocation per item).
+inline std::vector<float>& pack_scratch() {
+    thread_local std::vector<float> buf;
+    return buf;
+}
+
 // K of one (batch, head) transposed to kT (Dh, ldk): kT[d][j] = k[j][d] for j < n, zero for
-// j in [n, ldk), so a key block may run past the last key.
+// j in [n, ldk), so a key block may run past the last key (ldk: kT's row stride).
+// In blocks of 16 keys: the block's rows (dh contiguous floats each) are copied whole into an L1
+// buffer first, so the strided key rows stream in as vector loads, then written out 16 keys (one
+// 64-byte run) per dim.
 inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t dh, float* kT,
                                  int64_t ldk) {
-    for (int64_t d = 0; d < dh; ++d) {
-        float* row = kT + d * ldk;
-        for (int64_t j = 0; j < n; ++j) row[j] = k[j * ld + d];
-        for (int64_t j = n; j < ldk; ++j) row[j] = 0.0f;
+    constexpr int64_t kB = 16;
+    std::vector<float>& buf = pack_scratch();
+    buf.resize(size_t(kB * dh));
+    for (int64_t j0 = 0; j0 < n; j0 += kB) {
+        const int64_t nb = std::min(kB, n - j0);
+        for (int64_t j = 0; j < nb; ++j) std::copy_n(k + (j0 + j) * ld, dh, buf.data() + j * dh);
+        for (int64_t d = 0; d < dh; ++d) {
+            float* row = kT + d * ldk + j0;
+            for (int64_t j = 0; j < nb; ++j) row[j] = buf[size_t(j * dh + d)];
+        }
     }
+    for (int64_t d = 0; d < dh; ++d) std::fill(kT + d * ldk + n, kT + (d + 1) * ldk, 0.0f);
 }
 
 // One attention work item: a sequence and a range of its query blocks (of qb rows).
@@ -568,24 +599,28 @@ inline std::vector<AttnItem> attention_items(const int64_t* cu, int64_t B, int64
 // The online-softmax step of a flash-attention tile. s (mq rows of stride lds, kbv columns, a
 // multiple of W) holds raw q.k scores; on return it holds exp(scale * s + bias - m_new) * keep,
 // with m (running max) and l (running sum) updated and each o row (o_cols wide, stride ldo)
-// rescaled by exp(m_old - m_new). bias is 0 or -inf per key, keep 1 or 0. Row r may see columns
+// rescaled by exp(m_old - m_new). bias is 0 or -inf per key, keep 1 or 0; unmasked: every key of
+// the tile is real and valid (bias all 0, keep all 1), so neither is read. Row r may see columns
 // c <= r + diag only (causal; diag >= kbv lets every column through).
 template <typename V>
 inline void online_softmax_tile(float* s, int64_t lds, int64_t mq, int64_t kbv, const float* bias,
-                                const float* keep, float scale, int64_t diag, float* m, float* l,
+                                const float* keep, bool unmasked, int64_t diag, float* m, float* l,
                                 float* o, int64_t ldo, int64_t o_cols) {
     using R = typename V::R;
     constexpr int W = V::W;
     const float ninf = -std::numeric_limits<float>::infinity();
-    const R vs = V::set1(scale);
     for (int64_t r = 0; r < mq; ++r) {
         float* sr = s + r * lds;
         const int64_t seen = std::clamp<int64_t>(r + diag + 1, 0, kbv);  // columns [0, seen)
         R vmax = V::set1(ninf);
-        for (int64_t c = 0; c < kbv; c += W) {
-            const R t = V::fmadd(V::load(sr + c), vs, V::load(bias + c));
-            V::store(sr + c, t);
-            vmax = V::max(vmax, t);
+        if (unmasked) {
+            for (int64_t c = 0; c < kbv; c += W) vmax = V::max(vmax, V::load(sr + c));
+        } else {
+            for (int64_t c = 0; c < kbv; c += W) {
+                const R t = V::add(V::load(sr + c), V::load(bias + c));
+                V::store(sr + c, t);
+                vmax = V::max(vmax, t);
+            }
         }
         float rmax = V::hmax(vmax);
         if (seen < kbv) {
@@ -600,7 +635,8 @@ inline void online_softmax_tile(float* s, int64_t lds, int64_t mq, int64_t kbv, 
         const R vm = V::set1(mnew);
         R vsum = V::zero();
         for (int64_t c = 0; c < kbv; c += W) {
-            const R e = V::mul(vexp<V>(V::sub(V::load(sr + c), vm)), V::load(keep + c));
+            R e = vexp<V>(V::sub(V::load(sr + c), vm));
+            if (!unmasked) e = V::mul(e, V::load(keep + c));
             V::store(sr + c, e);
             vsum = V::add(vsum, e);
         }
@@ -661,7 +697,9 @@ void attention(const float* q, const float* k, const float* v, float* out, const
         // Per-thread scratch, sized for the longest sequence.
         const int64_t ldk_max = (max_len + W - 1) / W * W;
         const auto n = [](int64_t x) { return static_cast<size_t>(x); };
-        std::vector<float> kT(n(Dh * ldk_max)), bias(n(ldk_max)), keep(n(ldk_max));
+        // kT's rows are one vector longer than the keys need: a power-of-two row stride would put
+        // the rows written together while packing onto a few cache sets.
+        std::vector<float> kT(n(Dh * (ldk_max + W))), bias(n(ldk_max)), keep(n(ldk_max));
         std::vector<float> s(n(full ? (probs ? 0 : max_len * ldk_max) : kQB * kKB));
         std::vector<float> o(full ? 0 : n(kQB * Dh)), m(n(kQB)), l(n(kQB));
 #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -669,7 +707,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
             for (int64_t h = 0; h < H; ++h) {
                 const AttnItem& item = items[n(it)];
                 const int64_t b = item.b, r0 = cu[b], L = cu[b + 1] - r0, hk = h / group;
-                const int64_t ldk = (L + W - 1) / W * W;
+                const int64_t ldk = (L + W - 1) / W * W, ldt = ldk + W;  // kT's row stride: ldt
                 const uint8_t* valid = key_valid ? key_valid + r0 : nullptr;
                 int64_t nk = L;  // keys past the last valid one are skipped outright
                 if (valid)
@@ -679,7 +717,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                 const float* pb = pair_bias ? pair_bias + b * bias_stride + h * L * L : nullptr;
                 const float* vbh = v + r0 * Dkv + hk * Dh;
                 float* obh = out + r0 * D + h * Dh;
-                pack_keys_transposed(k + r0 * Dkv + hk * Dh, Dkv, nk, Dh, kT.data(), ldk);
+                pack_keys_transposed(k + r0 * Dkv + hk * Dh, Dkv, nk, Dh, kT.data(), ldt);
                 attention_key_masks(valid, nk, ldk, bias.data(), keep.data());
                 if (full) {
                     float* p = probs ? probs + (b * H + h) * P * P : s.data();
@@ -689,7 +727,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                         for (int64_t i = 0; i < L; ++i) std::fill(obh + i * D, obh + i * D + Dh, 0.0f);
                         continue;
                     }
-                    gemm<V>(qbh, D, kT.data(), ldk, p, ldp, L, nk, Dh, false);
+                    gemm<V>(qbh, D, kT.data(), ldt, p, ldp, L, nk, Dh, false);
                     for (int64_t i = 0; i < L; ++i) {
                         float* pr = p + i * ldp;
                         const int64_t seen = causal ? std::min(nk, i + 1) : nk;
@@ -713,19 +751,21 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                         const int64_t kb = std::min(kKB, kend - j0);
                         const int64_t kbv = (kb + W - 1) / W * W;  // padded keys are masked
                         const int64_t diag = causal ? i0 - j0 : kbv;
-                        // s (mq, kbv) = q rows . kT block
-                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldk, s.data(), kKB, mq, kbv, Dh, false);
-                        float tile_scale = scale;
-                        if (pb) {  // scale here, add the pair bias; the tile then scales by 1
-                            for (int64_t r = 0; r < mq; ++r) {
-                                float* sr = s.data() + r * kKB;
-                                const float* br = pb + (i0 + r) * L + j0;
-                                for (int64_t c = 0; c < kb; ++c) sr[c] = sr[c] * scale + br[c];
-                            }
-                            tile_scale = 1.0f;
-                        }
+                        // s (mq, kbv) = scale * q rows . kT block (+ the pair bias's block),
+                        // its padding columns [kb, kbv) zero (masked below)
+                        const GemmOut scores{.scale = scale,
+                                             .add = pb ? pb + i0 * L + j0 : nullptr,
+                                             .ld_add = L};
+                        gemm<V>(qbh + i0 * D, D, kT.data() + j0, ldt, s.data(), kKB, mq,
+                                pb ? kb : kbv, Dh, scores);
+                        if (pb && kb < kbv)
+                            for (int64_t r = 0; r < mq; ++r)
+                                std::fill(s.data() + r * kKB + kb, s.data() + r * kKB + kbv, 0.0f);
+                        const bool unmasked =
+                            j0 + kbv <= nk && (!valid || std::all_of(valid + j0, valid + j0 + kbv,
+                                                                     [](uint8_t x) { return x != 0; }));
                         online_softmax_tile<V>(s.data(), kKB, mq, kbv, bias.data() + j0,
-                                               keep.data() + j0, tile_scale, diag, m.data(),
+                                               keep.data() + j0, unmasked, diag, m.data(),
                                                l.data(), o.data(), Dh, Dh);
                         // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
                         gemm<V>(s.data(), kKB, vbh + j0 * Dkv, Dkv, o.data(), Dh, mq, Dh, kb, true);
