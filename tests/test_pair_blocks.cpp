@@ -84,24 +84,28 @@ void expect_match(const Tensor& got, const std::vector<double>& ref, const std::
 
 }  // namespace
 
+// With linear biases (OpenFold's layout, chunked rows) and without (Boltz-2's: the whole pair at
+// once unless a smaller chunk is asked for, channel-major projections).
 TEST(PairBlocks, TriangleMultiplicationOutgoingAndIncoming) {
     const int64_t L = 13, C = 8;
+    for (bool biased : {true, false})
     for (bool outgoing : {true, false}) {
         Weights w;
         const std::string p = "tm";
         w.norm(p + ".layer_norm_in", C);
         w.norm(p + ".layer_norm_out", C);
         for (const char* n : {"linear_a_p", "linear_a_g", "linear_b_p", "linear_b_g", "linear_g", "linear_z"})
-            w.linear(p + "." + n, C, C);
+            w.linear(p + "." + n, C, C, biased);
+        const auto bias = [&](const char* n) { return biased ? w.f(p + "." + n + ".bias") : nullptr; };
         const Tensor z0 = random_tensor({L, L, C}, 7);
         // reference
         std::vector<Vec> zn(static_cast<size_t>(L * L)), a(size_t(L * L)), b(size_t(L * L));
         for (int64_t r = 0; r < L * L; ++r) {
             zn[size_t(r)] = layer_norm(z0.f32() + r * C, w.f(p + ".layer_norm_in.weight"), w.f(p + ".layer_norm_in.bias"), C);
-            const Vec ag = linear(zn[size_t(r)], w.f(p + ".linear_a_g.weight"), w.f(p + ".linear_a_g.bias"), C);
-            const Vec ap = linear(zn[size_t(r)], w.f(p + ".linear_a_p.weight"), w.f(p + ".linear_a_p.bias"), C);
-            const Vec bg = linear(zn[size_t(r)], w.f(p + ".linear_b_g.weight"), w.f(p + ".linear_b_g.bias"), C);
-            const Vec bp = linear(zn[size_t(r)], w.f(p + ".linear_b_p.weight"), w.f(p + ".linear_b_p.bias"), C);
+            const Vec ag = linear(zn[size_t(r)], w.f(p + ".linear_a_g.weight"), bias("linear_a_g"), C);
+            const Vec ap = linear(zn[size_t(r)], w.f(p + ".linear_a_p.weight"), bias("linear_a_p"), C);
+            const Vec bg = linear(zn[size_t(r)], w.f(p + ".linear_b_g.weight"), bias("linear_b_g"), C);
+            const Vec bp = linear(zn[size_t(r)], w.f(p + ".linear_b_p.weight"), bias("linear_b_p"), C);
             a[size_t(r)] = b[size_t(r)] = Vec(size_t(C));
             for (int64_t c = 0; c < C; ++c) {
                 a[size_t(r)][size_t(c)] = sigmoid(ag[size_t(c)]) * ap[size_t(c)];
@@ -120,16 +124,19 @@ TEST(PairBlocks, TriangleMultiplicationOutgoingAndIncoming) {
                     x[size_t(c)] = float(s);
                 }
                 const Vec xn = layer_norm(x.data(), w.f(p + ".layer_norm_out.weight"), w.f(p + ".layer_norm_out.bias"), C);
-                const Vec y = linear(xn, w.f(p + ".linear_z.weight"), w.f(p + ".linear_z.bias"), C);
-                const Vec g = linear(zn[size_t(i * L + j)], w.f(p + ".linear_g.weight"), w.f(p + ".linear_g.bias"), C);
+                const Vec y = linear(xn, w.f(p + ".linear_z.weight"), bias("linear_z"), C);
+                const Vec g = linear(zn[size_t(i * L + j)], w.f(p + ".linear_g.weight"), bias("linear_g"), C);
                 for (int64_t c = 0; c < C; ++c)
                     ref[size_t((i * L + j) * C + c)] = z0.f32()[(i * L + j) * C + c] + y[size_t(c)] * sigmoid(g[size_t(c)]);
             }
-        const auto block = nn::TriangleMultiplication::load(w.dir(), p, C, outgoing);
+        nn::TriangleMultiplicationNames names;
+        names.bias = biased;
+        const auto block = nn::TriangleMultiplication::load(w.dir(), p, C, outgoing, names);
         for (int64_t chunk : {0, 1, 4, 13}) {
             Tensor z = z0.clone();
             block.add_to(z, chunk);
-            expect_match(z, ref, std::string(outgoing ? "outgoing" : "incoming") + " chunk " + std::to_string(chunk));
+            expect_match(z, ref, std::string(outgoing ? "outgoing" : "incoming") +
+                                     (biased ? "" : " without biases") + " chunk " + std::to_string(chunk));
         }
     }
 }
