@@ -29,6 +29,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+from lm_bench import write_json  # noqa: E402
 FIX = os.path.join(ROOT, "tests", "fixtures")
 EXAMPLE = os.path.join(ROOT, "examples", "proteins.fasta")
 
@@ -156,7 +157,6 @@ def main():
     jobs = args.jobs.split(",")
 
     def save():
-        from lm_bench import write_json
         write_json(args.out, doc)
 
     if "outputs" in jobs:

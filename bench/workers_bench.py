@@ -26,6 +26,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+from lm_bench import write_json  # noqa: E402
 AA = "LAGVSERTIDPKQNFYMHWC"
 
 
@@ -46,7 +47,6 @@ def add_common_args(ap, out_name):
 
 def save(doc, path):
     """Writes the results JSON under a temporary name, then renames it into place."""
-    from lm_bench import write_json
     write_json(path, doc)
 
 

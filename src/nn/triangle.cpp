@@ -36,20 +36,32 @@ int64_t default_pair_chunk(int64_t L, int64_t C) {
     return std::clamp<int64_t>((int64_t(256) << 20) / per_row, 1, std::max<int64_t>(L, 1));
 }
 
+namespace {
+
+// Rows [r0, r1) of the bias (H, L, L) from those pair rows normalised, zn ((r1 - r0) * L, C):
+// bias[h, r, x] = linear(zn)[r - r0, x, h], or bias[h, x, r] when transposed.
+void pair_bias_rows(const Tensor& zn, const Linear& linear, int64_t r0, int64_t r1, bool transposed,
+                    Tensor& bias) {
+    const int64_t L = bias.size(1), H = linear.out_features();
+    Tensor b = Tensor::empty({zn.size(0), H});
+    linear(zn, b);
+    const Tensor bv = b.reshape({r1 - r0, L, H});
+    Tensor dst = transposed ? bias.slice(2, r0, r1) : bias.slice(1, r0, r1);
+    ops::copy(transposed ? bv.permute({2, 1, 0}) : bv.permute({2, 0, 1}), dst);
+}
+
+}  // namespace
+
 Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int64_t chunk,
                  bool transposed) {
     const int64_t L = z.size(0), C = z.size(2), H = linear.out_features();
     if (chunk <= 0) chunk = default_pair_chunk(L, C);
     Tensor bias = Tensor::empty({H, L, L});
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
-        const int64_t r1 = std::min(L, r0 + chunk), n = (r1 - r0) * L;
-        Tensor zn = Tensor::empty({n, C}), b = Tensor::empty({n, H});
+        const int64_t r1 = std::min(L, r0 + chunk);
+        Tensor zn = Tensor::empty({(r1 - r0) * L, C});
         ln(pair_rows(z, r0, r1), zn);
-        linear(zn, b);
-        // b (rows, L, H) to head-major: bias[h, r, x] = b[r - r0, x, h], or bias[h, x, r].
-        const Tensor bv = b.reshape({r1 - r0, L, H});
-        Tensor dst = transposed ? bias.slice(2, r0, r1) : bias.slice(1, r0, r1);
-        ops::copy(transposed ? bv.permute({2, 1, 0}) : bv.permute({2, 0, 1}), dst);
+        pair_bias_rows(zn, linear, r0, r1, transposed, bias);
     }
     return bias;
 }
@@ -228,11 +240,8 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
         }
         Tensor xn = Tensor::empty({n, C});
         ln(x, xn);
-        if (whole) {  // xn is the attended matrix's every row: bias[h][q][k] = lin(xn)[q, k, h]
-            Tensor b = Tensor::empty({n, H});
-            bias(xn, b);
-            ops::copy(b.reshape({L, L, H}).permute({2, 0, 1}), tri_bias);
-        }
+        // xn is the attended matrix's every row: bias[h][q][k] = lin(xn)[q, k, h]
+        if (whole) pair_bias_rows(xn, bias, 0, L, /*transposed=*/false, tri_bias);
         Tensor tq = Tensor::empty({rows, L, HC}), tk = Tensor::empty({rows, L, HC}),
                tv = Tensor::empty({rows, L, HC}), tg = Tensor::empty({n, HC}),
                to = Tensor::empty({rows, L, HC});

@@ -424,9 +424,6 @@ void scale(const float* a, float s, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = a[i] * s;
 }
 
-// One register tile of c (MR rows x up to NV vectors) (+)= a (MR, K) . b (K, ncols). Columns
-// that do not fill the last vector are read and written with partial loads and stores, so any
-// N works without padding and without touching memory past the last column.
 // What a tile does with its sums: c = sums * scale (+ add) (+ c when accumulating); add, when
 // given, is an (M, N) matrix of row stride ld_add (a score bias, say).
 struct GemmOut {
@@ -441,6 +438,9 @@ struct GemmOut {
     }
 };
 
+// One register tile of c (MR rows x up to NV vectors) (+)= a (MR, K) . b (K, ncols). Columns
+// that do not fill the last vector are read and written with partial loads and stores, so any
+// N works without padding and without touching memory past the last column.
 template <typename V, int MR, int NV>
 inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                       int64_t ldc, int64_t K, int64_t ncols, const GemmOut& e) {
@@ -544,28 +544,20 @@ void gemm_nn(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
     gemm<V>(a, lda, b, ldb, c, ldc, M, N, K, false);
 }
 
-// A thread's buffer for pack_keys_transposed (kept between calls: no allocation per item).
-inline std::vector<float>& pack_scratch() {
-    thread_local std::vector<float> buf;
-    return buf;
-}
-
 // K of one (batch, head) transposed to kT (Dh, ldk): kT[d][j] = k[j][d] for j < n, zero for
 // j in [n, ldk), so a key block may run past the last key (ldk: kT's row stride).
-// In blocks of 16 keys: the block's rows (dh contiguous floats each) are copied whole into an L1
-// buffer first, so the strided key rows stream in as vector loads, then written out 16 keys (one
-// 64-byte run) per dim.
+// In blocks of kPackKeys keys: the block's rows (dh contiguous floats each) are copied whole into
+// buf (kPackKeys * dh floats, the caller's scratch) first, so the strided key rows stream in as
+// vector loads, then written out kPackKeys keys (one 64-byte run) per dim.
+constexpr int64_t kPackKeys = 16;
 inline void pack_keys_transposed(const float* k, int64_t ld, int64_t n, int64_t dh, float* kT,
-                                 int64_t ldk) {
-    constexpr int64_t kB = 16;
-    std::vector<float>& buf = pack_scratch();
-    buf.resize(size_t(kB * dh));
-    for (int64_t j0 = 0; j0 < n; j0 += kB) {
-        const int64_t nb = std::min(kB, n - j0);
-        for (int64_t j = 0; j < nb; ++j) std::copy_n(k + (j0 + j) * ld, dh, buf.data() + j * dh);
+                                 int64_t ldk, float* buf) {
+    for (int64_t j0 = 0; j0 < n; j0 += kPackKeys) {
+        const int64_t nb = std::min(kPackKeys, n - j0);
+        for (int64_t j = 0; j < nb; ++j) std::copy_n(k + (j0 + j) * ld, dh, buf + j * dh);
         for (int64_t d = 0; d < dh; ++d) {
             float* row = kT + d * ldk + j0;
-            for (int64_t j = 0; j < nb; ++j) row[j] = buf[size_t(j * dh + d)];
+            for (int64_t j = 0; j < nb; ++j) row[j] = buf[j * dh + d];
         }
     }
     for (int64_t d = 0; d < dh; ++d) std::fill(kT + d * ldk + n, kT + (d + 1) * ldk, 0.0f);
@@ -699,7 +691,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
         const auto n = [](int64_t x) { return static_cast<size_t>(x); };
         // kT's rows are one vector longer than the keys need: a power-of-two row stride would put
         // the rows written together while packing onto a few cache sets.
-        std::vector<float> kT(n(Dh * (ldk_max + W))), bias(n(ldk_max)), keep(n(ldk_max));
+        std::vector<float> kT(n(Dh * (ldk_max + W))), bias(n(ldk_max)), keep(n(ldk_max)),
+            key_block(n(kPackKeys * Dh));
         std::vector<float> s(n(full ? (probs ? 0 : max_len * ldk_max) : kQB * kKB));
         std::vector<float> o(full ? 0 : n(kQB * Dh)), m(n(kQB)), l(n(kQB));
 #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -717,8 +710,12 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                 const float* pb = pair_bias ? pair_bias + b * bias_stride + h * L * L : nullptr;
                 const float* vbh = v + r0 * Dkv + hk * Dh;
                 float* obh = out + r0 * D + h * Dh;
-                pack_keys_transposed(k + r0 * Dkv + hk * Dh, Dkv, nk, Dh, kT.data(), ldt);
+                pack_keys_transposed(k + r0 * Dkv + hk * Dh, Dkv, nk, Dh, kT.data(), ldt,
+                                     key_block.data());
                 attention_key_masks(valid, nk, ldk, bias.data(), keep.data());
+                // Key tiles ending at or before the first masked key need no mask arithmetic.
+                const int64_t first_masked = std::find(keep.begin(), keep.begin() + ldk, 0.0f) -
+                                             keep.begin();
                 if (full) {
                     float* p = probs ? probs + (b * H + h) * P * P : s.data();
                     const int64_t ldp = probs ? P : ldk;
@@ -761,12 +758,9 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                         if (pb && kb < kbv)
                             for (int64_t r = 0; r < mq; ++r)
                                 std::fill(s.data() + r * kKB + kb, s.data() + r * kKB + kbv, 0.0f);
-                        const bool unmasked =
-                            j0 + kbv <= nk && (!valid || std::all_of(valid + j0, valid + j0 + kbv,
-                                                                     [](uint8_t x) { return x != 0; }));
                         online_softmax_tile<V>(s.data(), kKB, mq, kbv, bias.data() + j0,
-                                               keep.data() + j0, unmasked, diag, m.data(),
-                                               l.data(), o.data(), Dh, Dh);
+                                               keep.data() + j0, j0 + kbv <= first_masked,
+                                               diag, m.data(), l.data(), o.data(), Dh, Dh);
                         // o (mq, Dh) += p (mq, kb) . v block (kb, Dh)
                         gemm<V>(s.data(), kKB, vbh + j0 * Dkv, Dkv, o.data(), Dh, mq, Dh, kb, true);
                     }
