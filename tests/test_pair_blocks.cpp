@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <vector>
 
 #include "io/model_dir.h"
 #include "nn/ipa.h"
@@ -86,10 +87,19 @@ void expect_match(const Tensor& got, const std::vector<double>& ref, const std::
 
 // With linear biases (OpenFold's layout, chunked rows) and without (Boltz-2's: the whole pair at
 // once unless a smaller chunk is asked for, channel-major projections).
+// The whole-pair pipelines run a step of ~1 MiB of pairs at a time: the (40, 256) cases take
+// several steps, the last one partial.
+struct PairCase {
+    int64_t L, C;
+    std::vector<bool> biased;
+    std::vector<int64_t> chunks;
+};
+
 TEST(PairBlocks, TriangleMultiplicationOutgoingAndIncoming) {
-    const int64_t L = 13, C = 8;
-    for (bool biased : {true, false})
+    for (const PairCase& pc : {PairCase{13, 8, {true, false}, {0, 1, 4, 13}}, PairCase{40, 256, {false}, {0}}})
+    for (bool biased : pc.biased)
     for (bool outgoing : {true, false}) {
+        const int64_t L = pc.L, C = pc.C;
         Weights w;
         const std::string p = "tm";
         w.norm(p + ".layer_norm_in", C);
@@ -132,18 +142,20 @@ TEST(PairBlocks, TriangleMultiplicationOutgoingAndIncoming) {
         nn::TriangleMultiplicationNames names;
         names.bias = biased;
         const auto block = nn::TriangleMultiplication::load(w.dir(), p, C, outgoing, names);
-        for (int64_t chunk : {0, 1, 4, 13}) {
+        for (int64_t chunk : pc.chunks) {
             Tensor z = z0.clone();
             block.add_to(z, chunk);
             expect_match(z, ref, std::string(outgoing ? "outgoing" : "incoming") +
-                                     (biased ? "" : " without biases") + " chunk " + std::to_string(chunk));
+                                     (biased ? "" : " without biases") + " L " + std::to_string(L) +
+                                     " chunk " + std::to_string(chunk));
         }
     }
 }
 
 TEST(PairBlocks, TriangleAttentionStartingAndEnding) {
-    const int64_t L = 11, C = 8, H = 2, D = 4;
+    for (const PairCase& pc : {PairCase{11, 8, {}, {0, 1, 3, 11}}, PairCase{40, 256, {}, {0}}})
     for (bool starting : {true, false}) {
+        const int64_t L = pc.L, C = pc.C, H = 2, D = 4;
         Weights w;
         const std::string p = "ta";
         w.norm(p + ".layer_norm", C);
@@ -188,10 +200,48 @@ TEST(PairBlocks, TriangleAttentionStartingAndEnding) {
                 for (int64_t c = 0; c < C; ++c) ref[size_t(zi * C + c)] += y[size_t(c)];
             }
         const auto block = nn::TriangleAttention::load(w.dir(), p, C, D, H, starting);
-        for (int64_t chunk : {0, 1, 3, 11}) {
+        for (int64_t chunk : pc.chunks) {
             Tensor z = z0.clone();
             block.add_to(z, chunk);
-            expect_match(z, ref, std::string(starting ? "starting" : "ending") + " chunk " + std::to_string(chunk));
+            expect_match(z, ref, std::string(starting ? "starting" : "ending") + " L " +
+                                     std::to_string(L) + " chunk " + std::to_string(chunk));
+        }
+    }
+}
+
+// x += down(relu(up(LN(x)))) (ESMFold's layout) and the SwiGLU transition (Boltz-2's), in
+// chunks of rows that do not divide the rows evenly (the last chunk partial) and in one.
+TEST(PairBlocks, ResidueMlpReluAndSwiGlu) {
+    const int64_t rows = 23, D = 8, F = 12;
+    for (bool swiglu : {false, true}) {
+        Weights w;
+        const nn::ResidueMlpNames names = swiglu ? nn::ResidueMlpNames::boltz2() : nn::ResidueMlpNames{};
+        const std::string p = "mlp";
+        w.norm(p + "." + names.ln, D);
+        w.linear(p + "." + names.up, D, F, names.bias);
+        w.linear(p + "." + names.down, F, D, names.bias);
+        if (swiglu) w.linear(p + "." + names.gate, D, F, names.bias);
+        const auto bias = [&](const std::string& n) { return names.bias ? w.f(p + "." + n + ".bias") : nullptr; };
+        const Tensor x0 = random_tensor({rows, D}, 9);
+        std::vector<double> ref(x0.f32(), x0.f32() + x0.numel());
+        for (int64_t r = 0; r < rows; ++r) {
+            const Vec xn = layer_norm(x0.f32() + r * D, w.f(p + "." + names.ln + ".weight"),
+                                      w.f(p + "." + names.ln + ".bias"), D);
+            Vec h = linear(xn, w.f(p + "." + names.up + ".weight"), bias(names.up), F);
+            if (swiglu) {
+                const Vec g = linear(xn, w.f(p + "." + names.gate + ".weight"), bias(names.gate), F);
+                for (int64_t f = 0; f < F; ++f) h[size_t(f)] *= g[size_t(f)] * sigmoid(g[size_t(f)]);
+            } else {
+                for (double& v : h) v = std::max(v, 0.0);
+            }
+            const Vec y = linear(h, w.f(p + "." + names.down + ".weight"), bias(names.down), D);
+            for (int64_t c = 0; c < D; ++c) ref[size_t(r * D + c)] += y[size_t(c)];
+        }
+        const auto mlp = nn::ResidueMlp::load(w.dir(), p, D, F, names);
+        for (int64_t chunk : {0, 1, 5, 23, 40}) {
+            Tensor x = x0.clone();
+            mlp.add_to(x, chunk);
+            expect_match(x, ref, std::string(swiglu ? "swiglu" : "relu") + " chunk " + std::to_string(chunk));
         }
     }
 }

@@ -144,15 +144,27 @@ ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t
 
 void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {
     const int64_t rows = x.size(0), D = x.size(1), F = up.out_features();
-    // chunk counts rows of x; about 256 MiB of temporaries by default
     const bool swiglu = gate.w.defined();
-    if (chunk <= 0) chunk = std::max<int64_t>(1, (int64_t(256) << 20) / ((D + (swiglu ? 2 : 1) * F) * 4));
+    if (chunk <= 0) {
+        // Small weights (pair transitions, hundreds of KiB): chunks of ~4.5 MiB of temporaries,
+        // so a chunk's normalised rows and hidden activations are still in cache when the next
+        // GEMM reads them (15% faster than 256 MiB chunks at 256 x 256 pairs). Large weights:
+        // ~256 MiB chunks, so the weights are streamed from memory few times.
+        const int64_t row_bytes = (D + (swiglu ? 2 : 1) * F) * 4;
+        const int64_t weight_bytes = (swiglu ? 3 : 2) * D * F * 4;
+        const int64_t budget = weight_bytes <= (int64_t(4) << 20) ? (int64_t(9) << 19) : (int64_t(256) << 20);
+        chunk = std::max<int64_t>(16, budget / row_bytes);
+    }
+    chunk = std::min(chunk, std::max<int64_t>(rows, 1));
+    // Temporaries allocated once and narrowed for the last chunk.
+    Tensor xn_buf = Tensor::empty({chunk, D}), h_buf = Tensor::empty({chunk, F}),
+           gt_buf = swiglu ? Tensor::empty({chunk, F}) : Tensor();
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t r1 = std::min(rows, r0 + chunk), n = r1 - r0;
-        Tensor xr = x.narrow0(r0, r1), xn = Tensor::empty({n, D}), h = Tensor::empty({n, F});
+        Tensor xr = x.narrow0(r0, r1), xn = xn_buf.narrow0(0, n), h = h_buf.narrow0(0, n);
         ln(xr, xn);
         if (swiglu) {
-            Tensor gt = Tensor::empty({n, F});
+            Tensor gt = gt_buf.narrow0(0, n);
             gate(xn, gt);
             up(xn, h);
             ops::swiglu(gt, h, h);  // silu(gate) * up

@@ -87,6 +87,10 @@ struct TriangleAttention {
                                   int64_t head_dim, int64_t heads, bool starting,
                                   const TriangleAttentionNames& names = {});
     void add_to(Tensor& z, int64_t chunk = 0) const;
+
+private:
+    // add_to in one chunk: the projections a step of rows at a time, from cached LN output.
+    void add_whole(Tensor& z) const;
 };
 
 }  // namespace bioinfer::nn
