@@ -448,14 +448,18 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
     constexpr int W = V::W;
     const int64_t last = ncols - (NV - 1) * W;  // columns in the last vector, 1..W
     R acc[MR][NV];
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
     if (last == W) {
         for (int64_t k = 0; k < K; ++k) {
             R bv[NV];
             for (int v = 0; v < NV; ++v) bv[v] = V::load(b + k * ldb + v * W);
+#pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
                 const R av = V::set1(a[r * lda + k]);
+#pragma GCC unroll 4
                 for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, bv[v], acc[r][v]);
             }
         }
@@ -464,16 +468,20 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
             R bv[NV];
             for (int v = 0; v + 1 < NV; ++v) bv[v] = V::load(b + k * ldb + v * W);
             bv[NV - 1] = V::load_partial(b + k * ldb + (NV - 1) * W, last);
+#pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
                 const R av = V::set1(a[r * lda + k]);
+#pragma GCC unroll 4
                 for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, bv[v], acc[r][v]);
             }
         }
     }
     const R vscale = V::set1(e.scale);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
         float* cr = c + r * ldc;
         const float* ar = e.add ? e.add + r * e.ld_add : nullptr;
+#pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) {
             const int64_t n = v + 1 < NV ? W : last;
             R x = acc[r][v];
