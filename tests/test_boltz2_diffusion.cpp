@@ -77,6 +77,10 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             // The conditioning c is the same for every sample: given once, it gives the same.
             const Tensor c_one = c.get0("diffusion.cond.c");
             if (!decoder) expect_parity(at.forward(q, c_one, bias), out, name + " shared c");
+            // Its layer terms made once (as a sampler run does) and shared by every sample.
+            boltz2::DitBias conditioned = bias;
+            at.condition(conditioned, c_one);
+            expect_parity(at.forward(q, Tensor(), conditioned), out, name + " terms of c made once");
         }
     }
 }

@@ -59,11 +59,13 @@ void pair_bias_rows(const Tensor& zn, const Linear& linear, int64_t r0, int64_t 
 Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int64_t chunk,
                  bool transposed) {
     const int64_t L = z.size(0), C = z.size(2), H = linear.out_features();
-    if (chunk <= 0) chunk = default_pair_chunk(L, C);
+    // By default a cached step of rows at a time (see step_pairs).
+    if (chunk <= 0) chunk = std::clamp<int64_t>(step_pairs(C) / std::max<int64_t>(L, 1), 1, std::max<int64_t>(L, 1));
     Tensor bias = Tensor::empty({H, L, L});
+    Tensor zn_buf = Tensor::empty({std::min(chunk, L) * L, C});
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk);
-        Tensor zn = Tensor::empty({(r1 - r0) * L, C});
+        Tensor zn = zn_buf.narrow0(0, (r1 - r0) * L);
         ln(pair_rows(z, r0, r1), zn);
         pair_bias_rows(zn, linear, r0, r1, transposed, bias);
     }

@@ -46,6 +46,21 @@ void window_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
     ops::copy(ctx.reshape({G, heads, Wq, Dh}).permute({0, 2, 1, 3}), dst);
 }
 
+// Runs f(r0, r1) over each sample's rows [r0, r1) of R = S * A rows.
+template <class F>
+void each_sample(int64_t R, int64_t A, F f) {
+    for (int64_t r0 = 0; r0 < R; r0 += A) f(r0, r0 + A);
+}
+
+// out = g * x per sample, g (A, D) shared; x and out (S * A, D).
+void mul_shared(const Tensor& g, const Tensor& x, Tensor& out) {
+    const int64_t A = g.size(0);
+    each_sample(x.size(0), A, [&](int64_t r0, int64_t r1) {
+        Tensor o = out.narrow0(r0, r1);
+        ops::mul(g, x.narrow0(r0, r1), o);
+    });
+}
+
 nn::LayerNorm plain_layer_norm(int64_t d) {
     return nn::LayerNorm::from(Tensor::of(std::vector<float>(size_t(d), 1.0f)), Tensor(), 1e-5f);
 }
@@ -72,6 +87,29 @@ void AdaLn::operator()(const Tensor& a, const Tensor& s, Tensor& out) const {
     s_bias(sn, o, {.accumulate = true});
 }
 
+void AdaLn::terms(const Tensor& s, Tensor& scale, Tensor& shift) const {
+    const int64_t R = rows_of(s), Ds = s.size(-1), D = s_scale.out_features();
+    Tensor sn = Tensor::empty({R, Ds});
+    s_norm(s.reshape({R, Ds}), sn);
+    scale = Tensor::empty({R, D});
+    shift = Tensor::empty({R, D});
+    s_scale(sn, scale, {.act = Act::Sigmoid});
+    s_bias(sn, shift);
+}
+
+void AdaLn::apply(const Tensor& a, const Tensor& scale, const Tensor& shift, Tensor& out) const {
+    const int64_t R = rows_of(a), D = a.size(-1);
+    Tensor an = Tensor::empty({R, D});
+    a_norm(a.reshape({R, D}), an);
+    Tensor o = out.reshape({R, D});
+    // scale * LN(a), then + shift: the sums in the order operator() makes them
+    mul_shared(scale, an, o);
+    each_sample(R, scale.size(0), [&](int64_t r0, int64_t r1) {
+        Tensor os = o.narrow0(r0, r1);
+        ops::add(os, shift, os);
+    });
+}
+
 ConditionedTransition ConditionedTransition::load(const io::ModelDir& m, const std::string& p,
                                                   int64_t dim, int64_t dim_cond) {
     ConditionedTransition t;
@@ -86,20 +124,27 @@ ConditionedTransition ConditionedTransition::load(const io::ModelDir& m, const s
     return t;
 }
 
-void ConditionedTransition::operator()(const Tensor& a, const Tensor& s, Tensor& out) const {
+void ConditionedTransition::operator()(const Tensor& a, const Tensor& s, Tensor& out,
+                                       const DitCond* cond) const {
     const int64_t R = rows_of(a), D = a.size(-1), F = up.out_features();
     Tensor an = Tensor::empty({R, D});
-    adaln(a, s, an);
+    if (cond) adaln.apply(a, cond->tr_scale, cond->tr_shift, an);
+    else adaln(a, s, an);
     Tensor x1 = Tensor::empty({R, F}), x2 = Tensor::empty({R, F}), x3 = Tensor::empty({R, F});
     up(an, x1);
     gate(an, x2);
     a_to_b(an, x3);
     ops::swiglu(x2, x1, x1);  // silu(gate half) * first half
     ops::mul(x1, x3, x1);
-    Tensor y = Tensor::empty({R, D}), g = Tensor::empty({R, D});
+    Tensor y = Tensor::empty({R, D});
     b_to_a(x1, y);
-    out_proj(s.reshape({R, s.size(-1)}), g, {.act = Act::Sigmoid});
     Tensor o = out.reshape({R, D});
+    if (cond) {
+        mul_shared(cond->tr_gate, y, o);
+        return;
+    }
+    Tensor g = Tensor::empty({R, D});
+    out_proj(s.reshape({R, s.size(-1)}), g, {.act = Act::Sigmoid});
     ops::mul(g, y, o);
 }
 
@@ -124,13 +169,28 @@ DitLayer DitLayer::load(const io::ModelDir& m, const std::string& p, int64_t dim
     return l;
 }
 
-void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& lay) const {
+DitCond DitLayer::condition(const Tensor& s) const {
+    const int64_t R = rows_of(s), D = out_proj.out_features();
+    const Tensor s2 = s.reshape({R, s.size(-1)});
+    DitCond c;
+    adaln.terms(s2, c.scale, c.shift);
+    transition.adaln.terms(s2, c.tr_scale, c.tr_shift);
+    c.gate = Tensor::empty({R, D});
+    c.tr_gate = Tensor::empty({R, D});
+    out_proj(s2, c.gate, {.act = Act::Sigmoid});
+    transition.out_proj(s2, c.tr_gate, {.act = Act::Sigmoid});
+    return c;
+}
+
+void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& lay,
+                       const DitCond* cond) const {
     const int64_t R = rows_of(a), D = a.size(-1);
     Tensor a2 = a.reshape({R, D});
-    const Tensor s2 = s.reshape({R, s.size(-1)});
+    const Tensor s2 = cond ? Tensor() : s.reshape({R, s.size(-1)});
     Tensor b = Tensor::empty({R, D});
-    adaln(a2, s2, b);
-    Tensor att = Tensor::empty({R, D}), gate = Tensor::empty({R, D});
+    if (cond) adaln.apply(a2, cond->scale, cond->shift, b);
+    else adaln(a2, s2, b);
+    Tensor att = Tensor::empty({R, D});
     if (lay.window_q > 0) {
         // k and v have no bias, so projecting the atoms before windowing equals boltz's
         // projection of the windowed keys (out-of-range keys stay zero vectors).
@@ -147,10 +207,18 @@ void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const Dit
         for (int64_t i = 0; i < S; ++i) valid.insert(valid.end(), lay.key_valid.begin(), lay.key_valid.end());
         attn.forward(b, bias, valid, att);
     }
-    out_proj(s2, gate, {.act = Act::Sigmoid});
-    ops::add_mul(gate, att, a2);
+    if (cond) {
+        each_sample(R, cond->gate.size(0), [&](int64_t r0, int64_t r1) {
+            Tensor as = a2.narrow0(r0, r1);
+            ops::add_mul(cond->gate, att.narrow0(r0, r1), as);
+        });
+    } else {
+        Tensor gate = Tensor::empty({R, D});
+        out_proj(s2, gate, {.act = Act::Sigmoid});
+        ops::add_mul(gate, att, a2);
+    }
     Tensor t = Tensor::empty({R, D});
-    transition(a2, s2, t);
+    transition(a2, s2, t, cond);
     ops::add(a2, t, a2);
     if (post_ln.defined()) {
         Tensor n = Tensor::empty({R, D});
@@ -206,13 +274,15 @@ DitBias DiffusionTransformer::prepare_layers(std::vector<Tensor> per_layer,
 Tensor DiffusionTransformer::forward(const Tensor& a, const Tensor& s, const DitBias& bias,
                                      const std::function<void(int, const Tensor&)>& after) const {
     BI_CHECK(a.size(-1) == dim && bias.length > 0 && rows_of(a) % bias.length == 0 &&
-                 rows_of(s) == rows_of(a) && bias.layers.size() == layers.size(),
+                 (bias.cond.empty() ? rows_of(s) == rows_of(a)
+                                    : bias.cond.size() == layers.size()) &&
+                 bias.layers.size() == layers.size(),
              "boltz2::DiffusionTransformer", "a ", shape_str(a.shape()), " and s ",
              shape_str(s.shape()), " must hold whole samples of ", bias.length, " rows of width ",
              dim, " and bias ", layers.size(), " layers");
     Tensor x = a.clone();
     for (size_t l = 0; l < layers.size(); ++l) {
-        layers[l].forward(x, s, bias.layers[l], bias);
+        layers[l].forward(x, s, bias.layers[l], bias, bias.cond.empty() ? nullptr : &bias.cond[l]);
         if (after) after(int(l), x);
     }
     return x;
@@ -264,11 +334,19 @@ DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask,
     return out;
 }
 
+void AtomTransformer::condition(DitBias& bias, const Tensor& c) const {
+    BI_CHECK(rows_of(c) == bias.length, "boltz2::AtomTransformer", "c ", shape_str(c.shape()),
+             ": expected ", bias.length, " rows");
+    bias.cond.clear();
+    for (const DitLayer& l : dit.layers) bias.cond.push_back(l.condition(c));
+}
+
 Tensor AtomTransformer::forward(const Tensor& q, const Tensor& c, const DitBias& bias,
                                 const std::function<void(int, const Tensor&)>& after) const {
     const int64_t R = rows_of(q), A = bias.length;
     BI_CHECK(A > 0 && R % A == 0, "boltz2::AtomTransformer", "q ", shape_str(q.shape()),
              ": expected whole samples of ", A, " atoms");
+    if (!bias.cond.empty()) return dit.forward(q, c, bias, after);  // c's terms made once
     const int64_t S = R / A, Ds = c.size(-1);
     Tensor cc = c;
     if (rows_of(c) == A && S > 1) {  // one conditioning shared by every sample

@@ -25,6 +25,21 @@ struct AdaLn {
                       int64_t dim_cond);
     // a (R, D), s (R, Ds) -> out (R, D)
     void operator()(const Tensor& a, const Tensor& s, Tensor& out) const;
+    // The s-side terms alone: scale = sigmoid(s_scale(LN_w(s))), shift = s_bias(LN_w(s)).
+    void terms(const Tensor& s, Tensor& scale, Tensor& shift) const;
+    // out = scale * LN(a) + shift from precomputed terms of A rows, a (S * A, D): the same terms
+    // for every sample.
+    void apply(const Tensor& a, const Tensor& scale, const Tensor& shift, Tensor& out) const;
+};
+
+// The terms of a DiT layer that depend on the conditioning s alone: when s is the same for every
+// call (the atom transformers' c), they are made once per run (AtomTransformer::condition) and
+// shared by every sample. Rows of one sample each.
+struct DitCond {
+    Tensor scale, shift;        // the layer's AdaLN
+    Tensor gate;                // sigmoid(output_projection_linear(s))
+    Tensor tr_scale, tr_shift;  // the transition's AdaLN
+    Tensor tr_gate;             // sigmoid(the transition's output_projection(s))
 };
 
 // Algorithm 25 as boltz writes it: with a' = AdaLN(a, s),
@@ -37,8 +52,9 @@ struct ConditionedTransition {
     nn::Linear out_proj;  // output_projection.0 (D, Ds) with bias
     static ConditionedTransition load(const io::ModelDir& m, const std::string& prefix,
                                       int64_t dim, int64_t dim_cond);
-    // a (R, D), s (R, Ds) -> out (R, D)
-    void operator()(const Tensor& a, const Tensor& s, Tensor& out) const;
+    // a (R, D), s (R, Ds) -> out (R, D); with cond, its terms instead of s's (s unused).
+    void operator()(const Tensor& a, const Tensor& s, Tensor& out,
+                    const DitCond* cond = nullptr) const;
 };
 
 // The pair bias of every layer of a DiffusionTransformer, rearranged once (the conditioning is
@@ -51,6 +67,7 @@ struct DitBias {
     int64_t window_q = 0, window_k = 0;  // 0: full attention
     std::vector<uint8_t> key_valid;    // full attention: (N) 1 = real token
     AtomWindows windows;               // windowed attention: the key-slot table
+    std::vector<DitCond> cond;         // per layer, when the conditioning is fixed; else empty
 };
 
 // Algorithm 23, one layer: b = AdaLN(a, s); a += sigmoid(out_proj(s)) * attn(b);
@@ -67,8 +84,11 @@ struct DitLayer {
     int64_t heads = 0;
     static DitLayer load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
                          int64_t dim_cond, int64_t heads);
-    // a (R, D) updated in place, R = samples * bias.length rows; s (R, Ds).
-    void forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& layout) const;
+    // a (R, D) updated in place, R = samples * bias.length rows; s (R, Ds), or cond's terms
+    // (bias.length rows, shared by every sample) with s unused.
+    void forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& layout,
+                 const DitCond* cond = nullptr) const;
+    DitCond condition(const Tensor& s) const;
 };
 
 // A stack of DiT layers (boltz's DiffusionTransformer), e.g. the score model's token transformer
@@ -110,8 +130,11 @@ struct AtomTransformer {
     // (e.g. its AtomLayout), made here when not given.
     DitBias prepare(const Tensor& bias, const Tensor& mask, const AtomWindows& windows) const;
     DitBias prepare(const Tensor& bias, const Tensor& mask) const;
-    // q (R, D), R = samples * A (any leading shape); c (R, Ds) or (A, Ds) shared by every sample.
-    // Returns the updated q (same shape as q).
+    // The layers' terms of a fixed conditioning c (A, Ds) into bias.cond: forward then reads
+    // them instead of c, in every step of a sampler run.
+    void condition(DitBias& bias, const Tensor& c) const;
+    // q (R, D), R = samples * A (any leading shape); c (R, Ds) or (A, Ds) shared by every sample
+    // (unused when bias.cond holds its terms). Returns the updated q (same shape as q).
     Tensor forward(const Tensor& q, const Tensor& c, const DitBias& bias,
                    const std::function<void(int, const Tensor&)>& after_layer = {}) const;
     Tensor forward(const Tensor& q, const Tensor& c, const Tensor& bias, const Tensor& mask) const {
