@@ -40,7 +40,7 @@ inline typename V::R vexp(typename V::R x) {
     p = V::fmadd(p, r, V::set1(1.6666665459e-1f));
     p = V::fmadd(p, r, V::set1(5.0000001201e-1f));
     p = V::fmadd(p, V::mul(r, r), V::add(r, V::set1(1.0f)));
-    return V::mul(p, V::pow2i(n));
+    return V::mul_pow2(p, n);  // n in [-126, 128] after the clamps
 }
 
 // erf(x) by Abramowitz & Stegun 7.1.26 (abs. error <= 1.5e-7), odd symmetry.

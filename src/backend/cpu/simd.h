@@ -33,10 +33,8 @@ struct VecAvx512 {
             _mm512_and_si512(m, _mm512_castps_si512(sgn))));
     }
     // 2^n for integral-valued n in float.
-    static R pow2i(R n) {
-        __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
-    }
+    // p * 2^n for integral n in [-126, 128], in one vscalefps.
+    static R mul_pow2(R p, R n) { return _mm512_scalef_ps(p, n); }
     // The first n (0 < n <= W) lanes; the others read as zero and are never touched in memory.
     static R load_partial(const float* p, int64_t n) {
         return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p);
@@ -72,9 +70,10 @@ struct VecAvx2 {
         const R m = _mm256_set1_ps(-0.0f);
         return _mm256_or_ps(_mm256_andnot_ps(m, mag), _mm256_and_ps(m, sgn));
     }
-    static R pow2i(R n) {
+    // p * 2^n for integral n in [-126, 128], 2^n made in the exponent bits (inf at 128).
+    static R mul_pow2(R p, R n) {
         __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+        return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
     }
     static __m256i lanes_below(int64_t n) {
         return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
