@@ -76,17 +76,6 @@ AdaLn AdaLn::load(const io::ModelDir& m, const std::string& p, int64_t dim, int6
     return a;
 }
 
-void AdaLn::operator()(const Tensor& a, const Tensor& s, Tensor& out) const {
-    const int64_t R = rows_of(a), D = a.size(-1), Ds = s.size(-1);
-    Tensor an = Tensor::empty({R, D}), sn = Tensor::empty({R, Ds}), sc = Tensor::empty({R, D});
-    a_norm(a.reshape({R, D}), an);
-    s_norm(s.reshape({R, Ds}), sn);
-    s_scale(sn, sc, {.act = Act::Sigmoid});
-    Tensor o = out.reshape({R, D});
-    ops::mul(sc, an, o);
-    s_bias(sn, o, {.accumulate = true});
-}
-
 void AdaLn::terms(const Tensor& s, Tensor& scale, Tensor& shift) const {
     const int64_t R = rows_of(s), Ds = s.size(-1), D = s_scale.out_features();
     Tensor sn = Tensor::empty({R, Ds});
@@ -102,7 +91,6 @@ void AdaLn::apply(const Tensor& a, const Tensor& scale, const Tensor& shift, Ten
     Tensor an = Tensor::empty({R, D});
     a_norm(a.reshape({R, D}), an);
     Tensor o = out.reshape({R, D});
-    // scale * LN(a), then + shift: the sums in the order operator() makes them
     mul_shared(scale, an, o);
     each_sample(R, scale.size(0), [&](int64_t r0, int64_t r1) {
         Tensor os = o.narrow0(r0, r1);
@@ -124,12 +112,11 @@ ConditionedTransition ConditionedTransition::load(const io::ModelDir& m, const s
     return t;
 }
 
-void ConditionedTransition::operator()(const Tensor& a, const Tensor& s, Tensor& out,
-                                       const DitCond* cond) const {
+void ConditionedTransition::operator()(const Tensor& a, const Tensor& scale, const Tensor& shift,
+                                       const Tensor& out_gate, Tensor& out) const {
     const int64_t R = rows_of(a), D = a.size(-1), F = up.out_features();
     Tensor an = Tensor::empty({R, D});
-    if (cond) adaln.apply(a, cond->tr_scale, cond->tr_shift, an);
-    else adaln(a, s, an);
+    adaln.apply(a, scale, shift, an);
     Tensor x1 = Tensor::empty({R, F}), x2 = Tensor::empty({R, F}), x3 = Tensor::empty({R, F});
     up(an, x1);
     gate(an, x2);
@@ -139,13 +126,7 @@ void ConditionedTransition::operator()(const Tensor& a, const Tensor& s, Tensor&
     Tensor y = Tensor::empty({R, D});
     b_to_a(x1, y);
     Tensor o = out.reshape({R, D});
-    if (cond) {
-        mul_shared(cond->tr_gate, y, o);
-        return;
-    }
-    Tensor g = Tensor::empty({R, D});
-    out_proj(s.reshape({R, s.size(-1)}), g, {.act = Act::Sigmoid});
-    ops::mul(g, y, o);
+    mul_shared(out_gate, y, o);
 }
 
 DitLayer DitLayer::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t dim_cond,
@@ -186,10 +167,13 @@ void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const Dit
                        const DitCond* cond) const {
     const int64_t R = rows_of(a), D = a.size(-1);
     Tensor a2 = a.reshape({R, D});
-    const Tensor s2 = cond ? Tensor() : s.reshape({R, s.size(-1)});
+    DitCond own;  // the conditioning terms of this call's s, unless made once for every call
+    if (!cond) {
+        own = condition(s);
+        cond = &own;
+    }
     Tensor b = Tensor::empty({R, D});
-    if (cond) adaln.apply(a2, cond->scale, cond->shift, b);
-    else adaln(a2, s2, b);
+    adaln.apply(a2, cond->scale, cond->shift, b);
     Tensor att = Tensor::empty({R, D});
     if (lay.window_q > 0) {
         // k and v have no bias, so projecting the atoms before windowing equals boltz's
@@ -207,18 +191,12 @@ void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const Dit
         for (int64_t i = 0; i < S; ++i) valid.insert(valid.end(), lay.key_valid.begin(), lay.key_valid.end());
         attn.forward(b, bias, valid, att);
     }
-    if (cond) {
-        each_sample(R, cond->gate.size(0), [&](int64_t r0, int64_t r1) {
-            Tensor as = a2.narrow0(r0, r1);
-            ops::add_mul(cond->gate, att.narrow0(r0, r1), as);
-        });
-    } else {
-        Tensor gate = Tensor::empty({R, D});
-        out_proj(s2, gate, {.act = Act::Sigmoid});
-        ops::add_mul(gate, att, a2);
-    }
+    each_sample(R, cond->gate.size(0), [&](int64_t r0, int64_t r1) {  // a += gate * attn
+        Tensor as = a2.narrow0(r0, r1);
+        ops::add_mul(cond->gate, att.narrow0(r0, r1), as);
+    });
     Tensor t = Tensor::empty({R, D});
-    transition(a2, s2, t, cond);
+    transition(a2, cond->tr_scale, cond->tr_shift, cond->tr_gate, t);
     ops::add(a2, t, a2);
     if (post_ln.defined()) {
         Tensor n = Tensor::empty({R, D});

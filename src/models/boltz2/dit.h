@@ -23,18 +23,16 @@ struct AdaLn {
     nn::Linear s_bias;   // no bias
     static AdaLn load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
                       int64_t dim_cond);
-    // a (R, D), s (R, Ds) -> out (R, D)
-    void operator()(const Tensor& a, const Tensor& s, Tensor& out) const;
-    // The s-side terms alone: scale = sigmoid(s_scale(LN_w(s))), shift = s_bias(LN_w(s)).
+    // The s-side terms, s (R, Ds): scale = sigmoid(s_scale(LN_w(s))), shift = s_bias(LN_w(s)).
     void terms(const Tensor& s, Tensor& scale, Tensor& shift) const;
-    // out = scale * LN(a) + shift from precomputed terms of A rows, a (S * A, D): the same terms
-    // for every sample.
+    // out = scale * LN(a) + shift, a (S * A, D), terms of A rows shared by the S samples (A = R
+    // when they are a's own).
     void apply(const Tensor& a, const Tensor& scale, const Tensor& shift, Tensor& out) const;
 };
 
-// The terms of a DiT layer that depend on the conditioning s alone: when s is the same for every
-// call (the atom transformers' c), they are made once per run (AtomTransformer::condition) and
-// shared by every sample. Rows of one sample each.
+// The terms of a DiT layer that depend on the conditioning s alone (DitLayer::condition): made
+// per call from s, or, when s is the same for every call (the atom transformers' c), once per run
+// (AtomTransformer::condition) with rows of one sample, shared by every sample.
 struct DitCond {
     Tensor scale, shift;        // the layer's AdaLN
     Tensor gate;                // sigmoid(output_projection_linear(s))
@@ -52,9 +50,10 @@ struct ConditionedTransition {
     nn::Linear out_proj;  // output_projection.0 (D, Ds) with bias
     static ConditionedTransition load(const io::ModelDir& m, const std::string& prefix,
                                       int64_t dim, int64_t dim_cond);
-    // a (R, D), s (R, Ds) -> out (R, D); with cond, its terms instead of s's (s unused).
-    void operator()(const Tensor& a, const Tensor& s, Tensor& out,
-                    const DitCond* cond = nullptr) const;
+    // a (R, D) -> out (R, D), from the conditioning's terms (DitCond's tr_*): the AdaLN scale and
+    // shift and the output gate sigmoid(out_proj(s)), rows shared by every sample as for AdaLn.
+    void operator()(const Tensor& a, const Tensor& scale, const Tensor& shift,
+                    const Tensor& out_gate, Tensor& out) const;
 };
 
 // The pair bias of every layer of a DiffusionTransformer, rearranged once (the conditioning is
@@ -84,10 +83,11 @@ struct DitLayer {
     int64_t heads = 0;
     static DitLayer load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
                          int64_t dim_cond, int64_t heads);
-    // a (R, D) updated in place, R = samples * bias.length rows; s (R, Ds), or cond's terms
-    // (bias.length rows, shared by every sample) with s unused.
+    // a (R, D) updated in place, R = samples * bias.length rows; s (R, Ds), or, when cond is
+    // given, its terms (bias.length rows, shared by every sample) with s unused.
     void forward(Tensor& a, const Tensor& s, const Tensor& bias, const DitBias& layout,
                  const DitCond* cond = nullptr) const;
+    // This layer's terms of s (rows, Ds).
     DitCond condition(const Tensor& s) const;
 };
 
