@@ -148,8 +148,8 @@ void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {
     if (chunk <= 0) {
         // Small weights (pair transitions, hundreds of KiB): chunks of ~4.5 MiB of temporaries,
         // so a chunk's normalised rows and hidden activations are still in cache when the next
-        // GEMM reads them (15% faster than 256 MiB chunks at 256 x 256 pairs). Large weights:
-        // ~256 MiB chunks, so the weights are streamed from memory few times.
+        // GEMM reads them. Large weights: ~256 MiB chunks, so the weights are streamed from
+        // memory few times.
         const int64_t row_bytes = (D + (swiglu ? 2 : 1) * F) * 4;
         const int64_t weight_bytes = (swiglu ? 3 : 2) * D * F * 4;
         const int64_t budget = weight_bytes <= (int64_t(4) << 20) ? (int64_t(9) << 19) : (int64_t(256) << 20);

@@ -29,8 +29,14 @@ void check_pair(const Tensor& z, int64_t C, const char* what) {
 
 // Pairs per step of the whole-pair pipelines below: about 1 MiB of one (pairs, C) fp32
 // temporary, so what a step's LayerNorm writes is still in the cores' L2 when its GEMMs read it
-// (a 128-wide GEMM runs ~20% faster on a cached input than on one streamed from memory).
+// (`bioinfer bench matmul --k 128 --n 128`: much faster at --m 4096, operands in cache, than at
+// --m 65536, operands streamed from memory).
 int64_t step_pairs(int64_t C) { return std::max<int64_t>(64, (int64_t(1) << 20) / (4 * C)); }
+
+// Whole rows of an (L, L, C) pair per step: step_pairs' worth, at least one row.
+int64_t step_rows(int64_t L, int64_t C) {
+    return std::clamp<int64_t>(step_pairs(C) / std::max<int64_t>(L, 1), 1, std::max<int64_t>(L, 1));
+}
 
 }  // namespace
 
@@ -59,8 +65,7 @@ void pair_bias_rows(const Tensor& zn, const Linear& linear, int64_t r0, int64_t 
 Tensor pair_bias(const Tensor& z, const LayerNorm& ln, const Linear& linear, int64_t chunk,
                  bool transposed) {
     const int64_t L = z.size(0), C = z.size(2), H = linear.out_features();
-    // By default a cached step of rows at a time (see step_pairs).
-    if (chunk <= 0) chunk = std::clamp<int64_t>(step_pairs(C) / std::max<int64_t>(L, 1), 1, std::max<int64_t>(L, 1));
+    if (chunk <= 0) chunk = step_rows(L, C);  // a cached step of rows at a time
     Tensor bias = Tensor::empty({H, L, L});
     Tensor zn_buf = Tensor::empty({std::min(chunk, L) * L, C});
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
@@ -251,7 +256,7 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
     }
     // The triangle bias (H, L, L) from the whole (normalised) pair first: every row reads it.
     // Around the ending node the attended matrix is z transposed, so bias[h][q][k] = lin(z[k, q]).
-    Tensor tri_bias = pair_bias(z, ln, bias, chunk, !starting);
+    const Tensor tri_bias = pair_bias(z, ln, bias, chunk, !starting);
     const float scale = 1.0f / std::sqrt(float(head_dim));
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
         const int64_t r1 = std::min(L, r0 + chunk), rows = r1 - r0, n = rows * L;
@@ -290,7 +295,7 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
 void TriangleAttention::add_whole(Tensor& z) const {
     const int64_t C = ln.g.size(0), H = heads, HC = heads * head_dim, L = z.size(0), LL = L * L;
     // A step of whole rows of the attended matrix (z's rows, or its columns gathered), ~1 MiB.
-    const int64_t step = std::clamp<int64_t>(step_pairs(C) / L, 1, L);
+    const int64_t step = step_rows(L, C);
     Tensor x_buf = starting ? Tensor() : Tensor::empty({step * L, C});
     Tensor xn_buf = Tensor::empty({step * L, C}), og_buf = Tensor::empty({step * L, HC});
     // Per step: LN, then the bias rows and q, k, v, g of those rows from the cached LN output.

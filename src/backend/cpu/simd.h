@@ -32,7 +32,6 @@ struct VecAvx512 {
             _mm512_andnot_si512(m, _mm512_castps_si512(mag)),
             _mm512_and_si512(m, _mm512_castps_si512(sgn))));
     }
-    // 2^n for integral-valued n in float.
     // p * 2^n for integral n in [-126, 128], in one vscalefps.
     static R mul_pow2(R p, R n) { return _mm512_scalef_ps(p, n); }
     // The first n (0 < n <= W) lanes; the others read as zero and are never touched in memory.
