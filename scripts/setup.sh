@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev libhdf5-dev nlohmann-json3-dev
       zlib1g-dev libgtest-dev ocl-icd-opencl-dev python3 gemmi-dev tao-pegtl-dev libstb-dev
-      libcurl4-openssl-dev libssl-dev openmpi-bin libopenmpi-dev snakemake libyaml-cpp-dev)
+      libcurl4-openssl-dev libssl-dev openmpi-bin libopenmpi-dev snakemake libyaml-cpp-dev
+      librdkit-dev libboost-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -229,8 +229,12 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
                 "      modifications:\n        - position: 1\n          ccd: MSE\n",
          "modifications are not supported yet", "in.yaml:8:9"},
-        {head + "  - ligand:\n      id: L\n      smiles: CCO\n", "ligand entities", "in.yaml:3:5"},
-        {head + "  - ligand:\n      id: L\n      ccd: SAH\n", "not supported yet", "in.yaml:3:5"},
+        {head + "  - ligand:\n      id: L\n      smiles: CCO\n      ccd: EOH\n",
+         "chain L: a ligand needs exactly one of `smiles` and `ccd`", "in.yaml:3:5"},
+        {head + "  - ligand:\n      id: L\n      smiles: CCO\n      cyclic: true\n",
+         "ligand entry: unknown key 'cyclic'", "in.yaml:6:7"},
+        {head + "  - ligand:\n      id: L\n      ccd: [EOH, 'A B']\n",
+         "chain L: 'A B' is not a CCD code", "in.yaml:5:12"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
                 "  - rna:\n      id: A\n      sequence: ACGU\n",
          "duplicated chain id 'A'", "in.yaml:8:11"},
@@ -338,11 +342,26 @@ TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
         io::read_boltz_input(put("r.fa", ">A|protein|empty\nMK\n>B|rna\nACGU\n"));
     EXPECT_EQ(r.chains[1].type, io::BoltzEntityType::Rna);
     EXPECT_EQ(r.chains[1].msa_kind, io::BoltzMsaKind::None);
+    // Ligands: SMILES entities are named LIG1, LIG2, ... in entity order; a CCD code is its own
+    // residue; copies of one SMILES share an entity.
+    const io::BoltzTarget l = io::read_boltz_input(
+        put("l.fa", ">A|protein|empty\nMK\n>B|smiles\nCCO\n>C|ccd\nEOH\n>D|smiles\nCCO\n"
+                    ">E|smiles\nc1ccccc1\n"));
+    ASSERT_EQ(l.chains.size(), 5u);
+    EXPECT_EQ(l.chains[1].id, "B");
+    EXPECT_EQ(l.chains[2].id, "D");
+    EXPECT_EQ(l.chains[1].type, io::BoltzEntityType::Ligand);
+    EXPECT_EQ(l.chains[1].smiles, "CCO");
+    EXPECT_EQ(l.chains[1].residues, std::vector<std::string>{"LIG1"});
+    EXPECT_EQ(l.chains[2].residues, std::vector<std::string>{"LIG1"});
+    EXPECT_EQ(l.chains[2].entity_id, l.chains[1].entity_id);
+    EXPECT_EQ(l.chains[2].sym_id, 1);
+    EXPECT_EQ(l.chains[3].residues, std::vector<std::string>{"EOH"});
+    EXPECT_EQ(l.chains[4].residues, std::vector<std::string>{"LIG2"});
     for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
              {">A\nMK\n", "invalid record id 'A'"},
              {">A|peptide\nMK\n", "invalid entity type 'peptide'"},
              {">A|rna|x.a3m\nACGU\n", "an MSA is only allowed for proteins"},
-             {">L|smiles\nCCO\n", "ligand entities (smiles) are not supported yet"},
              {">A|protein\nMK\n", "chain A: no MSA given"},
              {">A|protein|empty\nMK\n>A|protein|empty\nMR\n", "duplicated chain id 'A'"}}) {
         const std::string e = error_of([&] { io::read_boltz_input(put("x.fasta", text)); });

@@ -48,6 +48,8 @@ struct Entry {
     bool has_msa = false;  // an `msa` key with a non-empty value
     std::string msa;       // as written
     bool cyclic = false;
+    std::string smiles;            // ligands: a SMILES string, or
+    std::vector<std::string> ccd;  // CCD codes (one residue each)
     std::string where;      // file:line:col of the entry
     std::string seq_where;  // of the sequence value
 };
@@ -124,6 +126,7 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
             it->second.push_back(&e);
     }
 
+    int smiles_entities = 0;
     for (size_t ent = 0; ent < groups.size(); ++ent) {
         const auto& items = groups[ent].second;
         const Entry& first = *items[0];
@@ -149,7 +152,13 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
                 msa_path = resolve_msa_path(first.msa, source);
             }
         }
-        const std::vector<std::string> residues = residue_tokens(first, first_chain);
+        std::vector<std::string> residues;
+        if (first.type != BoltzEntityType::Ligand)
+            residues = residue_tokens(first, first_chain);
+        else if (!first.smiles.empty())  // boltz's LIG1, LIG2, ... per SMILES entity
+            residues = {cat("LIG", ++smiles_entities)};
+        else
+            residues = first.ccd;
         int sym = 0;
         for (const Entry* e : items)
             for (const std::string& id : e->ids) {
@@ -161,6 +170,8 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
                 c.sequence = first.sequence;
                 c.residues = residues;
                 c.cyclic = first.cyclic;
+                c.smiles = first.smiles;
+                c.ccd = first.ccd;
                 c.msa_kind = kind;
                 c.msa_path = msa_path;
                 c.where = e->where;
@@ -199,28 +210,9 @@ void check_keys(const YAML::Node& map, const std::string& source, const std::str
     }
 }
 
-Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
-    BI_CHECK(item.IsMap() && item.size() == 1, mark(source, item),
-             "a `sequences` entry must be a mapping with one key: protein, dna, rna or ligand");
-    const YAML::Node key = item.begin()->first;
-    const YAML::Node body = item.begin()->second;
-    const std::string type = lower(scalar(key, source, "entity type"));
-    Entry e;
-    e.where = mark(source, key);
-    if (type == "ligand") {
-        fail(e.where, "ligand entities (ccd or smiles) are not supported yet");
-    }
-    BI_CHECK(type == "protein" || type == "dna" || type == "rna", e.where, "unknown entity type '",
-             type, "' (expected protein, dna, rna or ligand)");
-    e.type = type == "protein" ? BoltzEntityType::Protein
-             : type == "dna"   ? BoltzEntityType::Dna
-                               : BoltzEntityType::Rna;
-    BI_CHECK(body.IsMap(), mark(source, body), type,
-             " entry: expected a mapping with id and sequence");
-    std::set<std::string> known = {"id", "sequence", "modifications", "cyclic"};
-    if (e.type == BoltzEntityType::Protein) known.insert("msa");
-    check_keys(body, source, type + " entry", known);
-
+// `id: A` or `id: [A, B]` (copies of one entity).
+void parse_yaml_ids(const YAML::Node& body, const std::string& source, const std::string& type,
+                    Entry& e) {
     const YAML::Node id = body["id"];
     BI_CHECK(id.IsDefined() && !id.IsNull(), e.where, type, " entry: missing `id`");
     if (id.IsSequence()) {
@@ -239,6 +231,73 @@ Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
                                             [](char c) { return std::isspace((unsigned char)c); }),
                  e.id_where[i], "chain id '", s, "' must be non-empty without spaces");
     }
+}
+
+// `ligand: {id, smiles: ...}` or `ligand: {id, ccd: CODE | [CODE, ...]}`. boltz groups ligands
+// into entities by the SMILES text or by the Python text of the CCD value (`SAH`, or `['SAH',
+// 'ATP']` for a list), which the entry's sequence holds here.
+Entry parse_yaml_ligand(const YAML::Node& body, const std::string& source, Entry& e) {
+    e.type = BoltzEntityType::Ligand;
+    BI_CHECK(body.IsMap(), mark(source, body), "ligand entry: expected a mapping with id and "
+             "smiles or ccd");
+    check_keys(body, source, "ligand entry", {"id", "smiles", "ccd"});
+    parse_yaml_ids(body, source, "ligand", e);
+    const std::string chain = e.ids[0];
+    const YAML::Node smiles = body["smiles"], ccd = body["ccd"];
+    const bool has_smiles = smiles.IsDefined() && !smiles.IsNull();
+    const bool has_ccd = ccd.IsDefined() && !ccd.IsNull();
+    BI_CHECK(has_smiles != has_ccd, e.where, "chain ", chain,
+             ": a ligand needs exactly one of `smiles` and `ccd`");
+    if (has_smiles) {
+        e.smiles = scalar(smiles, source, cat("chain ", chain, " smiles"));
+        BI_CHECK(!e.smiles.empty(), mark(source, smiles), "chain ", chain, ": empty SMILES");
+        e.sequence = e.smiles;
+        e.seq_where = mark(source, smiles);
+        return e;
+    }
+    e.seq_where = mark(source, ccd);
+    if (ccd.IsSequence()) {
+        BI_CHECK(ccd.size() > 0, e.seq_where, "chain ", chain, ": empty `ccd` list");
+        std::string repr;
+        for (const auto& x : ccd) {
+            e.ccd.push_back(scalar(x, source, cat("chain ", chain, " ccd")));
+            repr += (repr.empty() ? "'" : ", '") + e.ccd.back() + "'";
+        }
+        e.sequence = "[" + repr + "]";
+    } else {
+        e.ccd.push_back(scalar(ccd, source, cat("chain ", chain, " ccd")));
+        e.sequence = e.ccd.back();
+    }
+    for (const std::string& code : e.ccd)
+        BI_CHECK(!code.empty() && code.size() <= 5 &&
+                     std::all_of(code.begin(), code.end(),
+                                 [](char c) { return std::isalnum((unsigned char)c); }),
+                 e.seq_where, "chain ", chain, ": '", code,
+                 "' is not a CCD code (1 to 5 letters and digits)");
+    return e;
+}
+
+Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
+    BI_CHECK(item.IsMap() && item.size() == 1, mark(source, item),
+             "a `sequences` entry must be a mapping with one key: protein, dna, rna or ligand");
+    const YAML::Node key = item.begin()->first;
+    const YAML::Node body = item.begin()->second;
+    const std::string type = lower(scalar(key, source, "entity type"));
+    Entry e;
+    e.where = mark(source, key);
+    if (type == "ligand") return parse_yaml_ligand(body, source, e);
+    BI_CHECK(type == "protein" || type == "dna" || type == "rna", e.where, "unknown entity type '",
+             type, "' (expected protein, dna, rna or ligand)");
+    e.type = type == "protein" ? BoltzEntityType::Protein
+             : type == "dna"   ? BoltzEntityType::Dna
+                               : BoltzEntityType::Rna;
+    BI_CHECK(body.IsMap(), mark(source, body), type,
+             " entry: expected a mapping with id and sequence");
+    std::set<std::string> known = {"id", "sequence", "modifications", "cyclic"};
+    if (e.type == BoltzEntityType::Protein) known.insert("msa");
+    check_keys(body, source, type + " entry", known);
+
+    parse_yaml_ids(body, source, type, e);
     const std::string chain = e.ids[0];
 
     const YAML::Node seq = body["sequence"];
@@ -315,19 +374,22 @@ BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) 
                  "': expected CHAIN_ID|ENTITY_TYPE or CHAIN_ID|protein|MSA");
         BI_CHECK(!f[0].empty(), where, "empty chain id in '", r.id, "'");
         const std::string type = lower(f[1]);
-        if (type == "ccd" || type == "smiles")
-            fail(where,
-                 cat("chain ", f[0], ": ligand entities (", type, ") are not supported yet"));
-        BI_CHECK(type == "protein" || type == "dna" || type == "rna", where, "chain ", f[0],
-                 ": invalid entity type '", f[1], "' (expected protein, dna, rna, ccd or smiles)");
+        BI_CHECK(type == "protein" || type == "dna" || type == "rna" || type == "ccd" ||
+                     type == "smiles",
+                 where, "chain ", f[0], ": invalid entity type '", f[1],
+                 "' (expected protein, dna, rna, ccd or smiles)");
         Entry e;
         e.type = type == "protein" ? BoltzEntityType::Protein
                  : type == "dna"   ? BoltzEntityType::Dna
-                                   : BoltzEntityType::Rna;
+                 : type == "rna"   ? BoltzEntityType::Rna
+                                   : BoltzEntityType::Ligand;
         e.ids = {f[0]};
         e.id_where = {where};
         e.where = e.seq_where = where;
         e.sequence = r.sequence;
+        BI_CHECK(!e.sequence.empty(), where, "chain ", f[0], ": empty ", type);
+        if (type == "smiles") e.smiles = r.sequence;
+        if (type == "ccd") e.ccd = {r.sequence};
         if (f.size() == 3 && !f[2].empty()) {
             BI_CHECK(e.type == BoltzEntityType::Protein, where, "chain ", f[0],
                      ": an MSA is only allowed for proteins");

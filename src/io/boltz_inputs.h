@@ -10,7 +10,7 @@
 
 namespace bioinfer::io {
 
-// boltz's entity types. Ligands (CCD codes or SMILES) are part of the schema but refused for now.
+// boltz's entity types.
 enum class BoltzEntityType { Protein, Dna, Rna, Ligand };
 const char* boltz_entity_name(BoltzEntityType t);  // "protein", "dna", "rna", "ligand"
 
@@ -30,7 +30,8 @@ struct BoltzChain {
     std::string msa_path;  // resolved path (File)
     // Filled by load_boltz_msas: the parsed MSA (File), shared by the chains of one entity.
     std::shared_ptr<const Msa> msa;
-    // Ligands (later): CCD codes or a SMILES string.
+    // Ligands: CCD codes (one residue each, `residues` holds them) or a SMILES string (one
+    // residue, named LIG1, LIG2, ... per SMILES entity as boltz names them).
     std::vector<std::string> ccd;
     std::string smiles;
     std::string where;  // "file:line:col" of the chain's entry, for messages
@@ -45,8 +46,8 @@ struct BoltzTarget {
 };
 
 // Reading. Errors name the file, the line (and column for YAML) and the chain:
-// YAML syntax, an unknown key or entity type, `modifications`, ligands, constraints, templates and
-// properties ("not supported yet"), a duplicated chain id, a letter outside the chain type's
+// YAML syntax, an unknown key or entity type, a ligand without exactly one of `smiles` and `ccd`,
+// `modifications`, constraints, templates and properties ("not supported yet"), a duplicated chain id, a letter outside the chain type's
 // alphabet, a protein without an `msa` key (boltz's "missing MSA" error; `msa: empty` runs
 // single-sequence), and entries of one entity that give different MSAs.
 // Relative MSA paths are looked up next to the input file first, then in the working directory

@@ -107,7 +107,7 @@ struct Index {
     size_t size() const { return wide ? 4 : 1; }
 };
 
-// streamReadProps: string properties kept, others parsed past.
+// streamReadProps: string, integer and boolean properties kept (as text), others parsed past.
 void read_props(Reader& r, int version, std::map<std::string, std::string>* keep) {
     const uint64_t n = version >= 14000 ? r.get<uint16_t>() : r.get<uint32_t>();
     r.count(n, 5, "property");
@@ -120,14 +120,24 @@ void read_props(Reader& r, int version, std::map<std::string, std::string>* keep
                 if (keep) (*keep)[key] = std::move(v);
                 break;
             }
-            case 1:
-            case 2:
+            case 1: {  // int, kept as its decimal text (as RDKit's GetProp returns it)
+                const int32_t v = r.get<int32_t>();
+                if (keep) (*keep)[key] = std::to_string(v);
+                break;
+            }
+            case 2: {  // unsigned
+                const uint32_t v = r.get<uint32_t>();
+                if (keep) (*keep)[key] = std::to_string(v);
+                break;
+            }
             case 4:
                 r.skip(4);
-                break;  // int, unsigned, float
-            case 3:
-                r.skip(1);
-                break;  // bool
+                break;  // float
+            case 3: {  // bool
+                const uint8_t v = r.get<uint8_t>();
+                if (keep) (*keep)[key] = v ? "1" : "0";
+                break;
+            }
             case 5:
                 r.skip(8);
                 break;  // double
@@ -213,7 +223,8 @@ void read_atom(Reader& r, int version, RdkitAtom& a) {
     }
 }
 
-void read_bond(Reader& r, const Index& ix, int64_t num_atoms) {
+RdkitBond read_bond(Reader& r, const Index& ix, int64_t num_atoms) {
+    RdkitBond bond;
     const int64_t b = ix.read(r), e = ix.read(r);
     BI_CHECK(b >= 0 && b < num_atoms && e >= 0 && e < num_atoms, r.where(),
              "RDKit molecule: bond between atoms ", b, " and ", e, ", expected indices below ",
@@ -221,8 +232,10 @@ void read_bond(Reader& r, const Index& ix, int64_t num_atoms) {
     const uint8_t flags = r.get<uint8_t>();
     BI_CHECK(!(flags & 0x10), r.where(),
              "RDKit molecule: bond holds a query; expected a plain molecule");
-    if (flags & 0x08) r.skip(1);  // bond type
-    if (flags & 0x04) r.skip(1);  // bond direction
+    bond.begin = int(b);
+    bond.end = int(e);
+    bond.type = (flags & 0x08) ? int(r.get<uint8_t>()) : 1;  // absent: SINGLE
+    if (flags & 0x04) r.skip(1);                             // bond direction
     if (flags & 0x02) {           // stereo and its atoms
         r.skip(1);
         const int n = r.get<int8_t>();
@@ -233,6 +246,7 @@ void read_bond(Reader& r, const Index& ix, int64_t num_atoms) {
         r.str();
         r.str();
     }
+    return bond;
 }
 
 }  // namespace
@@ -273,7 +287,8 @@ RdkitMol decode_rdkit_mol(const std::string& bytes, const std::string& where) {
     mol.atoms.resize(size_t(num_atoms));
     for (auto& a : mol.atoms) read_atom(r, version, a);
     r.expect_tag(kBeginBond, "BEGINBOND");
-    for (int32_t i = 0; i < num_bonds; ++i) read_bond(r, ix, num_atoms);
+    mol.bonds.reserve(size_t(num_bonds));
+    for (int32_t i = 0; i < num_bonds; ++i) mol.bonds.push_back(read_bond(r, ix, num_atoms));
 
     uint8_t t = r.tag();
     if (t == kBeginSssr || t == kBeginSymmSssr || t == kBeginFastFind || t == kBeginFindOther) {

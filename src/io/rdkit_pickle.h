@@ -1,7 +1,7 @@
 // RDKit's binary molecule format (MolPickler, as `Chem.Mol.ToBinary()` and Python's pickle of a
 // Mol write it) read without RDKit: atoms (element, charge, chirality, string properties such as
-// boltz's CCD atom `name`), and conformers (id, coordinates). Bonds, rings, stereo groups and
-// molecule properties are parsed past, not kept. Pickle format versions 13.0 and later
+// boltz's CCD atom `name`, integer and boolean ones as text), bonds (atoms and type), and
+// conformers (id, coordinates). Rings, stereo groups and molecule properties are parsed past. Pickle format versions 13.0 and later
 // (RDKit 2021 onwards; the version RDKit writes now is 16.x).
 #pragma once
 #include <array>
@@ -15,7 +15,12 @@ struct RdkitAtom {
     int atomic_num = 0;
     int formal_charge = 0;
     int chiral_tag = 0;  // RDKit's Atom::ChiralType value (0 unspecified, 1 CW, 2 CCW, ...)
-    std::map<std::string, std::string> props;  // string-valued properties ("name" -> "CA")
+    std::map<std::string, std::string> props;  // "name" -> "CA", "leaving_atom" -> "0"
+};
+
+struct RdkitBond {
+    int begin = 0, end = 0;
+    int type = 1;  // RDKit's Bond::BondType value (1 SINGLE, 2 DOUBLE, 3 TRIPLE, 12 AROMATIC, ...)
 };
 
 struct RdkitConformer {
@@ -27,6 +32,7 @@ struct RdkitConformer {
 struct RdkitMol {
     int version = 0;  // 1000 * major + 10 * minor + patch, as RDKit counts it
     std::vector<RdkitAtom> atoms;
+    std::vector<RdkitBond> bonds;
     std::vector<RdkitConformer> conformers;
 };
 

@@ -60,20 +60,36 @@ const ConformerLibrary& ConformerLibrary::builtin() {
     return lib;
 }
 
+int boltz_bond_type(int rdkit_bond_type) {
+    switch (rdkit_bond_type) {
+        case 1: return 1;   // SINGLE
+        case 2: return 2;   // DOUBLE
+        case 3: return 3;   // TRIPLE
+        case 12: return 4;  // AROMATIC
+        default: return 0;  // OTHER (dative, zero, ...)
+    }
+}
+
+int boltz_chirality(int rdkit_chiral_tag) {
+    const Vocab& v = vocab();
+    const auto id = [&](const std::string& name) {
+        auto it = std::find(v.chirality_types.begin(), v.chirality_types.end(), name);
+        return it == v.chirality_types.end() ? -1 : int(it - v.chirality_types.begin());
+    };
+    const int c = id(io::rdkit_chiral_tag_name(rdkit_chiral_tag));
+    if (c >= 0) return c;
+    const int unk = id("CHI_OTHER");  // boltz's const.unk_chirality_type
+    BI_CHECK(unk >= 0, "boltz2 conformers", "vocabulary lacks CHI_OTHER");
+    return unk;
+}
+
 ResidueMol read_boltz_mol(const std::string& path, const std::string& res) {
     BI_CHECK(std::filesystem::is_regular_file(path), "boltz2 conformers",
              "boltz's molecule cache has no file for residue ", res, ": ", path, " is missing");
     const io::RdkitMol rd = io::decode_rdkit_mol(io::read_rdkit_mol_pickle(path), path);
-    const Vocab& v = vocab();
-    const auto chir_id = [&](const std::string& name) {
-        auto it = std::find(v.chirality_types.begin(), v.chirality_types.end(), name);
-        return it == v.chirality_types.end() ? -1 : int(it - v.chirality_types.begin());
-    };
-    const int unk_chirality = chir_id("CHI_OTHER");  // boltz's const.unk_chirality_type
-    BI_CHECK(unk_chirality >= 0, "boltz2 conformers", "vocabulary lacks CHI_OTHER");
-
     ResidueMol m;
     m.name = res;
+    std::vector<int> kept(rd.atoms.size(), -1);  // RDKit index -> heavy-atom index
     std::vector<size_t> heavy;  // indices into the RDKit molecule's atoms
     for (size_t i = 0; i < rd.atoms.size(); ++i) {
         const io::RdkitAtom& a = rd.atoms[i];
@@ -87,10 +103,18 @@ ResidueMol read_boltz_mol(const std::string& path, const std::string& res) {
         ma.element = a.atomic_num;
         ma.symbol = gemmi::Element(a.atomic_num).name();
         ma.charge = a.formal_charge;
-        const int c = chir_id(io::rdkit_chiral_tag_name(a.chiral_tag));
-        ma.chirality = c >= 0 ? c : unk_chirality;
+        ma.chirality = boltz_chirality(a.chiral_tag);
+        auto leaving = a.props.find("leaving_atom");
+        ma.leaving = leaving != a.props.end() && leaving->second != "0" &&
+                     leaving->second != "False" && !leaving->second.empty();
+        kept[i] = int(m.atoms.size());
         m.atoms.push_back(std::move(ma));
         heavy.push_back(i);
+    }
+    for (const io::RdkitBond& b : rd.bonds) {
+        const int x = kept[size_t(b.begin)], y = kept[size_t(b.end)];
+        if (x < 0 || y < 0) continue;  // a bond to a hydrogen
+        m.bonds.push_back({std::min(x, y), std::max(x, y), boltz_bond_type(b.type)});
     }
     BI_CHECK(!rd.conformers.empty(), path, "residue ", res, " has no conformer");
     for (const auto& c : rd.conformers) {

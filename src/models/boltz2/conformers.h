@@ -32,12 +32,26 @@ struct Vocab {
 const Vocab& vocab();
 
 struct MolAtom {
-    std::string name;    // CCD atom name ("CA", "C1'")
+    std::string name;    // CCD atom name ("CA", "C1'"), or boltz's generated name for SMILES
     int element = 0;     // atomic number
     std::string symbol;  // element symbol as RDKit writes it ("C", "Se")
     int charge = 0;      // formal charge
     int chirality = 0;   // index into Vocab::chirality_types
+    bool leaving = false;  // the CCD's leaving_atom flag (dropped when a residue is a modification)
 };
+
+// A bond between two heavy atoms (indices into ResidueMol::atoms, a < b) with boltz's bond type
+// (const.bond_types: OTHER 0, SINGLE 1, DOUBLE 2, TRIPLE 3, AROMATIC 4, COVALENT 5).
+struct MolBond {
+    int a = 0, b = 0;
+    int type = 0;
+};
+// boltz's bond type id for an RDKit Bond::BondType value (SINGLE 1, DOUBLE 2, TRIPLE 3, AROMATIC 12;
+// every other type is OTHER).
+int boltz_bond_type(int rdkit_bond_type);
+// boltz's chirality id (index into Vocab::chirality_types) for an RDKit Atom::ChiralType value:
+// mapped by the tag's name, CHI_OTHER for a name boltz lacks.
+int boltz_chirality(int rdkit_chiral_tag);
 
 // One canonical residue: heavy atoms in the molecule's order, and each conformer's coordinates
 // (Angstrom) in that order. boltz picks a conformer per residue with numpy's
@@ -47,6 +61,7 @@ struct ResidueMol {
     std::vector<MolAtom> atoms;
     std::vector<int> conformer_ids;
     std::vector<std::vector<std::array<double, 3>>> conformers;  // [conformer][atom]
+    std::vector<MolBond> bonds;  // in the molecule's bond order; empty for the built-in residues
 
     int atom_index(const std::string& atom_name) const;  // -1 when absent
 };

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
 #include <tuple>
 
 #include "bioinfer/error.h"
+#include "models/boltz2/ligands.h"
 #include "models/boltz2/numpy_rng.h"
 
 namespace bioinfer::boltz2 {
@@ -105,12 +107,33 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     io::BoltzTarget target = target_in;
     BI_CHECK(!target.chains.empty(), kWhere, target.source, ": no chains");
     bool need_msas = false;
-    for (const auto& c : target.chains) {
-        BI_CHECK(c.type != io::BoltzEntityType::Ligand, kWhere, "chain ", c.id,
-                 ": ligands are not supported yet");
-        need_msas |= c.msa_kind == io::BoltzMsaKind::File && !c.msa;
-    }
+    for (const auto& c : target.chains) need_msas |= c.msa_kind == io::BoltzMsaKind::File && !c.msa;
     if (need_msas) io::load_boltz_msas(target, opt.max_msa_seqs);
+
+    // Ligand molecules by residue name: injected ones first, then SMILES through RDKit (once per
+    // entity: copies share LIG<k>), then CCD codes from the canonical set or boltz's mols folder.
+    std::map<std::string, ResidueMol> ligand_mols;
+    const auto ligand_mol = [&](const io::BoltzChain& c, const std::string& res) -> const ResidueMol& {
+        if (opt.extra_mols && opt.extra_mols->has(res)) return opt.extra_mols->at(res);
+        auto it = ligand_mols.find(res);
+        if (it != ligand_mols.end()) return it->second;
+        const std::string where = cat(target.source, ": chain ", c.id);
+        ResidueMol m;
+        if (!c.smiles.empty()) {
+            m = ligand_from_smiles(c.smiles, res, where, opt.ligand_seed);
+        } else if (lib.has(res)) {
+            m = lib.at(res);
+        } else {
+            BI_CHECK(!opt.mols_dir.empty(), where, "CCD component ", res,
+                     " needs boltz's molecule cache (mols/", res,
+                     ".pkl): give a model folder or boltz cache that holds mols/");
+            const std::string path = (std::filesystem::path(opt.mols_dir) / (res + ".pkl")).string();
+            BI_CHECK(std::filesystem::is_regular_file(path), where, "CCD component ", res,
+                     " not found: ", path, " does not exist");
+            m = read_boltz_mol(path, res);
+        }
+        return ligand_mols.emplace(res, std::move(m)).first->second;
+    };
 
     Featurized out;
     StructureMeta& meta = out.meta;
@@ -121,14 +144,21 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     std::vector<std::string> atom_names;
     std::vector<int> atom_element, atom_charge, atom_chirality, atom_uid, atom_backbone;
     std::vector<std::array<float, 3>> atom_pos;
-    std::vector<std::vector<int>> chain_tokens(target.chains.size());
+    std::vector<std::vector<int>> chain_res_types(target.chains.size());  // per residue, for MSAs
+    // Bonds between atoms (global indices) with boltz's bond type, in boltz's order: each
+    // residue's own bonds (ligands), chain by chain.
+    std::vector<std::array<int64_t, 3>> bonds;
     NumpyGenerator conformer_rng(opt.conformer_seed);
     int64_t atom_idx = 0;
+    int next_uid = 0;
+    const int unk_type = v.token_id("UNK");
     for (size_t ci = 0; ci < target.chains.size(); ++ci) {
         const io::BoltzChain& c = target.chains[ci];
+        const bool ligand = c.type == io::BoltzEntityType::Ligand;
         const std::string type_upper = c.type == io::BoltzEntityType::Protein ? "PROTEIN"
                                        : c.type == io::BoltzEntityType::Dna   ? "DNA"
-                                                                              : "RNA";
+                                       : c.type == io::BoltzEntityType::Rna   ? "RNA"
+                                                                              : "NONPOLYMER";
         ChainMeta cm;
         cm.id = c.id;
         cm.type = io::boltz_entity_name(c.type);
@@ -139,32 +169,33 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         cm.atom_begin = atom_idx;
         for (size_t r = 0; r < c.residues.size(); ++r) {
             const std::string& res = c.residues[r];
-            const auto& names = v.ref_atoms.at(res);
-            const ResidueMol& mol = lib.at(res);
-            Token t;
-            t.chain = int(ci);
-            t.res_idx = int(r);
-            t.res_name = res;
-            t.res_type = v.token_id(res);
-            t.mol_type = v.chain_type_id(type_upper);
-            t.atom_begin = atom_idx;
-            t.atom_count = int64_t(names.size());
-            const auto find = [&](const std::string& n) {
-                return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
-            };
-            t.center = find(v.center_atom.at(res));
-            t.disto = find(v.disto_atom.at(res));
+            const ResidueMol& mol = ligand ? ligand_mol(c, res) : lib.at(res);
+            // The residue's atoms as indices into the molecule: polymer residues in
+            // const.ref_atoms order, ligands every heavy atom in the molecule's order.
+            std::vector<int> mol_atoms;
+            if (ligand) {
+                for (size_t k = 0; k < mol.atoms.size(); ++k) mol_atoms.push_back(int(k));
+            } else {
+                for (const std::string& n : v.ref_atoms.at(res)) {
+                    const int k = mol.atom_index(n);
+                    BI_CHECK(k >= 0, kWhere, "canonical molecule ", res, " has no atom ", n);
+                    mol_atoms.push_back(k);
+                }
+            }
+            BI_CHECK(!mol_atoms.empty(), kWhere, "chain ", c.id, ": molecule ", res,
+                     " has no heavy atoms");
             // boltz draws random.choice(conformer ids) once per (chain, residue), in token order,
             // from np.random.default_rng(42); nothing else draws from it before at inference. A
             // single conformer draws nothing (numpy returns at once for a range of one).
             const auto& conf = mol.conformers[size_t(conformer_rng.choice_index(
                 int64_t(mol.conformers.size())))];
-            const int uid = int(tokens.size());  // (chain, residue) counter: one per token here
-            for (const std::string& n : names) {
-                const int k = mol.atom_index(n);
-                BI_CHECK(k >= 0, kWhere, "canonical molecule ", res, " has no atom ", n);
+            const int uid = next_uid++;  // (chain, residue) counter
+            const int64_t res_begin = atom_idx;
+            const int64_t first_token = int64_t(tokens.size());
+            for (size_t j = 0; j < mol_atoms.size(); ++j) {
+                const int k = mol_atoms[j];
                 const MolAtom& a = mol.atoms[size_t(k)];
-                atom_names.push_back(n);
+                atom_names.push_back(a.name);
                 atom_element.push_back(a.element);
                 atom_charge.push_back(a.charge);
                 atom_chirality.push_back(a.chirality);
@@ -173,23 +204,52 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 atom_uid.push_back(uid);
                 int bb = 0;
                 if (type_upper == "PROTEIN") {
-                    auto it = std::find(v.protein_backbone.begin(), v.protein_backbone.end(), n);
+                    auto it = std::find(v.protein_backbone.begin(), v.protein_backbone.end(), a.name);
                     if (it != v.protein_backbone.end())
                         bb = int(it - v.protein_backbone.begin()) + 1;
-                } else {
-                    auto it = std::find(v.nucleic_backbone.begin(), v.nucleic_backbone.end(), n);
+                } else if (!ligand) {
+                    auto it = std::find(v.nucleic_backbone.begin(), v.nucleic_backbone.end(), a.name);
                     if (it != v.nucleic_backbone.end())
                         bb = int(it - v.nucleic_backbone.begin()) + 1 +
                              int(v.protein_backbone.size());
                 }
                 atom_backbone.push_back(bb);
-                meta.atoms.push_back({n, a.element, a.symbol, int64_t(tokens.size())});
+                meta.atoms.push_back(
+                    {a.name, a.element, a.symbol, first_token + (ligand ? int64_t(j) : 0)});
             }
-            atom_idx += t.atom_count;
-            chain_tokens[ci].push_back(int(tokens.size()));
-            meta.tokens.push_back({int(ci), res, int(r), t.atom_begin, t.atom_count,
-                                   t.atom_begin + t.center, t.atom_begin + t.disto});
-            tokens.push_back(std::move(t));
+            atom_idx += int64_t(mol_atoms.size());
+            chain_res_types[ci].push_back(ligand ? unk_type : v.token_id(res));
+            // Tokens: one per standard residue, one per atom of a ligand (UNK, the atom its own
+            // center and representative).
+            const int64_t n_tok = ligand ? int64_t(mol_atoms.size()) : 1;
+            for (int64_t j = 0; j < n_tok; ++j) {
+                Token t;
+                t.chain = int(ci);
+                t.res_idx = int(r);
+                t.res_name = res;
+                t.res_type = ligand ? unk_type : v.token_id(res);
+                t.mol_type = v.chain_type_id(type_upper);
+                if (ligand) {
+                    t.atom_begin = res_begin + j;
+                    t.atom_count = 1;
+                } else {
+                    const auto& names = v.ref_atoms.at(res);
+                    const auto find = [&](const std::string& n) {
+                        return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
+                    };
+                    t.atom_begin = res_begin;
+                    t.atom_count = int64_t(mol_atoms.size());
+                    t.center = find(v.center_atom.at(res));
+                    t.disto = find(v.disto_atom.at(res));
+                }
+                meta.tokens.push_back({int(ci), res, int(r), t.atom_begin, t.atom_count,
+                                       t.atom_begin + t.center, t.atom_begin + t.disto});
+                tokens.push_back(std::move(t));
+            }
+            // The residue's own bonds: ligands only (boltz stores none for standard residues).
+            if (ligand)
+                for (const MolBond& b : mol.bonds)
+                    bonds.push_back({res_begin + b.a, res_begin + b.b, int64_t(b.type)});
         }
         cm.token_count = int64_t(tokens.size()) - cm.token_begin;
         cm.atom_count = atom_idx - cm.atom_begin;
@@ -230,9 +290,18 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         f.set("cyclic_period", make(cyclic, {N}));
         // Structure coordinates are all zero at inference (the parser sets them so).
         f.set("disto_center", Tensor::zeros({N, 3}));
-        // Standard residues have no token bonds.
-        f.set("token_bonds", Tensor::zeros({N, N, 1}));
-        f.set("type_bonds", Tensor::zeros({N, N}));
+        // Token bonds from atom bonds: both directions, type = bond type + 1 (0: no bond); a
+        // later bond of the same pair wins. Standard residues have none.
+        std::vector<float> token_bonds(size_t(N * N), 0.f), type_bonds(size_t(N * N), 0.f);
+        for (const auto& [a1, a2, type] : bonds) {
+            const int64_t i = meta.atoms[size_t(a1)].token, j = meta.atoms[size_t(a2)].token;
+            for (const int64_t p : {i * N + j, j * N + i}) {
+                token_bonds[size_t(p)] = 1.f;
+                type_bonds[size_t(p)] = float(type + 1);
+            }
+        }
+        f.set("token_bonds", make(token_bonds, {N, N, 1}));
+        f.set("type_bonds", make(type_bonds, {N, N}));
         f.set("token_pad_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
         f.set("token_resolved_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
         f.set("token_disto_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
@@ -302,20 +371,38 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             uid[size_t(a)] = float(atom_uid[size_t(a)]);
             a2t[size_t(a * N + meta.atoms[size_t(a)].token)] = 1.f;
         }
-        std::vector<float> rep(size_t(N * Ap), 0.f), center(size_t(N * Ap), 0.f);
+        std::vector<float> rep(size_t(N * Ap), 0.f), center(size_t(N * Ap), 0.f), r_set;
         std::vector<float> frames(size_t(N * 3), 0.f), frame_mask(size_t(N), 0.f);
+        const int nonpolymer = v.chain_type_id("NONPOLYMER");
+        int64_t r_rows = 0;
         for (int64_t i = 0; i < N; ++i) {
             const Token& t = tokens[size_t(i)];
             rep[size_t(i * Ap + t.atom_begin + t.disto)] = 1.f;
             center[size_t(i * Ap + t.atom_begin + t.center)] = 1.f;
+            // The R set: the resolved tokens of polymer chains, by their center atom.
+            if (t.mol_type != nonpolymer) {
+                r_set.resize(size_t((r_rows + 1) * Ap), 0.f);
+                r_set[size_t(r_rows * Ap + t.atom_begin + t.center)] = 1.f;
+                ++r_rows;
+            }
             // Frames: N, CA, C for proteins; C1', C3', C4' for nucleic acids; none for UNK.
             int64_t fa = 0, fb = 0, fc = 0;
             bool ok = false;
-            const auto& names = v.ref_atoms.at(t.res_name);
             const auto pos = [&](const char* n) {
+                const auto& names = v.ref_atoms.at(t.res_name);
                 return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
             };
-            if (t.atom_count < 3 || t.res_name == "UNK" || t.res_name == "PAD" ||
+            const ChainMeta& cm = meta.chains[size_t(t.chain)];
+            if (t.mol_type == nonpolymer && cm.atom_count >= 3) {
+                // compute_frames_nonpolymer: per atom, (nearest, itself, second nearest) by the
+                // structure's coordinates, which are all zero at inference: numpy's argsort of a
+                // row of zeros is 0, 1, 2, ..., so every token gets the chain's first three atoms.
+                frames[size_t(i * 3 + 0)] = float(cm.atom_begin + 1);
+                frames[size_t(i * 3 + 1)] = float(cm.atom_begin);
+                frames[size_t(i * 3 + 2)] = float(cm.atom_begin + 2);
+                continue;  // resolved only with a non-degenerate frame, as below: never
+            }
+            if (t.atom_count < 3 || t.res_type == unk_type || t.res_name == "PAD" ||
                 t.res_name == "-") {
             } else if (t.mol_type == v.chain_type_id("PROTEIN")) {
                 fa = pos("N"), fb = pos("CA"), fc = pos("C"), ok = true;
@@ -341,8 +428,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         f.set("ref_space_uid", make(uid, {Ap}));
         f.set("atom_to_token", make(a2t, {Ap, N}));
         f.set("token_to_rep_atom", make(rep, {N, Ap}));
-        // Every polymer token is resolved at inference, so the R set is all tokens (centre atom).
-        f.set("r_set_to_rep_atom", make(center, {N, Ap}));
+        f.set("r_set_to_rep_atom", make(r_set, {r_rows, Ap}));
         f.set("token_to_center_atom", make(center, {N, Ap}));
         f.set("frames_idx", make(frames, {1, N, 3}));
         f.set("frame_resolved_mask", make(frame_mask, {1, N}));
@@ -354,9 +440,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         const int C = int(target.chains.size());
         std::vector<ChainMsa> msas;
         for (int c = 0; c < C; ++c) {
-            std::vector<int> q;
-            for (int t : chain_tokens[size_t(c)]) q.push_back(tokens[size_t(t)].res_type);
-            msas.push_back(chain_msa(target.chains[size_t(c)], q));
+            msas.push_back(chain_msa(target.chains[size_t(c)], chain_res_types[size_t(c)]));
         }
         // Taxonomy groups in first-appearance order, those with more than one sequence, sorted
         // (stably) by how many chains they cover, most first.

@@ -39,12 +39,19 @@ struct FeaturizeOptions {
     // Seeds the numpy Generator that picks each residue's conformer (Generator.choice over its
     // conformer ids, in token order); boltz's inference fixes 42.
     uint64_t conformer_seed = 42;
+    // Ligands: molecules of CCD codes outside `conformers` are read from boltz's molecule folder
+    // (<mols_dir>/<CODE>.pkl); SMILES are embedded with RDKit seeded with ligand_seed (see
+    // ligands.h). Molecules in extra_mols (by residue name: LIG1, a CCD code) take precedence;
+    // tests inject the reference's own there.
+    std::string mols_dir;
+    int ligand_seed = 42;
+    const ConformerLibrary* extra_mols = nullptr;
 };
 
 // Metadata for writing structures; indices refer to the feature rows.
 struct ChainMeta {
     std::string id;    // chain name
-    std::string type;  // "protein", "dna", "rna"
+    std::string type;  // "protein", "dna", "rna", "ligand"
     int asym_id = 0, entity_id = 0, sym_id = 0;
     int64_t token_begin = 0, token_count = 0;  // tokens [begin, begin + count)
     int64_t atom_begin = 0, atom_count = 0;    // atoms (unpadded indices)
@@ -84,7 +91,8 @@ struct Featurized {
 // frames_idx (1,N,3), frame_resolved_mask (1,N)), MSA features (msa (S,N), msa_paired,
 // deletion_value, has_deletion, msa_mask (S,N), deletion_mean (N), profile (N,33)), the dummy
 // template set (template_* (1,N,...), query_to_template, visibility_ids) and ensemble_ref_idxs.
-// A is padded to a multiple of options.atoms_per_window. Ligand chains are refused.
+// A is padded to a multiple of options.atoms_per_window. Ligands (SMILES, CCD codes) are one token
+// per heavy atom, each ligand residue one ref_space_uid, its bonds token bonds.
 Featurized featurize(const io::BoltzTarget& target, const FeaturizeOptions& options = {});
 
 }  // namespace bioinfer::boltz2

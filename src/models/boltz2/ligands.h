@@ -1,0 +1,26 @@
+// Ligand molecules for Boltz-2, made as boltz 2.2.1's input parser makes them: SMILES through
+// RDKit (hydrogens added, atoms named by canonical rank, an ETKDGv3 conformer cleaned up with UFF),
+// CCD codes read from boltz's molecule cache (mols/<CODE>.pkl).
+#pragma once
+#include <string>
+
+#include "models/boltz2/conformers.h"
+
+namespace bioinfer::boltz2 {
+
+// A SMILES ligand as the residue `res_name` (boltz names them LIG1, LIG2, ... per SMILES entity):
+//  - RDKit parses and sanitises the SMILES and adds hydrogens;
+//  - every atom is named by its element (upper case) and its canonical rank + 1 over the molecule
+//    with hydrogens (aspirin: C21, C14, O10, ...), after which stereochemistry is assigned;
+//  - one ETKDGv3 conformer, retried from random coordinates when embedding fails, then up to
+//    1000 UFF iterations (a failing UFF keeps the embedded coordinates);
+//  - the heavy atoms in SMILES order with that conformer, their bonds in RDKit's order.
+// boltz embeds with RDKit's process-wide generator, so its conformer depends on the molecules
+// embedded before it in the same process; here every ligand is embedded with `seed`, so a ligand
+// gets the same conformer whatever else the run holds. Errors name `where` (the input and chain):
+// RDKit's own message for a SMILES it cannot parse or sanitise, an atom name over 4 characters,
+// a molecule that cannot be embedded.
+ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
+                              const std::string& where, int seed = 42);
+
+}  // namespace bioinfer::boltz2
