@@ -33,7 +33,8 @@ inline const boltz2::Config& boltz2_config() {
 #endif
 
 inline const std::vector<std::string>& boltz2_cases() {
-    static const std::vector<std::string> c = {"monomer", "heterodimer", "protein_rna"};
+    static const std::vector<std::string> c = {"monomer", "heterodimer", "protein_rna",
+                                               "protein_ligand"};
     return c;
 }
 

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "boltz2_fixture.h"
 #include "io/boltz_inputs.h"
 #include "io/msa.h"
 #include "models/boltz2/featurizer.h"
+#include "models/boltz2/ligands.h"
 #include "test_util.h"
 
 namespace bioinfer::test {
@@ -72,9 +74,24 @@ void expect_features_match(const Featurized& got, const Boltz2Case& ref) {
     }
 }
 
+// The molecules boltz made for a case's SMILES ligands (LIG1, ...): their conformers depend on
+// RDKit's version, so the parity comparison gives bioinfer the reference's.
+boltz2::ConformerLibrary reference_ligands(const std::string& name) {
+    boltz2::ConformerLibrary lib;
+    const fs::path dir = fs::path(boltz2_fixture_dir()) / "inputs" / name / "ligand_mols";
+    if (!fs::is_directory(dir)) return lib;
+    for (const auto& f : fs::directory_iterator(dir))
+        lib.add(boltz2::read_boltz_mol(f.path().string(), f.path().stem().string()));
+    return lib;
+}
+
 Featurized featurize_case(const Boltz2Case& c) {
+    static std::map<std::string, boltz2::ConformerLibrary> ligands;
+    if (!ligands.count(c.name)) ligands[c.name] = reference_ligands(c.name);
     FeaturizeOptions opt;
     opt.augmentation = reference_motions(c);
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    opt.extra_mols = &ligands[c.name];
     return boltz2::featurize(io::read_boltz_input(case_yaml(c.name)), opt);
 }
 
@@ -105,6 +122,90 @@ TEST(Boltz2Inputs, WrongMotionOrMsaLimitFailsTheComparison) {
     EXPECT_GT(max_diff(b.feats.at("profile"), c.feats.at("profile")), 1e-3);
     EXPECT_LE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), tolerance("ref_pos"));
     EXPECT_GE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), 0.0);
+}
+
+// A SMILES ligand made here (RDKit) is boltz's molecule: the same atoms, names, elements,
+// charges, chirality and bonds. Its conformer comes from another RDKit version, so geometry is
+// held to chemistry: bond lengths and 1-3 distances within 0.05 A of boltz's conformer.
+TEST(Boltz2Inputs, SmilesLigandIsBoltzsMolecule) {
+    const std::string name = "protein_ligand";
+    const io::BoltzTarget t = io::read_boltz_input(case_yaml(name));
+    const io::BoltzChain& lig = t.chains.at(1);
+    ASSERT_EQ(lig.type, io::BoltzEntityType::Ligand);
+    ASSERT_EQ(lig.residues, std::vector<std::string>{"LIG1"});
+    const boltz2::ConformerLibrary ref = reference_ligands(name);
+    const boltz2::ResidueMol& want = ref.at("LIG1");
+    const auto same = [](const boltz2::ResidueMol& a, const boltz2::ResidueMol& b) {
+        if (a.atoms.size() != b.atoms.size() || a.bonds.size() != b.bonds.size()) return false;
+        for (size_t i = 0; i < a.atoms.size(); ++i) {
+            const auto &x = a.atoms[i], &y = b.atoms[i];
+            if (x.name != y.name || x.element != y.element || x.charge != y.charge ||
+                x.chirality != y.chirality)
+                return false;
+        }
+        for (size_t i = 0; i < a.bonds.size(); ++i)
+            if (a.bonds[i].a != b.bonds[i].a || a.bonds[i].b != b.bonds[i].b ||
+                a.bonds[i].type != b.bonds[i].type)
+                return false;
+        return true;
+    };
+    const boltz2::ResidueMol got = boltz2::ligand_from_smiles(lig.smiles, "LIG1", "test");
+    EXPECT_TRUE(same(got, want));
+    EXPECT_FALSE(want.bonds.empty());
+    // The comparison has teeth: the mirror image differs in one chirality tag.
+    std::string mirror = lig.smiles;
+    mirror.replace(mirror.find("@H"), 2, "@@H");
+    EXPECT_FALSE(same(boltz2::ligand_from_smiles(mirror, "LIG1", "test"), want));
+
+    const auto dist = [](const auto& c, int i, int j) {
+        double d = 0;
+        for (int k = 0; k < 3; ++k) d += std::pow(c[size_t(i)][k] - c[size_t(j)][k], 2);
+        return std::sqrt(d);
+    };
+    const auto& cg = got.conformers.at(0);
+    const auto& cr = want.conformers.at(0);
+    double worst = 0;
+    int checked = 0;
+    for (const auto& b : want.bonds) {
+        worst = std::max(worst, std::fabs(dist(cg, b.a, b.b) - dist(cr, b.a, b.b)));
+        ++checked;
+        for (const auto& c : want.bonds) {  // 1-3 pairs through a shared atom
+            int x = -1, y = -1;
+            if (c.a == b.a && c.b != b.b) x = b.b, y = c.b;
+            if (c.a == b.b && c.b != b.a) x = b.a, y = c.b;
+            if (x < 0) continue;
+            worst = std::max(worst, std::fabs(dist(cg, x, y) - dist(cr, x, y)));
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, int(want.bonds.size()));
+    EXPECT_LT(worst, 0.05) << "bond and angle distances differ from boltz's conformer";
+}
+
+// Bad ligands: RDKit's own message with the chain, and a missing CCD molecule names its file.
+TEST(Boltz2Inputs, BadLigandsNameTheChain) {
+    const std::string bad = error_of([] {
+        boltz2::ligand_from_smiles("CC(C", "LIG1", "in.yaml: chain L");
+    });
+    EXPECT_NE(bad.find("in.yaml: chain L"), std::string::npos) << bad;
+    EXPECT_NE(bad.find("invalid SMILES 'CC(C': SMILES Parse Error: extra open parentheses"),
+              std::string::npos) << bad;
+    EXPECT_EQ(bad.find('\n'), std::string::npos) << bad;
+    const std::string valence = error_of([] {
+        boltz2::ligand_from_smiles("N(C)(C)(C)(C)C", "LIG1", "in.yaml: chain L");
+    });
+    EXPECT_NE(valence.find("Explicit valence for atom # 0 N"), std::string::npos) << valence;
+
+    io::BoltzTarget t = io::read_boltz_input(case_yaml("protein_ligand"));
+    t.chains.at(2).residues = {"XYZ"};
+    boltz2::FeaturizeOptions opt;
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    const std::string missing = error_of([&] { boltz2::featurize(t, opt); });
+    EXPECT_NE(missing.find("chain C] CCD component XYZ not found"), std::string::npos) << missing;
+    EXPECT_NE(missing.find("XYZ.pkl does not exist"), std::string::npos) << missing;
+    opt.mols_dir.clear();
+    const std::string no_cache = error_of([&] { boltz2::featurize(t, opt); });
+    EXPECT_NE(no_cache.find("needs boltz's molecule cache"), std::string::npos) << no_cache;
 }
 
 TEST(Boltz2Inputs, RefPosIsTheConformerUpToAPerResidueMotion) {

@@ -146,6 +146,7 @@ TEST(Boltz2Mols, FeaturizeFromCacheEqualsBuiltin) {
             io::read_boltz_input(boltz2_fixture_dir() + "/inputs/" + name + "/" + name + ".yaml");
         boltz2::FeaturizeOptions a, b;
         a.seed = b.seed = 5;
+        a.mols_dir = b.mols_dir = tiny_mols();  // ligands' CCD molecules
         b.conformers = &lib;
         const auto fa = boltz2::featurize(target, a), fb = boltz2::featurize(target, b);
         ASSERT_EQ(fa.feats.t.size(), fb.feats.t.size()) << name;

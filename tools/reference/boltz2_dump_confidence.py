@@ -3,7 +3,7 @@ hands it (recycling_steps=1, 2 sampling steps, 2 samples), captured with a hook:
 and z the pairformer stack starts from, the stack's output, every head's logits and every
 aggregate. Two sampling steps leave the samples thousands of Angstrom wide (every distance in the
 last bin), so the module is called again on the captured inputs with the sampled coordinates
-scaled to protein-like distances (the call on the unscaled ones is checked to reproduce the
+scaled to protein-like distances (median 12.05 A, off the bins' boundaries) (the call on the unscaled ones is checked to reproduce the
 forward's outputs exactly); what is stored is that call's.
 
 Names:
@@ -67,12 +67,14 @@ def dump(model, feats: dict, case: str) -> dict:
     for k in OUTPUT_KEYS:
         assert torch.equal(again[k], forward_out[k]), k
 
-    # Samples scaled so the median representative-atom distance of sample 0 is 12 A.
+    # Samples scaled so the median representative-atom distance of sample 0 is 12.05 A: not 12,
+    # which is a boundary of the distance bins (linspace(2, 22, 63)), where that pair's bin
+    # would hang on the last bit of how its distance is rounded.
     x = seen["x_pred"]
     rep = torch.bmm(feats["token_to_rep_atom"].float(), x[:1])
     d = torch.cdist(rep, rep)[0]
     n = d.shape[0]
-    scale = 12.0 / d[~torch.eye(n, dtype=torch.bool)].median()
+    scale = 12.05 / d[~torch.eye(n, dtype=torch.bool)].median()
     x_scaled = (x * scale).contiguous()
     put("x_pred", x_scaled)
 

@@ -259,6 +259,39 @@ CANONICAL_RESIDUES = (list(PROTEIN_3.values()) + ["UNK", "A", "C", "G", "U", "N"
                                                   "DA", "DC", "DG", "DT", "DN"])
 
 
+def ccd_like_molecule(smiles: str, names: list[str], leaving: tuple = (), conformers: int = 1,
+                      seed: int = 5):
+    """A molecule laid out as boltz's CCD cache holds them: hydrogens explicit, every atom with
+    `name` and `leaving_atom` properties (hydrogens H1, H2, ...), `conformers` ETKDGv3 conformers
+    (the first named Computed, the others Ideal)."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+    h = 0
+    for a in mol.GetAtoms():
+        if a.GetAtomicNum() == 1:
+            h += 1
+            a.SetProp("name", f"H{h}")
+        else:
+            a.SetProp("name", names[a.GetIdx()])
+        a.SetProp("leaving_atom", "1" if a.GetProp("name") in leaving else "0")
+    params = AllChem.ETKDGv3()
+    params.randomSeed = seed
+    ids = list(AllChem.EmbedMultipleConfs(mol, conformers, params))
+    assert len(ids) == conformers, "ETKDG failed"
+    for i, cid in enumerate(ids):
+        mol.GetConformer(cid).SetProp("name", "Computed" if i == 0 else "Ideal")
+    return mol
+
+
+# Non-canonical molecules of the cache the ligand cases use: ethanol (CCD EOH, its CCD atom names)
+# with two conformers, so boltz's per-residue conformer draw consumes random state.
+CCD_MOLECULES = {
+    "EOH": dict(smiles="CCO", names=["C1", "C2", "O"], conformers=2),
+}
+
+
 def make_mols_dir(mol_dir: Path, seed: int = 7) -> dict:
     """Writes mols/<RES>.pkl for every canonical residue; returns {res: mol}."""
     from rdkit import Chem
@@ -271,6 +304,11 @@ def make_mols_dir(mol_dir: Path, seed: int = 7) -> dict:
         with open(mol_dir / f"{res}.pkl", "wb") as f:
             pickle.dump(mol, f)
         mols[res] = mol
+    for code, spec in CCD_MOLECULES.items():
+        mol = ccd_like_molecule(**spec)
+        with open(mol_dir / f"{code}.pkl", "wb") as f:
+            pickle.dump(mol, f)
+        mols[code] = mol
     return mols
 
 
@@ -331,6 +369,27 @@ sequences:
       sequence: ACGUNA
 """,
         {}),
+    # A SMILES ligand with a stereocentre, an E double bond, an aromatic ring and a charge, and a
+    # CCD ligand with two conformers; the protein's MSA gives the ligand columns gap rows.
+    "protein_ligand": (
+        """version: 1
+sequences:
+  - protein:
+      id: A
+      sequence: MKTAYIAKQRQISW
+      msa: ligand_a.a3m
+  - ligand:
+      id: B
+      smiles: 'C[C@H](Nc1ccccc1)/C=C/C(=O)[O-]'
+  - ligand:
+      id: C
+      ccd: EOH
+""",
+        {"ligand_a.a3m": """>query
+MKTAYIAKQRQISW
+>s1
+MKTAYLAKQRQISF
+"""}),
 }
 
 
@@ -344,8 +403,11 @@ def write_case(name: str, workdir: Path) -> Path:
     return path
 
 
-def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0) -> dict:
-    """The batch boltz's predict loop hands the model for case `name` (fp32 CPU tensors)."""
+def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
+              ligand_mols_out: Path | None = None) -> dict:
+    """The batch boltz's predict loop hands the model for case `name` (fp32 CPU tensors). With
+    `ligand_mols_out`, the molecules boltz made for the case's SMILES ligands (LIG1, ...) are
+    written there, one pickled molecule per file, for the other side to use the same conformer."""
     from boltz.data.module.inferencev2 import Boltz2InferenceDataModule
     from boltz.main import process_inputs
     from boltz.data.types import Manifest
@@ -360,13 +422,37 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0) -> dict:
 
     cwd = os.getcwd()
     os.chdir(case_dir / "input")
+    # boltz embeds SMILES ligands with RDKit's process-wide generator (ETKDGv3's randomSeed -1),
+    # so a ligand's conformer depends on every embedding before it in the process. Seeded with 42
+    # per ligand here, as bioinfer embeds them, the features are reproducible.
+    from rdkit.Chem import AllChem
+
+    etkdg = AllChem.ETKDGv3
+
+    def seeded_etkdg():
+        params = etkdg()
+        params.randomSeed = 42
+        return params
+
+    AllChem.ETKDGv3 = seeded_etkdg
     try:
         process_inputs(data=[yaml_path], out_dir=out_dir, ccd_path=mol_dir.parent / "ccd.pkl",
                        mol_dir=mol_dir, msa_server_url="", msa_pairing_strategy="greedy",
                        boltz2=True)
     finally:
+        AllChem.ETKDGv3 = etkdg
         os.chdir(cwd)
     processed = out_dir / "processed"
+    if ligand_mols_out is not None and (processed / "mols").exists():
+        from rdkit import Chem
+
+        Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
+        for f in sorted((processed / "mols").glob("*.pkl")):
+            with open(f, "rb") as fh:
+                for res, mol in pickle.load(fh).items():
+                    ligand_mols_out.mkdir(parents=True, exist_ok=True)
+                    with open(ligand_mols_out / f"{res}.pkl", "wb") as out:
+                        pickle.dump(mol, out)
     manifest = Manifest.load(processed / "manifest.json")
     dm = Boltz2InferenceDataModule(
         manifest=manifest, target_dir=processed / "structures", msa_dir=processed / "msa",

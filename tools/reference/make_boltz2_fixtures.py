@@ -7,7 +7,11 @@ its features and the reference's intermediate tensors.
 Writes into --out:
   boltz2_conf.ckpt          the tiny model (state_dict + hyper_parameters)
   inputs/<case>/...         the case's YAML and MSA files, as a user would write them
-  mols/<RES>.pkl            the canonical residue molecules both sides read (RDKit, pickled)
+  mols/<RES>.pkl            the canonical residue molecules both sides read (RDKit, pickled),
+                            and the CCD ligands the cases use (boltz2_tiny.CCD_MOLECULES)
+  inputs/<case>/ligand_mols/LIG<k>.pkl
+                            the molecules boltz made for the case's SMILES ligands (its conformer
+                            depends on RDKit's version, so the other side can be given this one)
   <case>.safetensors        `feat.<name>`: the batch boltz's data pipeline hands the model (fp32
                             values; integer-valued ones stored as F16, which holds them exactly);
                             every other tensor comes from a part, named `<part>.<...>`
@@ -77,7 +81,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         for case in args.cases:
             bt.write_case(case, out / "inputs" / case)
-            feats = bt.featurize(case, Path(td), out / "mols", seed=0)
+            feats = bt.featurize(case, Path(td), out / "mols", seed=0,
+                                 ligand_mols_out=out / "inputs" / case / "ligand_mols")
             tensors = feature_tensors(feats)
             for part, mod in modules.items():
                 with torch.no_grad():
