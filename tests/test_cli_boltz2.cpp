@@ -3,6 +3,9 @@
 // input refused before anything is written.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -62,6 +65,43 @@ TEST_F(Boltz2Cli, FolderOfInputsInBoltzLayout) {
     EXPECT_EQ(results["targets"].size(), 3u);
 }
 
+// A protein with a SMILES ligand and a CCD ligand (read from the model folder's mols/): the
+// ligands are one residue each, written as HETATM records with their atoms' names, their bonds
+// as CONECT records in PDB output; the confidence summary has a ligand ipTM.
+TEST_F(Boltz2Cli, LigandsAreWrittenAsBoltzWritesThem) {
+    const std::string in = kBoltz2 + "/inputs/protein_ligand/protein_ligand.yaml";
+    for (const std::string fmt : {"mmcif", "pdb"}) {
+        SCOPED_TRACE(fmt);
+        Result r = run("predict " + in + kFast + " --output_format " + fmt + " --out-dir " + p(fmt));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const std::string ext = fmt == "pdb" ? ".pdb" : ".cif";
+        const std::string text = io::read_file(
+            pred(fmt, "protein_ligand", "protein_ligand", "protein_ligand_model_0" + ext));
+        std::map<std::string, int> het;  // residue name -> HETATM records
+        int conect = 0;
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("CONECT", 0) == 0) ++conect;
+            if (line.rfind("HETATM", 0) != 0) continue;
+            for (const std::string res : {"LIG1", "EOH", "LIG"})
+                if (line.find(" " + res + " ") != std::string::npos) ++het[res];
+        }
+        // C[C@H](Nc1ccccc1)/C=C/C(=O)[O-]: 14 heavy atoms, 14 bonds; ethanol: 3 atoms, 2 bonds.
+        // boltz's PDB writer names every HETATM residue LIG.
+        if (fmt == "pdb") {
+            EXPECT_EQ(het["LIG"], 17);
+            EXPECT_EQ(conect, 16);
+        } else {
+            EXPECT_EQ(het["LIG1"], 14);
+            EXPECT_EQ(het["EOH"], 3);
+        }
+        const auto conf = nlohmann::json::parse(io::read_file(
+            pred(fmt, "protein_ligand", "protein_ligand", "confidence_protein_ligand_model_0.json")));
+        EXPECT_GT(conf["ligand_iptm"].get<double>(), 0.0);
+        EXPECT_EQ(conf["chains_ptm"].size(), 3u);
+    }
+}
+
 // The same seed gives the same files; another seed other coordinates.
 TEST_F(Boltz2Cli, SeedReproducesARun) {
     const std::string in = kBoltz2 + "/inputs/heterodimer/heterodimer.yaml";
@@ -99,9 +139,14 @@ TEST_F(Boltz2Cli, BoltzCacheIsTheModel) {
 TEST_F(Boltz2Cli, BadTargetFailsAlone) {
     const std::string in = inputs("mixed");
     write("mixed/broken.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MK1V\n      msa: empty\n");
+    write("mixed/badsmiles.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+                                  "      msa: empty\n  - ligand:\n      id: L\n      smiles: 'CC(C'\n");
     Result r = run("predict " + in + kFast + " --out-dir " + p("out"));
     EXPECT_EQ(r.rc, 2) << r.err;
     EXPECT_NE(r.err.find("broken.yaml"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("badsmiles.yaml: chain L] invalid SMILES 'CC(C': SMILES Parse Error"),
+              std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(pred("out", "mixed", "badsmiles", "")));
     EXPECT_TRUE(fs::exists(pred("out", "mixed", "monomer", "monomer_model_0.cif")));
     EXPECT_FALSE(fs::exists(pred("out", "mixed", "broken", "")));
 }
@@ -121,6 +166,9 @@ TEST_F(Boltz2Cli, BadInputIsRefusedCleanly) {
     write("ok.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: empty\n");
     expect_clean_failure("predict " + p("ok.yaml") + kFast + " --sampling_steps 0", "--sampling-steps");
     expect_clean_failure("predict " + p("missing.yaml") + kFast, "missing.yaml");
+    write("noccd.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+                        "      msa: empty\n  - ligand:\n      id: L\n      ccd: XYZ\n");
+    expect_clean_failure("predict " + p("noccd.yaml") + kFast, "CCD component XYZ not found");
     // Boltz-2's options do not apply to ESMFold
     expect_clean_failure("predict MKV --weights " + test::kEsmFoldTiny + " --seed 3", "--seed");
 }

@@ -72,7 +72,9 @@ std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
     if (arch == "esmfold")
         return std::make_unique<esmfold::EsmFoldSpec>(
             esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
-    if (arch == "boltz2") return std::make_unique<boltz2::Boltz2Spec>(boltz2::Config::load(dir));
+    if (arch == "boltz2")
+        return std::make_unique<boltz2::Boltz2Spec>(boltz2::Config::load(dir),
+                                                    boltz2::mols_dir_of(dir));
     fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
 }
 

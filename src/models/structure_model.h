@@ -110,6 +110,9 @@ struct Prediction {
     std::vector<Chain> chains;
     std::vector<Token> tokens;
     std::vector<Atom> atoms;
+    // Bonds between atoms (indices into atoms) a structure file records: ligands' own bonds,
+    // written as PDB CONECT records as boltz writes them.
+    std::vector<std::pair<int64_t, int64_t>> bonds;
     std::vector<Sample> samples;  // best first, by the model's own ranking
     int num_recycles = 0;         // what the run used
     std::vector<std::pair<std::string, double>> stage_seconds;  // in run order

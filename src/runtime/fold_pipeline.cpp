@@ -224,15 +224,26 @@ json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out, cons
         info.chain_types.push_back(boltz_mol_type(c.kind));
         info.chain_entities.push_back(c.entity);
     }
-    for (const fold::Token& t : out.tokens) {  // polymers: one residue per token
-        info.residue_chains.push_back(t.chain);
-        info.residue_names.push_back(t.name);
-        info.residue_numbers.push_back(t.residue);
+    // Residues: a polymer's tokens one each; a ligand residue's atom tokens (consecutive, one
+    // chain and residue number) together.
+    std::vector<int32_t> token_residue(out.tokens.size());
+    for (size_t i = 0; i < out.tokens.size(); ++i) {
+        const fold::Token& t = out.tokens[i];
+        const bool same = i > 0 && out.tokens[i - 1].chain == t.chain &&
+                          out.tokens[i - 1].residue == t.residue &&
+                          out.chains[size_t(t.chain)].kind == fold::EntityKind::Ligand;
+        if (!same) {
+            info.residue_chains.push_back(t.chain);
+            info.residue_names.push_back(t.name);
+            info.residue_numbers.push_back(t.residue);
+        }
+        token_residue[i] = int32_t(info.residue_names.size()) - 1;
     }
     for (const fold::Atom& a : out.atoms) {
-        info.atom_residues.push_back(int32_t(a.token));
+        info.atom_residues.push_back(token_residue[size_t(a.token)]);
         info.atom_names.push_back(a.name);
     }
+    for (const auto& [i, j] : out.bonds) info.bonds.emplace_back(int32_t(i), int32_t(j));
     std::vector<io::BoltzSample> samples;
     for (const fold::Sample& s : out.samples) {
         io::BoltzSample b;

@@ -8,6 +8,7 @@
 
 #include "io/boltz_inputs.h"
 #include "models/boltz2/featurizer.h"
+#include "models/boltz2/ligands.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -43,17 +44,23 @@ uint64_t sampler_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 0x6
 
 }  // namespace
 
+std::string mols_dir_of(const io::ModelDir& dir) {
+    namespace fs = std::filesystem;
+    const fs::path ckpt = dir.torch_file().empty() ? fs::path(dir.dir()) : fs::path(dir.torch_file());
+    const fs::path mols = ckpt.parent_path() / "mols";
+    return fs::is_directory(mols) ? mols.string() : std::string();
+}
+
 std::vector<fold::EntityKind> Boltz2Spec::entity_kinds() const {
-    return {fold::EntityKind::Protein, fold::EntityKind::Dna, fold::EntityKind::Rna};
+    return {fold::EntityKind::Protein, fold::EntityKind::Dna, fold::EntityKind::Rna,
+            fold::EntityKind::Ligand};
 }
 
 fold::Input Boltz2Spec::from_fasta(const io::FastaRecord&, const std::string& where) const {
     fail(where, "Boltz-2 reads whole input files (boltz's YAML, or FASTA with one record per chain)");
 }
 
-// The input of a parsed target, its MSAs read and checked (first row the query), its tokens
-// counted: the file is read once.
-static fold::Input input_of(io::BoltzTarget& t, const std::string& path) {
+fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) const {
     io::load_boltz_msas(t);  // every MSA readable and headed by its query, before any work
     fold::Input in;
     in.id = t.name;
@@ -68,7 +75,16 @@ static fold::Input input_of(io::BoltzTarget& t, const std::string& path) {
         if (!c.ccd.empty()) e.ccd = c.ccd.front();
         e.smiles = c.smiles;
         in.sequence += (in.sequence.empty() ? "" : ":") + c.sequence;
-        in.tokens += int64_t(c.residues.size());
+        if (c.type != io::BoltzEntityType::Ligand) {
+            in.tokens += int64_t(c.residues.size());
+        } else if (!c.smiles.empty()) {
+            in.tokens += smiles_heavy_atoms(c.smiles, cat(path, ": chain ", c.id));
+        } else {
+            for (const std::string& code : c.ccd)
+                in.tokens += int64_t(ccd_molecule(code, ConformerLibrary::builtin(), mols_dir_,
+                                                  cat(path, ": chain ", c.id))
+                                         .atoms.size());
+        }
     }
     in.residues = in.tokens;
     return in;
@@ -124,11 +140,10 @@ int64_t Boltz2Spec::bytes_per_parallel_sample(int64_t tokens) const {
 std::unique_ptr<Boltz2StructureModel> Boltz2StructureModel::load(const io::ModelDir& dir) {
     auto m = std::make_unique<Boltz2StructureModel>();
     m->model_ = Boltz2Model::load(dir);
-    m->spec_ = std::make_unique<Boltz2Spec>(m->model_->config());
-    // boltz's cache layout keeps the molecules beside the checkpoint: <dir>/mols/<RES>.pkl
     namespace fs = std::filesystem;
     const fs::path ckpt = dir.torch_file().empty() ? fs::path(dir.dir()) : fs::path(dir.torch_file());
     m->conformers_ = load_cache_conformers(ckpt.parent_path().string());
+    m->spec_ = std::make_unique<Boltz2Spec>(m->model_->config(), mols_dir_of(dir));
     return m;
 }
 
@@ -149,6 +164,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
     FeaturizeOptions fo;
     fo.seed = opts.seed;
     fo.conformers = &conformers_.library;
+    fo.mols_dir = spec_->mols_dir();
     const Featurized fz = featurize(target, fo);
 
     RunOptions ro;
@@ -194,6 +210,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
         p.tokens.push_back(std::move(tok));
     }
     for (const AtomMeta& a : meta.atoms) p.atoms.push_back({a.token, a.name, a.symbol});
+    for (const auto& [a1, a2, type] : meta.bonds) p.bonds.emplace_back(a1, a2);
 
     const int64_t S = r.coords.size(0), A = int64_t(meta.atoms.size()), N = int64_t(meta.tokens.size());
     std::vector<int64_t> order(static_cast<size_t>(S));

@@ -1,10 +1,11 @@
 // Boltz-2 behind the StructureModel interface: a target is one input file as boltz reads it (its
-// YAML schema, or FASTA with one `>ID|TYPE|MSA` record per chain) holding protein, DNA and RNA
-// chains; the prediction is every diffusion sample's atoms with boltz's confidences, best first by
+// YAML schema, or FASTA with one `>ID|TYPE|MSA` record per chain) holding protein, DNA, RNA and
+// ligand chains; the prediction is every diffusion sample's atoms with boltz's confidences, best first by
 // boltz's confidence score.
 #pragma once
 #include <memory>
 
+#include "io/boltz_inputs.h"
 #include "models/boltz2/boltz2.h"
 #include "models/boltz2/conformers.h"
 #include "models/structure_model.h"
@@ -13,7 +14,10 @@ namespace bioinfer::boltz2 {
 
 class Boltz2Spec : public fold::ModelSpec {
 public:
-    explicit Boltz2Spec(Config c) : cfg_(std::move(c)) {}
+    // mols_dir: boltz's molecule folder of the model (mols_dir_of), where CCD ligands are read.
+    explicit Boltz2Spec(Config c, std::string mols_dir = {})
+        : cfg_(std::move(c)), mols_dir_(std::move(mols_dir)) {}
+    const std::string& mols_dir() const { return mols_dir_; }
     const Config& config() const { return cfg_; }
     std::string architecture() const override { return "boltz2"; }
     std::vector<fold::EntityKind> entity_kinds() const override;
@@ -34,8 +38,17 @@ public:
     int64_t bytes_per_parallel_sample(int64_t tokens) const;
 
 private:
+    // The input of a parsed target, its MSAs read and checked, its tokens counted (a ligand's
+    // heavy atoms: RDKit's parse of a SMILES, a CCD code's molecule): the file is read once.
+    fold::Input input_of(io::BoltzTarget& t, const std::string& path) const;
+
     Config cfg_;
+    std::string mols_dir_;
 };
+
+// boltz's cache layout keeps the molecules beside the checkpoint: <folder>/mols/<RES>.pkl. The
+// folder of a model's checkpoint's mols/ when it exists, else "".
+std::string mols_dir_of(const io::ModelDir& dir);
 
 class Boltz2StructureModel : public fold::StructureModel {
 public:

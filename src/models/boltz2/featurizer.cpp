@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -121,16 +120,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         ResidueMol m;
         if (!c.smiles.empty()) {
             m = ligand_from_smiles(c.smiles, res, where, opt.ligand_seed);
-        } else if (lib.has(res)) {
-            m = lib.at(res);
         } else {
-            BI_CHECK(!opt.mols_dir.empty(), where, "CCD component ", res,
-                     " needs boltz's molecule cache (mols/", res,
-                     ".pkl): give a model folder or boltz cache that holds mols/");
-            const std::string path = (std::filesystem::path(opt.mols_dir) / (res + ".pkl")).string();
-            BI_CHECK(std::filesystem::is_regular_file(path), where, "CCD component ", res,
-                     " not found: ", path, " does not exist");
-            m = read_boltz_mol(path, res);
+            m = ccd_molecule(res, lib, opt.mols_dir, where);
         }
         return ligand_mols.emplace(res, std::move(m)).first->second;
     };
@@ -300,6 +291,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 type_bonds[size_t(p)] = float(type + 1);
             }
         }
+        meta.bonds = bonds;
         f.set("token_bonds", make(token_bonds, {N, N, 1}));
         f.set("type_bonds", make(type_bonds, {N, N}));
         f.set("token_pad_mask", make(std::vector<float>(size_t(N), 1.f), {N}));

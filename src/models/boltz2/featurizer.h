@@ -73,6 +73,9 @@ struct StructureMeta {
     std::vector<ChainMeta> chains;
     std::vector<TokenMeta> tokens;
     std::vector<AtomMeta> atoms;  // real atoms; the features pad to num_atoms_padded
+    // Bonds between real atoms in boltz's order (each ligand residue's bonds, chain by chain):
+    // atom indices and boltz's bond type (const.bond_types).
+    std::vector<std::array<int64_t, 3>> bonds;
     int64_t num_atoms_padded = 0;
 };
 

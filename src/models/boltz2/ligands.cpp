@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,10 +72,8 @@ std::string upper(std::string s) {
     return s;
 }
 
-}  // namespace
-
-ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
-                              const std::string& where, int seed) {
+// RDKit's sanitised molecule of a SMILES, or an error with RDKit's own message.
+std::unique_ptr<RDKit::RWMol> parse_smiles(const std::string& smiles, const std::string& where) {
     RdkitLogCapture logs;
     std::unique_ptr<RDKit::RWMol> mol;
     try {
@@ -88,6 +87,37 @@ ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_
         fail(where, cat("invalid SMILES '", smiles, "'", msg.empty() ? "" : ": ", msg));
     }
     BI_CHECK(mol->getNumAtoms() > 0, where, "SMILES '", smiles, "' has no atoms");
+    return mol;
+}
+
+}  // namespace
+
+int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where) {
+    const auto mol = parse_smiles(smiles, where);
+    int64_t n = 0;
+    for (const RDKit::Atom* a : mol->atoms()) n += a->getAtomicNum() != 1 ? 1 : 0;
+    return n;
+}
+
+ResidueMol ccd_molecule(const std::string& code, const ConformerLibrary& canonical,
+                        const std::string& mols_dir, const std::string& where) {
+    if (canonical.has(code)) {
+        ResidueMol m = canonical.at(code);
+        m.name = code;
+        return m;
+    }
+    BI_CHECK(!mols_dir.empty(), where, "CCD component ", code, " needs boltz's molecule cache (mols/",
+             code, ".pkl): give a model folder or boltz cache that holds mols/");
+    const std::string path = (std::filesystem::path(mols_dir) / (code + ".pkl")).string();
+    BI_CHECK(std::filesystem::is_regular_file(path), where, "CCD component ", code,
+             " not found: ", path, " does not exist");
+    return read_boltz_mol(path, code);
+}
+
+ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
+                              const std::string& where, int seed) {
+    std::unique_ptr<RDKit::RWMol> mol = parse_smiles(smiles, where);
+    RdkitLogCapture logs;  // RDKit's warnings while embedding stay off stderr
 
     // Hydrogens are appended after the heavy atoms, which keep their SMILES indices.
     RDKit::MolOps::addHs(*mol);

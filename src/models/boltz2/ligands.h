@@ -23,4 +23,13 @@ namespace bioinfer::boltz2 {
 ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
                               const std::string& where, int seed = 42);
 
+// Heavy atoms of a SMILES ligand (its tokens), from RDKit's parse alone; errors as above.
+int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where);
+
+// A CCD component as boltz finds it: in `canonical` (boltz's canonical residues) first, else in
+// boltz's molecule folder (<mols_dir>/<code>.pkl). An unknown code names itself and the file
+// looked for; an empty mols_dir says the cache is needed.
+ResidueMol ccd_molecule(const std::string& code, const ConformerLibrary& canonical,
+                        const std::string& mols_dir, const std::string& where);
+
 }  // namespace bioinfer::boltz2
