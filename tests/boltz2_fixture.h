@@ -34,7 +34,7 @@ inline const boltz2::Config& boltz2_config() {
 
 inline const std::vector<std::string>& boltz2_cases() {
     static const std::vector<std::string> c = {"monomer", "heterodimer", "protein_rna",
-                                               "protein_ligand"};
+                                               "protein_ligand", "constrained"};
     return c;
 }
 

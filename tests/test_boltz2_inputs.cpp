@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -208,6 +209,65 @@ TEST(Boltz2Inputs, BadLigandsNameTheChain) {
     EXPECT_NE(no_cache.find("needs boltz's molecule cache"), std::string::npos) << no_cache;
 }
 
+// Constraints resolve against the chains: the comparison with boltz's features catches a
+// changed distance or a pocket turned around; bad references name themselves.
+TEST(Boltz2Inputs, ConstraintsResolveAndFailCleanly) {
+    const Boltz2Case c = load_boltz2_case("constrained");
+    const io::BoltzTarget t = io::read_boltz_input(case_yaml("constrained"));
+    ASSERT_EQ(t.bonds.size(), 1u);
+    ASSERT_EQ(t.pockets.size(), 1u);
+    ASSERT_EQ(t.contacts.size(), 1u);
+    const boltz2::ConformerLibrary ligands = reference_ligands("constrained");
+    FeaturizeOptions opt;
+    opt.augmentation = reference_motions(c);
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    opt.extra_mols = &ligands;
+    io::BoltzTarget wider = t;
+    wider.pockets[0].max_distance = 6.0;
+    const Featurized a = boltz2::featurize(wider, opt);
+    EXPECT_GT(max_diff(a.feats.at("contact_threshold"), c.feats.at("contact_threshold")), 0.5);
+    EXPECT_EQ(max_diff(a.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 0);
+    io::BoltzTarget moved = t;
+    moved.pockets[0].contacts[0].residue = "8";
+    const Featurized b = boltz2::featurize(moved, opt);
+    EXPECT_EQ(max_diff(b.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 1);
+    io::BoltzTarget unbonded = t;
+    unbonded.bonds.clear();
+    const Featurized u = boltz2::featurize(unbonded, opt);
+    EXPECT_EQ(max_diff(u.feats.at("type_bonds"), c.feats.at("type_bonds")), 6);  // COVALENT + 1
+
+    const auto err = [&](auto edit) {
+        io::BoltzTarget x = t;
+        edit(x);
+        return error_of([&] { boltz2::featurize(x, opt); });
+    };
+    struct Case {
+        std::function<void(io::BoltzTarget&)> edit;
+        std::string want;
+    };
+    for (const auto& k : std::vector<Case>{
+             {[](auto& x) { x.bonds[0].atom1.chain = "Z"; }, "the input has no chain 'Z'"},
+             {[](auto& x) { x.bonds[0].atom1.residue = "15"; },
+              "chain A has residues 1 to 14, not 15"},
+             {[](auto& x) { x.bonds[0].atom1.atom = "SE"; },
+              "residue 4 (CYS) of chain A has no atom 'SE'"},
+             {[](auto& x) { x.contacts[0].token2.atom = "O99"; },
+              "residue 1 (LIG1) of chain B has no atom 'O99'"},
+             {[](auto& x) {
+                  x.contacts[0].token2.atom.clear();
+                  x.contacts[0].token2.residue = "1";
+              },
+              "chain B is a ligand: name one of its atoms"},
+             {[](auto& x) { x.pockets[0].contacts[0].atom = "CA"; },
+              "chain A is a polymer: give a residue number"},
+             {[](auto& x) { x.pockets[0].force = true; }, "force: true"},
+         }) {
+        const std::string e = err(k.edit);
+        EXPECT_NE(e.find(k.want), std::string::npos) << "want '" << k.want << "' in: " << e;
+        EXPECT_NE(e.find("constrained.yaml:"), std::string::npos) << e;
+    }
+}
+
 TEST(Boltz2Inputs, RefPosIsTheConformerUpToAPerResidueMotion) {
     const Boltz2Case c = load_boltz2_case("protein_rna");
     const Tensor centred = c.get("inputs.ref_pos_centred");  // (A, 3) unpadded
@@ -328,8 +388,11 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
         {head + "  - peptide:\n      id: A\n      sequence: MK\n", "unknown entity type 'peptide'",
          "in.yaml:3:5"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
-                "      modifications:\n        - position: 1\n          ccd: MSE\n",
-         "modifications are not supported yet", "in.yaml:8:9"},
+                "      modifications:\n        - position: 6\n          ccd: SEP\n",
+         "chain A: modification position 6 is outside the sequence (1 to 5)", "in.yaml:8:11"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "      modifications:\n        - position: two\n          ccd: SEP\n",
+         "chain A: modification position 'two' is not a number", "in.yaml:8:21"},
         {head + "  - ligand:\n      id: L\n      smiles: CCO\n      ccd: EOH\n",
          "chain L: a ligand needs exactly one of `smiles` and `ccd`", "in.yaml:3:5"},
         {head + "  - ligand:\n      id: L\n      smiles: CCO\n      cyclic: true\n",
@@ -350,8 +413,18 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: missing.a3m\n",
          "unreadable MSA", "chain A"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
-                "constraints:\n  - bond:\n      atom1: [A, 1, CA]\n      atom2: [A, 2, N]\n",
-         "`constraints` are not supported yet", "in.yaml:8:3"},
+                "constraints:\n  - bond:\n      atom1: [A, 1, CA]\n",
+         "bond constraint: needs atom1 and atom2", "in.yaml:8:5"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "constraints:\n  - bond:\n      atom1: [A, 1]\n      atom2: [A, 2, N]\n",
+         "bond atom1: expected [chain, residue number, atom name]", "in.yaml:9:14"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "constraints:\n  - pocket:\n      binder: A\n      contacts: [[A, 2]]\n"
+                "      max_distance: -3\n",
+         "pocket max_distance: expected a positive distance in Angstrom, got '-3'", "in.yaml:11:21"},
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
+                "constraints:\n  - hinge:\n      a: 1\n",
+         "unknown constraint 'hinge' (expected bond, pocket or contact)", "in.yaml:8:5"},
         {"version: 2\nsequences: []\n", "unsupported input version 2", "in.yaml:1:10"},
     };
     for (const auto& c : cases) {

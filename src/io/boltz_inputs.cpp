@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <map>
@@ -50,6 +51,11 @@ struct Entry {
     bool cyclic = false;
     std::string smiles;            // ligands: a SMILES string, or
     std::vector<std::string> ccd;  // CCD codes (one residue each)
+    struct Mod {
+        int position = 0;  // 1-based
+        std::string ccd, where;
+    };
+    std::vector<Mod> mods;  // polymers' `modifications`
     std::string where;      // file:line:col of the entry
     std::string seq_where;  // of the sequence value
 };
@@ -153,8 +159,17 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
             }
         }
         std::vector<std::string> residues;
-        if (first.type != BoltzEntityType::Ligand)
+        if (first.type != BoltzEntityType::Ligand) {
             residues = residue_tokens(first, first_chain);
+            // The first entry's modifications, as boltz applies them to the whole entity; MSE is
+            // read as MET, a residue token as that standard residue.
+            for (const Entry::Mod& m : first.mods) {
+                BI_CHECK(m.position >= 1 && m.position <= int(residues.size()), m.where, "chain ",
+                         first_chain, ": modification position ", m.position,
+                         " is outside the sequence (1 to ", residues.size(), ")");
+                residues[size_t(m.position - 1)] = m.ccd == "MSE" ? "MET" : m.ccd;
+            }
+        }
         else if (!first.smiles.empty())  // boltz's LIG1, LIG2, ... per SMILES entity
             residues = {cat("LIG", ++smiles_entities)};
         else
@@ -306,8 +321,34 @@ Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
     e.seq_where = mark(source, seq);
 
     const YAML::Node mods = body["modifications"];
-    if (mods.IsDefined() && !mods.IsNull() && !(mods.IsSequence() && mods.size() == 0))
-        fail(mark(source, mods), cat("chain ", chain, ": modifications are not supported yet"));
+    if (mods.IsDefined() && !mods.IsNull()) {
+        BI_CHECK(mods.IsSequence(), mark(source, mods), "chain ", chain,
+                 ": `modifications` must be a list of {position, ccd}");
+        for (const auto& m : mods) {
+            const std::string w = mark(source, m);
+            BI_CHECK(m.IsMap(), w, "chain ", chain, ": a modification must be {position, ccd}");
+            check_keys(m, source, "modification", {"position", "ccd"});
+            BI_CHECK(m["position"].IsDefined() && m["ccd"].IsDefined(), w, "chain ", chain,
+                     ": a modification needs `position` and `ccd`");
+            const std::string pos = scalar(m["position"], source, "modification position");
+            int p = 0;
+            try {
+                size_t used = 0;
+                p = std::stoi(pos, &used);
+                BI_CHECK(used == pos.size(), w, "");
+            } catch (const std::exception&) {
+                fail(mark(source, m["position"]),
+                     cat("chain ", chain, ": modification position '", pos, "' is not a number"));
+            }
+            const std::string code = scalar(m["ccd"], source, "modification ccd");
+            BI_CHECK(!code.empty() && code.size() <= 5 &&
+                         std::all_of(code.begin(), code.end(),
+                                     [](char c) { return std::isalnum((unsigned char)c); }),
+                     mark(source, m["ccd"]), "chain ", chain, ": '", code,
+                     "' is not a CCD code (1 to 5 letters and digits)");
+            e.mods.push_back({p, code, w});
+        }
+    }
 
     const YAML::Node cyc = body["cyclic"];
     if (cyc.IsDefined() && !cyc.IsNull()) {
@@ -325,6 +366,91 @@ Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
     return e;
 }
 
+// `[chain, residue, atom]` (atom = true) or `[chain, residue-or-atom]`.
+BoltzRef parse_ref(const YAML::Node& n, const std::string& source, const std::string& what,
+                   bool atom) {
+    const std::string w = mark(source, n);
+    const size_t want = atom ? 3 : 2;
+    BI_CHECK(n.IsSequence() && n.size() == want, w, what, ": expected ",
+             atom ? "[chain, residue number, atom name]" : "[chain, residue number or atom name]");
+    BoltzRef r;
+    r.where = w;
+    r.chain = scalar(n[0], source, what + " chain");
+    const std::string second = scalar(n[1], source, what);
+    if (atom) {
+        r.residue = second;
+        r.atom = scalar(n[2], source, what + " atom");
+    } else if (!second.empty() && std::all_of(second.begin(), second.end(),
+                                              [](char c) { return std::isdigit((unsigned char)c); })) {
+        r.residue = second;
+    } else {
+        r.atom = second;
+    }
+    return r;
+}
+
+double parse_distance(const YAML::Node& n, const std::string& source, const std::string& what) {
+    if (!n.IsDefined() || n.IsNull()) return 6.0;  // boltz's default
+    const std::string v = scalar(n, source, what);
+    try {
+        size_t used = 0;
+        const double d = std::stod(v, &used);
+        if (used == v.size() && d > 0 && std::isfinite(d)) return d;
+    } catch (const std::exception&) {
+    }
+    fail(mark(source, n), cat(what, ": expected a positive distance in Angstrom, got '", v, "'"));
+}
+
+bool parse_bool(const YAML::Node& n, const std::string& source, const std::string& what) {
+    if (!n.IsDefined() || n.IsNull()) return false;
+    const std::string v = lower(scalar(n, source, what));
+    BI_CHECK(v == "true" || v == "false", mark(source, n), what, ": expected true or false, got '",
+             v, "'");
+    return v == "true";
+}
+
+void parse_yaml_constraint(const YAML::Node& c, const std::string& source, BoltzTarget& t) {
+    BI_CHECK(c.IsMap() && c.size() == 1, mark(source, c),
+             "a constraint must be a mapping with one key: bond, pocket or contact");
+    const std::string kind = scalar(c.begin()->first, source, "constraint");
+    const YAML::Node b = c.begin()->second;
+    const std::string w = mark(source, c.begin()->first);
+    BI_CHECK(b.IsMap(), mark(source, b), kind, " constraint: expected a mapping");
+    if (kind == "bond") {
+        check_keys(b, source, "bond constraint", {"atom1", "atom2"});
+        BI_CHECK(b["atom1"].IsDefined() && b["atom2"].IsDefined(), w,
+                 "bond constraint: needs atom1 and atom2");
+        t.bonds.push_back({parse_ref(b["atom1"], source, "bond atom1", true),
+                           parse_ref(b["atom2"], source, "bond atom2", true)});
+    } else if (kind == "pocket") {
+        check_keys(b, source, "pocket constraint", {"binder", "contacts", "max_distance", "force"});
+        BI_CHECK(b["binder"].IsDefined() && b["contacts"].IsDefined(), w,
+                 "pocket constraint: needs binder and contacts");
+        BoltzPocketConstraint p;
+        p.where = w;
+        p.binder = scalar(b["binder"], source, "pocket binder");
+        BI_CHECK(b["contacts"].IsSequence() && b["contacts"].size() > 0, mark(source, b["contacts"]),
+                 "pocket contacts: expected a list of [chain, residue number or atom name]");
+        for (const auto& x : b["contacts"]) p.contacts.push_back(parse_ref(x, source, "pocket contact", false));
+        p.max_distance = parse_distance(b["max_distance"], source, "pocket max_distance");
+        p.force = parse_bool(b["force"], source, "pocket force");
+        t.pockets.push_back(std::move(p));
+    } else if (kind == "contact") {
+        check_keys(b, source, "contact constraint", {"token1", "token2", "max_distance", "force"});
+        BI_CHECK(b["token1"].IsDefined() && b["token2"].IsDefined(), w,
+                 "contact constraint: needs token1 and token2");
+        BoltzContactConstraint k;
+        k.where = w;
+        k.token1 = parse_ref(b["token1"], source, "contact token1", false);
+        k.token2 = parse_ref(b["token2"], source, "contact token2", false);
+        k.max_distance = parse_distance(b["max_distance"], source, "contact max_distance");
+        k.force = parse_bool(b["force"], source, "contact force");
+        t.contacts.push_back(std::move(k));
+    } else {
+        fail(w, cat("unknown constraint '", kind, "' (expected bond, pocket or contact)"));
+    }
+}
+
 }  // namespace
 
 BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
@@ -338,7 +464,7 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
     BI_CHECK(root.IsMap(), source, "expected a YAML mapping with `version` and `sequences`");
     check_keys(root, source, "input",
                {"version", "sequences", "constraints", "templates", "properties"});
-    for (const char* k : {"constraints", "templates", "properties"}) {
+    for (const char* k : {"templates", "properties"}) {
         const YAML::Node n = root[k];
         if (n.IsDefined() && !n.IsNull() && !(n.IsSequence() && n.size() == 0))
             fail(mark(source, n), cat("`", k, "` are not supported yet"));
@@ -353,7 +479,13 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
              "expected `sequences:` with a list of entries");
     std::vector<Entry> entries;
     for (const auto& item : seqs) entries.push_back(parse_yaml_entry(item, source));
-    return build_target(entries, source);
+    BoltzTarget t = build_target(entries, source);
+    const YAML::Node cons = root["constraints"];
+    if (cons.IsDefined() && !cons.IsNull()) {
+        BI_CHECK(cons.IsSequence(), mark(source, cons), "`constraints` must be a list");
+        for (const auto& c : cons) parse_yaml_constraint(c, source, t);
+    }
+    return t;
 }
 
 // ---- FASTA --------------------------------------------------------------------------------------
@@ -435,18 +567,23 @@ void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
         BI_CHECK(q.residues.size() == c.residues.size(), where, "chain ", c.id,
                  ": the MSA's first row must be the query: it has ", q.residues.size(),
                  " residues, the chain ", c.residues.size());
+        // The structure's residue types: a modified residue (a CCD code) is UNK there.
+        const auto structure_tok = [&](size_t i) -> std::string {
+            const std::string& r = c.residues[i];
+            return std::find(v.tokens.begin(), v.tokens.end(), r) != v.tokens.end() ? r : "UNK";
+        };
         std::vector<size_t> mism;
         for (size_t i = 0; i < c.residues.size(); ++i) {
             auto lt = v.protein_letters.find(q.residues[i]);
             const std::string tok = lt == v.protein_letters.end() ? "?" : lt->second;
-            if (tok != c.residues[i]) mism.push_back(i);
+            if (tok != structure_tok(i)) mism.push_back(i);
         }
         if (!mism.empty()) {
             bool met_unk = true, input_unk = true;
             for (size_t i : mism) {
                 const std::string msa_tok = v.protein_letters.at(q.residues[i]);
-                met_unk &= c.residues[i] == "MET" && msa_tok == "UNK";
-                input_unk &= c.residues[i] == "UNK";
+                met_unk &= structure_tok(i) == "MET" && msa_tok == "UNK";
+                input_unk &= structure_tok(i) == "UNK";
             }
             BI_CHECK(met_unk || input_unk, where, "chain ", c.id,
                      ": the MSA's first row must be the query: position ", mism[0] + 1, " is '",

@@ -24,7 +24,9 @@ struct BoltzChain {
     int entity_id = 0;     // boltz's entity: index of the (type, sequence) group, first appearance
     int sym_id = 0;        // copy number within the entity, in chain order
     std::string sequence;  // one-letter sequence as written (polymers)
-    std::vector<std::string> residues;  // residue tokens: ALA..VAL/UNK, A C G U N, DA DC DG DT DN
+    // Residue tokens: ALA..VAL/UNK, A C G U N, DA DC DG DT DN; a modified residue is its CCD
+    // code (`modifications`; boltz reads MSE as MET).
+    std::vector<std::string> residues;
     bool cyclic = false;                // `cyclic: true` (polymers)
     BoltzMsaKind msa_kind = BoltzMsaKind::None;
     std::string msa_path;  // resolved path (File)
@@ -37,18 +39,48 @@ struct BoltzChain {
     std::string where;  // "file:line:col" of the chain's entry, for messages
 };
 
+// An atom or token a constraint names, as written: `[chain, residue, atom]` for a bond's atoms
+// (residue numbers 1-based); `[chain, residue]` (polymers) or `[chain, atom name]` (ligands) for
+// pocket and contact tokens. Resolved against the chains by the featurizer.
+struct BoltzRef {
+    std::string chain;
+    std::string residue;  // a number as written ("3"); empty for a ligand token
+    std::string atom;     // empty for a polymer token
+    std::string where;    // file:line:col
+};
+struct BoltzBondConstraint {  // a covalent bond between two atoms
+    BoltzRef atom1, atom2;
+};
+struct BoltzPocketConstraint {  // the binder chain lies within max_distance of these tokens
+    std::string binder;
+    std::vector<BoltzRef> contacts;
+    double max_distance = 6.0;
+    bool force = false;
+    std::string where;
+};
+struct BoltzContactConstraint {  // two tokens within max_distance
+    BoltzRef token1, token2;
+    double max_distance = 6.0;
+    bool force = false;
+    std::string where;
+};
+
 struct BoltzTarget {
     std::string name;    // the input file's stem, as boltz names the record
     std::string source;  // the input file
     // Chains in boltz's order: grouped by entity (first appearance of each (type, sequence)), then
     // in file order within an entity; this order gives asym_id.
     std::vector<BoltzChain> chains;
+    // `constraints`, in file order within each kind.
+    std::vector<BoltzBondConstraint> bonds;
+    std::vector<BoltzPocketConstraint> pockets;
+    std::vector<BoltzContactConstraint> contacts;
 };
 
 // Reading. Errors name the file, the line (and column for YAML) and the chain:
 // YAML syntax, an unknown key or entity type, a ligand without exactly one of `smiles` and `ccd`,
-// `modifications`, constraints, templates and properties ("not supported yet"), a duplicated chain id, a letter outside the chain type's
-// alphabet, a protein without an `msa` key (boltz's "missing MSA" error; `msa: empty` runs
+// a malformed modification or constraint, templates and properties ("not supported yet"), a
+// duplicated chain id, a letter outside the chain type's alphabet, a protein without an `msa` key (boltz's "missing MSA" error; `msa: empty` runs
 // single-sequence), and entries of one entity that give different MSAs.
 // Relative MSA paths are looked up next to the input file first, then in the working directory
 // (boltz resolves them against the working directory only).

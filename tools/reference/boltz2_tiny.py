@@ -289,6 +289,10 @@ def ccd_like_molecule(smiles: str, names: list[str], leaving: tuple = (), confor
 # with two conformers, so boltz's per-residue conformer draw consumes random state.
 CCD_MOLECULES = {
     "EOH": dict(smiles="CCO", names=["C1", "C2", "O"], conformers=2),
+    # phosphoserine as a modification: its OXT is a leaving atom
+    "SEP": dict(smiles="NC(COP(=O)(O)O)C(=O)O",
+                names=["N", "CA", "CB", "OG", "P", "O1P", "O2P", "O3P", "C", "O", "OXT"],
+                leaving=("OXT",), seed=11),
 }
 
 
@@ -389,6 +393,39 @@ sequences:
 MKTAYIAKQRQISW
 >s1
 MKTAYLAKQRQISF
+"""}),
+    # A modified residue (phosphoserine at 3, which the MSA's query row still reads as T), a
+    # covalent bond from a cysteine to the ligand, a pocket and a contact constraint.
+    "constrained": (
+        """version: 1
+sequences:
+  - protein:
+      id: A
+      sequence: MKTCYIAKQRQISW
+      msa: constrained_a.a3m
+      modifications:
+        - position: 3
+          ccd: SEP
+  - ligand:
+      id: B
+      smiles: 'CC(=O)Oc1ccccc1C(=O)O'
+constraints:
+  - bond:
+      atom1: [A, 4, SG]
+      atom2: [B, 1, C21]
+  - pocket:
+      binder: B
+      contacts: [[A, 7], [A, 10]]
+      max_distance: 5.0
+  - contact:
+      token1: [A, 12]
+      token2: [B, O9]
+      max_distance: 7.5
+""",
+        {"constrained_a.a3m": """>query
+MKTCYIAKQRQISW
+>s1
+MKSCYLAKQRQISF
 """}),
 }
 

@@ -66,6 +66,15 @@ ChainMsa chain_msa(const io::BoltzChain& c, const std::vector<int>& query_tokens
         for (const auto& [idx, count] : r.deletions) m.deletions.emplace_back(idx, count);
         m.del_range.push_back({start, m.deletions.size()});
     }
+    // A modified residue is UNK in the structure while the MSA's query row keeps its letter:
+    // boltz replaces the query row by the structure's residues when every mismatch is at UNK.
+    if (!m.rows.empty() && m.rows[0].size() == query_tokens.size() && m.rows[0] != query_tokens) {
+        const int unk = v.token_id("UNK");
+        bool only_unk = true;
+        for (size_t i = 0; i < query_tokens.size(); ++i)
+            only_unk &= m.rows[0][i] == query_tokens[i] || query_tokens[i] == unk;
+        if (only_unk) m.rows[0] = query_tokens;
+    }
     return m;
 }
 
@@ -75,6 +84,7 @@ struct Token {
     std::string res_name;
     int res_type = 0;
     int mol_type = 0;
+    bool modified = false;  // a modified polymer residue (a CCD code in `modifications`)
     int64_t atom_begin = 0, atom_count = 0, center = 0, disto = 0;  // center/disto: in-residue
 };
 
@@ -139,6 +149,13 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     // Bonds between atoms (global indices) with boltz's bond type, in boltz's order: each
     // residue's own bonds (ligands), chain by chain.
     std::vector<std::array<int64_t, 3>> bonds;
+    // Each residue's chain, index in the chain and atoms [begin, begin + count), in order: the
+    // global residue index is the position here.
+    struct ResAtoms {
+        int chain = 0, res = 0;
+        int64_t begin = 0, count = 0;
+    };
+    std::vector<ResAtoms> res_atoms;
     NumpyGenerator conformer_rng(opt.conformer_seed);
     int64_t atom_idx = 0;
     int next_uid = 0;
@@ -160,12 +177,16 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         cm.atom_begin = atom_idx;
         for (size_t r = 0; r < c.residues.size(); ++r) {
             const std::string& res = c.residues[r];
-            const ResidueMol& mol = ligand ? ligand_mol(c, res) : lib.at(res);
-            // The residue's atoms as indices into the molecule: polymer residues in
-            // const.ref_atoms order, ligands every heavy atom in the molecule's order.
+            // A polymer residue outside boltz's residue tokens is a modification (a CCD code).
+            const bool modified = !ligand && v.ref_atoms.count(res) == 0;
+            const ResidueMol& mol = ligand || modified ? ligand_mol(c, res) : lib.at(res);
+            // The residue's atoms as indices into the molecule: standard residues in
+            // const.ref_atoms order; ligands every heavy atom in the molecule's order; modified
+            // residues those the CCD does not flag as leaving atoms.
             std::vector<int> mol_atoms;
-            if (ligand) {
-                for (size_t k = 0; k < mol.atoms.size(); ++k) mol_atoms.push_back(int(k));
+            if (ligand || modified) {
+                for (size_t k = 0; k < mol.atoms.size(); ++k)
+                    if (ligand || !mol.atoms[k].leaving) mol_atoms.push_back(int(k));
             } else {
                 for (const std::string& n : v.ref_atoms.at(res)) {
                     const int k = mol.atom_index(n);
@@ -209,7 +230,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                     {a.name, a.element, a.symbol, first_token + (ligand ? int64_t(j) : 0)});
             }
             atom_idx += int64_t(mol_atoms.size());
-            chain_res_types[ci].push_back(ligand ? unk_type : v.token_id(res));
+            res_atoms.push_back({int(ci), int(r), res_begin, int64_t(mol_atoms.size())});
+            chain_res_types[ci].push_back(ligand || modified ? unk_type : v.token_id(res));
             // Tokens: one per standard residue, one per atom of a ligand (UNK, the atom its own
             // center and representative).
             const int64_t n_tok = ligand ? int64_t(mol_atoms.size()) : 1;
@@ -218,11 +240,17 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 t.chain = int(ci);
                 t.res_idx = int(r);
                 t.res_name = res;
-                t.res_type = ligand ? unk_type : v.token_id(res);
+                t.res_type = ligand     ? unk_type
+                             : modified ? v.token_id(v.unk_token.at(type_upper))
+                                        : v.token_id(res);
                 t.mol_type = v.chain_type_id(type_upper);
+                t.modified = modified;
                 if (ligand) {
                     t.atom_begin = res_begin + j;
                     t.atom_count = 1;
+                } else if (modified) {  // center and representative: the first kept atom
+                    t.atom_begin = res_begin;
+                    t.atom_count = int64_t(mol_atoms.size());
                 } else {
                     const auto& names = v.ref_atoms.at(res);
                     const auto find = [&](const std::string& n) {
@@ -237,16 +265,109 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                                        t.atom_begin + t.center, t.atom_begin + t.disto});
                 tokens.push_back(std::move(t));
             }
-            // The residue's own bonds: ligands only (boltz stores none for standard residues).
-            if (ligand)
+            // The residue's own bonds between kept atoms: ligands and modified residues (boltz
+            // stores none for standard residues).
+            if (ligand || modified) {
+                std::vector<int64_t> at(mol.atoms.size(), -1);
+                for (size_t j = 0; j < mol_atoms.size(); ++j)
+                    at[size_t(mol_atoms[j])] = res_begin + int64_t(j);
                 for (const MolBond& b : mol.bonds)
-                    bonds.push_back({res_begin + b.a, res_begin + b.b, int64_t(b.type)});
+                    if (at[size_t(b.a)] >= 0 && at[size_t(b.b)] >= 0)
+                        bonds.push_back({at[size_t(b.a)], at[size_t(b.b)], int64_t(b.type)});
+            }
         }
         cm.token_count = int64_t(tokens.size()) - cm.token_begin;
         cm.atom_count = atom_idx - cm.atom_begin;
         meta.chains.push_back(cm);
     }
     const int64_t N = int64_t(tokens.size());
+
+    // ---- constraints: covalent bonds (after the residues' own bonds), pocket and contact tokens
+    const auto chain_of = [&](const io::BoltzRef& r) {
+        for (size_t ci = 0; ci < target.chains.size(); ++ci)
+            if (target.chains[ci].id == r.chain) return int(ci);
+        fail(r.where, cat("constraint: the input has no chain '", r.chain, "'"));
+    };
+    const auto residue_of = [&](int ci, const io::BoltzRef& r) {  // global residue index
+        const io::BoltzChain& c = target.chains[size_t(ci)];
+        int n = 0;
+        try {
+            n = std::stoi(r.residue);
+        } catch (const std::exception&) {
+            fail(r.where, cat("constraint: residue '", r.residue, "' of chain ", c.id,
+                              " is not a number"));
+        }
+        BI_CHECK(n >= 1 && n <= int(c.residues.size()), r.where, "constraint: chain ", c.id,
+                 " has residues 1 to ", c.residues.size(), ", not ", n);
+        for (size_t g = 0; g < res_atoms.size(); ++g)
+            if (res_atoms[g].chain == ci && res_atoms[g].res == n - 1) return g;
+        fail(r.where, "constraint: residue not found");
+    };
+    const auto atom_in = [&](size_t g, const io::BoltzRef& r) -> int64_t {
+        const ResAtoms& ra = res_atoms[g];
+        for (int64_t a = ra.begin; a < ra.begin + ra.count; ++a)
+            if (atom_names[size_t(a)] == r.atom) return a;
+        const io::BoltzChain& c = target.chains[size_t(ra.chain)];
+        fail(r.where, cat("constraint: residue ", ra.res + 1, " (", c.residues[size_t(ra.res)],
+                          ") of chain ", c.id, " has no atom '", r.atom, "'"));
+    };
+    // boltz's cyclic rule reads the bonds' global residue indices (see cyclic_period below).
+    std::vector<std::array<int64_t, 3>> bond_residues;  // chain (both ends), residue, residue
+    for (const io::BoltzBondConstraint& b : target.bonds) {
+        const int c1 = chain_of(b.atom1), c2 = chain_of(b.atom2);
+        const size_t g1 = residue_of(c1, b.atom1), g2 = residue_of(c2, b.atom2);
+        bonds.push_back({atom_in(g1, b.atom1), atom_in(g2, b.atom2), 5});  // COVALENT
+        if (c1 == c2) bond_residues.push_back({c1, int64_t(g1), int64_t(g2)});
+    }
+    // A pocket or contact token: a polymer residue's token, or a ligand atom's (in the chain's
+    // first residue, where boltz looks names up).
+    const auto token_of = [&](const io::BoltzRef& r) -> int64_t {
+        const int ci = chain_of(r);
+        const io::BoltzChain& c = target.chains[size_t(ci)];
+        if (c.type == io::BoltzEntityType::Ligand) {
+            BI_CHECK(!r.atom.empty(), r.where, "constraint: chain ", c.id,
+                     " is a ligand: name one of its atoms, not residue ", r.residue);
+            io::BoltzRef first = r;
+            first.residue = "1";
+            return meta.atoms[size_t(atom_in(residue_of(ci, first), r))].token;
+        }
+        BI_CHECK(r.atom.empty(), r.where, "constraint: chain ", c.id,
+                 " is a polymer: give a residue number, not '", r.atom, "'");
+        const size_t g = residue_of(ci, r);
+        return meta.atoms[size_t(res_atoms[g].begin)].token;
+    };
+    struct CondPair {
+        std::vector<int64_t> rows, cols;
+        int cls = 0;
+        float threshold = 0;
+    };
+    std::vector<CondPair> conditioning;  // in boltz's order: pockets, then contacts
+    for (const io::BoltzPocketConstraint& pk : target.pockets) {
+        BI_CHECK(!pk.force, pk.where, "pocket constraint: force: true (steering the sampler "
+                 "toward the pocket) is not supported yet");
+        io::BoltzRef b;
+        b.chain = pk.binder;
+        b.where = pk.where;
+        const int bc = chain_of(b);
+        std::vector<int64_t> binder;
+        for (int64_t i = 0; i < N; ++i)
+            if (tokens[size_t(i)].chain == bc) binder.push_back(i);
+        for (const io::BoltzRef& r : pk.contacts) {
+            const int64_t t = token_of(r);
+            conditioning.push_back({binder, {t}, v.contact_conditioning.at("BINDER>POCKET"),
+                                    float(pk.max_distance)});
+            conditioning.push_back({{t}, binder, v.contact_conditioning.at("POCKET>BINDER"),
+                                    float(pk.max_distance)});
+        }
+    }
+    for (const io::BoltzContactConstraint& k : target.contacts) {
+        BI_CHECK(!k.force, k.where, "contact constraint: force: true (steering the sampler "
+                 "toward the contact) is not supported yet");
+        const int64_t a = token_of(k.token1), b = token_of(k.token2);
+        const int cls = v.contact_conditioning.at("CONTACT");
+        conditioning.push_back({{a}, {b}, cls, float(k.max_distance)});
+        conditioning.push_back({{b}, {a}, cls, float(k.max_distance)});
+    }
     const int64_t A = atom_idx;
     const int64_t W = opt.atoms_per_window;
     const int64_t Ap = ((A - 1) / W + 1) * W;  // padded to a multiple of the query window
@@ -270,6 +391,19 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             res_type[size_t(i * num_classes + t.res_type)] = 1.f;
             // parse_polymer: cyclic_period = the sequence length for `cyclic: true`
             cyclic[i] = c.cyclic ? float(c.residues.size()) : 0.f;
+        }
+        // ... and a bond within a chain (of over 2 residues) between the global residue indices
+        // 0 and (its length - 1) makes it cyclic too: boltz compares the bonds' global residue
+        // indices with chain-local ones, so only the first chain can match.
+        for (size_t ci = 0; ci < target.chains.size(); ++ci) {
+            const int64_t n = int64_t(target.chains[ci].residues.size());
+            if (n <= 2 || target.chains[ci].type == io::BoltzEntityType::Ligand) continue;
+            for (const auto& [bc, g1, g2] : bond_residues)
+                if (bc == int64_t(ci) && g1 != g2 && std::min(g1, g2) == 0 &&
+                    std::max(g1, g2) == n - 1)
+                    for (int64_t i = 0; i < N; ++i)
+                        if (tokens[size_t(i)].chain == int(ci))
+                            cyclic[size_t(i)] = std::max(cyclic[size_t(i)], float(n));
         }
         f.set("token_index", make(token_index, {N}));
         f.set("residue_index", make(residue_index, {N}));
@@ -297,16 +431,26 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         f.set("token_pad_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
         f.set("token_resolved_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
         f.set("token_disto_mask", make(std::vector<float>(size_t(N), 1.f), {N}));
-        // No pocket or contact constraints: every pair UNSELECTED, which boltz turns into
-        // UNSPECIFIED before the one-hot.
+        // Pocket and contact constraints: every pair starts UNSELECTED, the constrained ones
+        // take their class and distance; with none, boltz turns every pair UNSPECIFIED.
         const int n_cc = int(v.contact_conditioning.size());
-        const int unspecified = v.contact_conditioning.at("UNSPECIFIED");
+        std::vector<int> cls(size_t(N * N), v.contact_conditioning.at(
+                                                conditioning.empty() ? "UNSPECIFIED" : "UNSELECTED"));
+        std::vector<float> threshold(size_t(N * N), 0.f);
+        for (const CondPair& cp : conditioning)
+            for (int64_t i : cp.rows)
+                for (int64_t j : cp.cols) {
+                    cls[size_t(i * N + j)] = cp.cls;
+                    threshold[size_t(i * N + j)] = cp.threshold;
+                }
         std::vector<float> cc(size_t(N * N * n_cc), 0.f);
-        for (int64_t p = 0; p < N * N; ++p) cc[size_t(p * n_cc + unspecified)] = 1.f;
+        for (int64_t p = 0; p < N * N; ++p) cc[size_t(p * n_cc + cls[size_t(p)])] = 1.f;
         f.set("contact_conditioning", make(cc, {N, N, n_cc}));
-        f.set("contact_threshold", Tensor::zeros({N, N}));
+        f.set("contact_threshold", make(threshold, {N, N}));
         f.set("method_feature", make(std::vector<float>(size_t(N), float(method_it->second)), {N}));
-        f.set("modified", Tensor::zeros({N}));
+        std::vector<float> modified(size_t(N), 0.f);
+        for (int64_t i = 0; i < N; ++i) modified[size_t(i)] = tokens[size_t(i)].modified ? 1.f : 0.f;
+        f.set("modified", make(modified, {N}));
         f.set("affinity_token_mask", Tensor::zeros({N}));
     }
 
@@ -394,8 +538,17 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 frames[size_t(i * 3 + 2)] = float(cm.atom_begin + 2);
                 continue;  // resolved only with a non-degenerate frame, as below: never
             }
+            // A modified nucleotide's frame atoms are looked up by name among its own atoms (the
+            // first atom when absent).
+            const auto own = [&](const char* n) {
+                for (int64_t k = 0; k < t.atom_count; ++k)
+                    if (atom_names[size_t(t.atom_begin + k)] == n) return k;
+                return int64_t(0);
+            };
             if (t.atom_count < 3 || t.res_type == unk_type || t.res_name == "PAD" ||
                 t.res_name == "-") {
+            } else if (t.modified) {
+                fa = own("C1'"), fb = own("C3'"), fc = own("C4'"), ok = true;
             } else if (t.mol_type == v.chain_type_id("PROTEIN")) {
                 fa = pos("N"), fb = pos("CA"), fc = pos("C"), ok = true;
             } else {
