@@ -9,6 +9,7 @@
 #include "models/boltz2/config.h"
 #include "models/boltz2/diffusion.h"
 #include "models/boltz2/dit.h"
+#include "models/boltz2/potentials.h"
 #include "models/boltz2/sampler.h"
 
 namespace bioinfer::test {
@@ -200,7 +201,17 @@ boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
 // Runs the sampler on the reference's draws with a denoiser that returns the reference's
 // denoised coordinates of each step; returns the final coordinates' error relative to the
 // reference's coordinate spread (std).
-double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool check_steps) {
+// The case's forced constraints as the model steers with them (none: no steering).
+boltz2::Guidance case_guidance(const Boltz2Case& c, int64_t steps) {
+    auto terms = std::make_shared<boltz2::ContactTerms>(boltz2::ContactTerms::from(c.feats));
+    if (terms->empty()) return {};
+    return [terms, steps](int64_t step, Tensor& den) {
+        boltz2::apply_contact_guidance(*terms, 1.0 - double(step) / double(steps), den);
+    };
+}
+
+double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool check_steps,
+                      bool steer = true) {
     const Tensor ref_noisy = c.get("diffusion.sample.noisy"), ref_den = c.get("diffusion.sample.denoised"),
                  ref_aligned = c.get("diffusion.sample.aligned"), ref_t = c.get("diffusion.sample.t_hat");
     boltz2::ReplayNormal rng(reference_draws(c, p.steps));
@@ -216,7 +227,8 @@ double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool 
                                               expect_parity(s.aligned, ref_aligned.narrow0(s.index, s.index + 1),
                                                             "aligned step " + std::to_string(s.index));
                                           ++step;
-                                      });
+                                      },
+                                      steer ? case_guidance(c, p.steps) : boltz2::Guidance{});
     EXPECT_EQ(rng.used(), size_t(1 + 3 * p.steps));
     const Tensor ref = c.get("e2e.sample_atom_coords");  // the same run's final coordinates
     // host-side (test): spread and error of the coordinates
@@ -249,6 +261,15 @@ TEST(Boltz2Sampler, ReplayedRunMatchesReference) {
         const double rel = replay_sampler(c, tiny_sampler(c), true);
         EXPECT_LE(rel, 1e-3) << name << ": max error / coordinate std";
     }
+}
+
+// Forced pocket and contact constraints steer every step's denoised coordinates: the same run
+// without the steering misses the reference's coordinates.
+TEST(Boltz2Sampler, ForcedConstraintsSteerTheSampler) {
+    const Boltz2Case c = load_boltz2_case("constrained");
+    ASSERT_FALSE(boltz2::ContactTerms::from(c.feats).empty());
+    EXPECT_LE(replay_sampler(c, tiny_sampler(c), false, true), 1e-3);
+    EXPECT_GT(replay_sampler(c, tiny_sampler(c), false, false), 1e-2);
 }
 
 // Boltz-2 centers on the mean of all atoms, padding included. The network input is not

@@ -231,6 +231,13 @@ TEST(Boltz2Inputs, ConstraintsResolveAndFailCleanly) {
     moved.pockets[0].contacts[0].residue = "8";
     const Featurized b = boltz2::featurize(moved, opt);
     EXPECT_EQ(max_diff(b.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 1);
+    // Unforced constraints condition the trunk alone: no atom pairs steer the sampler.
+    io::BoltzTarget unforced = t;
+    unforced.pockets[0].force = unforced.contacts[0].force = false;
+    const Featurized nf = boltz2::featurize(unforced, opt);
+    EXPECT_GT(c.feats.at("contact_pair_index").numel(), 0);
+    EXPECT_EQ(nf.feats.at("contact_pair_index").numel(), 0);
+    EXPECT_EQ(max_diff(nf.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 0);
     io::BoltzTarget unbonded = t;
     unbonded.bonds.clear();
     const Featurized u = boltz2::featurize(unbonded, opt);
@@ -260,7 +267,6 @@ TEST(Boltz2Inputs, ConstraintsResolveAndFailCleanly) {
               "chain B is a ligand: name one of its atoms"},
              {[](auto& x) { x.pockets[0].contacts[0].atom = "CA"; },
               "chain A is a polymer: give a residue number"},
-             {[](auto& x) { x.pockets[0].force = true; }, "force: true"},
          }) {
         const std::string e = err(k.edit);
         EXPECT_NE(e.find(k.want), std::string::npos) << "want '" << k.want << "' in: " << e;

@@ -395,7 +395,8 @@ MKTAYIAKQRQISW
 MKTAYLAKQRQISF
 """}),
     # A modified residue (phosphoserine at 3, which the MSA's query row still reads as T), a
-    # covalent bond from a cysteine to the ligand, a pocket and a contact constraint.
+    # covalent bond from a cysteine to the ligand, a pocket and a contact constraint, both forced
+    # (steering the sampler; the pocket's tokens listed out of order).
     "constrained": (
         """version: 1
 sequences:
@@ -415,12 +416,14 @@ constraints:
       atom2: [B, 1, C21]
   - pocket:
       binder: B
-      contacts: [[A, 7], [A, 10]]
+      contacts: [[A, 10], [A, 7]]
       max_distance: 5.0
+      force: true
   - contact:
       token1: [A, 12]
       token2: [B, O9]
       max_distance: 7.5
+      force: true
 """,
         {"constrained_a.a3m": """>query
 MKTCYIAKQRQISW

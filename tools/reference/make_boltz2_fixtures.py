@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import boltz2_tiny as bt  # noqa: E402
 
-# Features the parity tests never read (training targets, potentials' index lists).
+# Features the parity tests never read (training targets, the physical potentials' index lists).
 DROPPED_FEATURES = ("disto_target", "disto_coords_ensemble", "coords", "bfactor", "plddt")
 
 
@@ -44,9 +44,7 @@ def feature_tensors(feats: dict) -> dict:
     out = {}
     for k, v in bt.tensor_feats(feats).items():
         if k in DROPPED_FEATURES or k.startswith(("rdkit_", "chiral_", "stereo_", "planar_",
-                                                     "connected_", "symmetric_", "contact_pair",
-                                                     "contact_union", "contact_negation",
-                                                     "contact_thresholds")):
+                                                     "connected_", "symmetric_")):
             continue
         t = v.detach().float().contiguous()
         # Integer-valued features (one-hots, ids, masks) within fp16's exact range are stored as

@@ -1,5 +1,6 @@
 // Boltz-2's inference forward: see boltz2.h.
 #include "models/boltz2/boltz2.h"
+#include "models/boltz2/potentials.h"
 
 #include <algorithm>
 
@@ -82,10 +83,19 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     p.step_scale = o.step_scale;
     SeededNormal seeded(o.seed);
     NormalSource& rng = o.rng ? *o.rng : static_cast<NormalSource&>(seeded);
+    // Forced pocket and contact constraints steer the denoised coordinates (boltz's default
+    // contact guidance); without them nothing is added.
+    const ContactTerms contacts = ContactTerms::from(f);
+    Guidance guide;
+    if (!contacts.empty())
+        guide = [&](int64_t step, Tensor& den) {
+            apply_contact_guidance(contacts, 1.0 - double(step) / double(o.sampling_steps), den);
+        };
     out.coords = sample(
         [&](const Tensor& x, float sigma) { return score_.denoise(x, sigma, ctx, atoms); },
         f.at("atom_pad_mask"), p, rng,
-        [&](const SamplerStep& s) { progress("diffusion step", int(s.index), o.sampling_steps); });
+        [&](const SamplerStep& s) { progress("diffusion step", int(s.index), o.sampling_steps); },
+        guide);
     tap("coords", out.coords);
 
     if (o.confidence && has_confidence_) {

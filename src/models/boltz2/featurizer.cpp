@@ -342,9 +342,21 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         float threshold = 0;
     };
     std::vector<CondPair> conditioning;  // in boltz's order: pockets, then contacts
+    // Forced constraints steer the sampler (potentials.h): per pocket token (in token order) the
+    // pairs of every binder atom with every atom of the token, per contact the pairs of the two
+    // tokens' atoms; each such set one union group.
+    std::vector<float> guide_i, guide_j, guide_group, guide_threshold;
+    const auto add_guide = [&](int64_t a0, int64_t na, int64_t b0, int64_t nb, float thr) {
+        const float group = guide_group.empty() ? 0.f : guide_group.back() + 1.f;
+        for (int64_t a = a0; a < a0 + na; ++a)
+            for (int64_t b = b0; b < b0 + nb; ++b) {
+                guide_i.push_back(float(a));
+                guide_j.push_back(float(b));
+                guide_group.push_back(group);
+                guide_threshold.push_back(thr);
+            }
+    };
     for (const io::BoltzPocketConstraint& pk : target.pockets) {
-        BI_CHECK(!pk.force, pk.where, "pocket constraint: force: true (steering the sampler "
-                 "toward the pocket) is not supported yet");
         io::BoltzRef b;
         b.chain = pk.binder;
         b.where = pk.where;
@@ -352,21 +364,31 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         std::vector<int64_t> binder;
         for (int64_t i = 0; i < N; ++i)
             if (tokens[size_t(i)].chain == bc) binder.push_back(i);
+        std::vector<bool> pocket(size_t(N), false);
         for (const io::BoltzRef& r : pk.contacts) {
             const int64_t t = token_of(r);
+            pocket[size_t(t)] = true;
             conditioning.push_back({binder, {t}, v.contact_conditioning.at("BINDER>POCKET"),
                                     float(pk.max_distance)});
             conditioning.push_back({{t}, binder, v.contact_conditioning.at("POCKET>BINDER"),
                                     float(pk.max_distance)});
         }
+        if (!pk.force) continue;
+        const ChainMeta& bm = meta.chains[size_t(bc)];
+        for (int64_t t = 0; t < N; ++t)
+            if (pocket[size_t(t)])
+                add_guide(bm.atom_begin, bm.atom_count, tokens[size_t(t)].atom_begin,
+                          tokens[size_t(t)].atom_count, float(pk.max_distance));
     }
     for (const io::BoltzContactConstraint& k : target.contacts) {
-        BI_CHECK(!k.force, k.where, "contact constraint: force: true (steering the sampler "
-                 "toward the contact) is not supported yet");
         const int64_t a = token_of(k.token1), b = token_of(k.token2);
         const int cls = v.contact_conditioning.at("CONTACT");
         conditioning.push_back({{a}, {b}, cls, float(k.max_distance)});
         conditioning.push_back({{b}, {a}, cls, float(k.max_distance)});
+        if (k.force)
+            add_guide(tokens[size_t(a)].atom_begin, tokens[size_t(a)].atom_count,
+                      tokens[size_t(b)].atom_begin, tokens[size_t(b)].atom_count,
+                      float(k.max_distance));
     }
     const int64_t A = atom_idx;
     const int64_t W = opt.atoms_per_window;
@@ -447,6 +469,14 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         for (int64_t p = 0; p < N * N; ++p) cc[size_t(p * n_cc + cls[size_t(p)])] = 1.f;
         f.set("contact_conditioning", make(cc, {N, N, n_cc}));
         f.set("contact_threshold", make(threshold, {N, N}));
+        // The forced constraints' atom pairs (potentials.h), as boltz names them.
+        const int64_t E = int64_t(guide_i.size());
+        std::vector<float> pairs = guide_i;
+        pairs.insert(pairs.end(), guide_j.begin(), guide_j.end());
+        f.set("contact_pair_index", make(pairs, {2, E}));
+        f.set("contact_union_index", make(guide_group, {E}));
+        f.set("contact_negation_mask", make(std::vector<float>(size_t(E), 1.f), {E}));
+        f.set("contact_thresholds", make(guide_threshold, {E}));
         f.set("method_feature", make(std::vector<float>(size_t(N), float(method_it->second)), {N}));
         std::vector<float> modified(size_t(N), 0.f);
         for (int64_t i = 0; i < N; ++i) modified[size_t(i)] = tokens[size_t(i)].modified ? 1.f : 0.f;

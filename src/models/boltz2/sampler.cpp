@@ -230,7 +230,8 @@ Tensor rigid_align(const Tensor& mobile, const Tensor& target, const Tensor& mas
 }
 
 Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerParams& p,
-              NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step) {
+              NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step,
+              const Guidance& guide) {
     const int64_t S = p.samples, A = atom_mask.numel();
     BI_CHECK(S >= 1 && p.max_parallel_samples >= 1, "boltz2::sample", "expected samples >= 1 and ",
              "max_parallel_samples >= 1, got ", S, " and ", p.max_parallel_samples);
@@ -275,6 +276,13 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
             Tensor dst = den.narrow0(s0, s1);
             ops::copy(d, dst);
         }
+        // Steering moves the denoised coordinates the step continues from; the record keeps
+        // the denoiser's own output.
+        Tensor net = den;
+        if (guide && step < p.steps - 1) {
+            net = den.clone();
+            guide(step, den);
+        }
         const Tensor aligned = p.alignment_reverse_diff ? rigid_align(noisy, den, mask) : noisy;
         // next = aligned + step_scale (sigma_t - t_hat) (aligned - den) / t_hat
         Tensor d = aligned.clone();
@@ -282,7 +290,7 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
         ops::scale(d, float(1.0 / t_hat), d);
         Tensor next = aligned.clone();
         ops::axpy(float(p.step_scale * (sigma_t - t_hat)), d, next);
-        if (on_step) on_step({step, float(t_hat), noisy, den, aligned, next});
+        if (on_step) on_step({step, float(t_hat), noisy, net, aligned, next});
         x = next;
     }
     return x;

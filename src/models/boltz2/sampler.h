@@ -76,14 +76,19 @@ struct SamplerStep {
     int64_t index;
     float t_hat;
     const Tensor& noisy;     // (S, A, 3) augmented x plus noise, the denoiser's input
-    const Tensor& denoised;  // (S, A, 3)
+    const Tensor& denoised;  // (S, A, 3) the denoiser's output (before any steering)
     const Tensor& aligned;   // (S, A, 3) noisy aligned onto denoised (noisy without alignment)
     const Tensor& next;      // (S, A, 3)
 };
 
+// Steering of a step's denoised coordinates (S, A, 3) in place (step index, denoised); boltz
+// applies it at every step but the last.
+using Guidance = std::function<void(int64_t step, Tensor& denoised)>;
+
 // Runs the sampler: atom_mask (A) atom_pad_mask; returns the coordinates (S, A, 3).
 Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerParams& p,
-              NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step = {});
+              NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step = {},
+              const Guidance& guide = {});
 
 // Rotation matrices (S, 3, 3) from quaternion draws (S, 4), as boltz's random_rotations: the
 // quaternion normalised with a non-negative real part, then converted.
