@@ -135,6 +135,52 @@ TEST_F(Boltz2Cli, BoltzCacheIsTheModel) {
               io::read_file(pred("b", "monomer", "monomer", "monomer_model_0.cif")));
 }
 
+// A screening job: one target per SMILES line (the receptor file with the ligand added as a
+// chain), identical ligands predicted once, a bad SMILES failing alone with its line, and
+// screening.csv with every ligand's scores in file order.
+TEST_F(Boltz2Cli, ScreeningRunsOneTargetPerLigand) {
+    write("receptor.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n"
+                           "      sequence: MKTAYIAKQRQISFVKSHF\n      msa: empty\n");
+    write("ligands.smi", "# name after the SMILES\nCC(=O)Oc1ccccc1C(=O)O aspirin\nCCO\n\n"
+                         "CC(C broken\nCC(=O)Oc1ccccc1C(=O)O aspirin_again\n");
+    Result r = run("predict " + p("receptor.yaml") + " --ligands " + p("ligands.smi") + kFast +
+                   " --out-dir " + p("scr"));
+    EXPECT_EQ(r.rc, 2) << r.err;  // one ligand failed
+    EXPECT_NE(r.err.find("ligands.smi:5: ligand broken: chain L] invalid SMILES 'CC(C'"),
+              std::string::npos) << r.err;
+    const std::string dir = p("scr/boltz_results_receptor");
+    for (const std::string n : {"aspirin", "lig3", "aspirin_again"})
+        EXPECT_TRUE(fs::exists(dir + "/predictions/" + n + "/" + n + "_model_0.cif")) << n;
+    std::istringstream csv(io::read_file(dir + "/screening.csv"));
+    std::vector<std::vector<std::string>> rows;
+    for (std::string line; std::getline(csv, line);) {
+        std::vector<std::string> f;
+        std::string x;
+        std::istringstream ls(line);
+        while (std::getline(ls, x, ',')) f.push_back(x);
+        rows.push_back(f);
+    }
+    ASSERT_EQ(rows.size(), 5u);
+    EXPECT_EQ(rows[0][0], "name");
+    EXPECT_EQ(rows[0][6], "ligand_iptm");
+    EXPECT_EQ(rows[1][0], "aspirin");
+    EXPECT_EQ(rows[2][0], "lig3");
+    EXPECT_EQ(rows[2][1], "CCO");
+    EXPECT_EQ(rows[3][2], "failed");
+    EXPECT_EQ(rows[4][2], "ok");
+    // the same ligand twice is one prediction: the same scores
+    for (size_t k = 3; k < 12; ++k) EXPECT_EQ(rows[4][k], rows[1][k]) << rows[0][k];
+    EXPECT_GT(std::stod(rows[1][3]), 0.0);  // confidence_score
+    EXPECT_GT(std::stod(rows[1][6]), 0.0);  // ligand ipTM: the ligand is its own chain
+    // the ligand chain must be free, and the option is Boltz-2's
+    expect_clean_failure("predict " + p("receptor.yaml") + " --ligands " + p("ligands.smi") +
+                             " --ligand-chain A" + kFast,
+                         "chain id 'A' is already used");
+    write("dup.smi", "CCO x\nCCN x\n");
+    expect_clean_failure("predict " + p("receptor.yaml") + " --ligands " + p("dup.smi") + kFast,
+                         "dup.smi:2] ligand name 'x' is used twice");
+}
+
 // One bad file in a folder fails alone (exit 2) with its own message; the others are written.
 TEST_F(Boltz2Cli, BadTargetFailsAlone) {
     const std::string in = inputs("mixed");
@@ -144,7 +190,7 @@ TEST_F(Boltz2Cli, BadTargetFailsAlone) {
     Result r = run("predict " + in + kFast + " --out-dir " + p("out"));
     EXPECT_EQ(r.rc, 2) << r.err;
     EXPECT_NE(r.err.find("broken.yaml"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("badsmiles.yaml: chain L] invalid SMILES 'CC(C': SMILES Parse Error"),
+    EXPECT_NE(r.err.find("badsmiles.yaml:7:5: chain L] invalid SMILES 'CC(C': SMILES Parse Error"),
               std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(pred("out", "mixed", "badsmiles", "")));
     EXPECT_TRUE(fs::exists(pred("out", "mixed", "monomer", "monomer_model_0.cif")));

@@ -543,6 +543,39 @@ BoltzTarget read_boltz_input(const std::string& path) {
     fail(path, cat("unable to parse file type '", ext, "': expected a .fasta or .yaml file"));
 }
 
+void add_boltz_ligand(BoltzTarget& t, const std::string& id, const std::string& smiles,
+                      const std::string& where) {
+    BI_CHECK(!smiles.empty(), where, "chain ", id, ": empty SMILES");
+    BI_CHECK(!id.empty() && std::none_of(id.begin(), id.end(),
+                                         [](char c) { return std::isspace((unsigned char)c); }),
+             where, "chain id '", id, "' must be non-empty without spaces");
+    int max_entity = -1, smiles_entities = 0;
+    std::set<int> counted;
+    for (const BoltzChain& c : t.chains) {
+        BI_CHECK(c.id != id, where, "chain id '", id, "' is already used by ", t.source);
+        max_entity = std::max(max_entity, c.entity_id);
+        if (!c.smiles.empty() && counted.insert(c.entity_id).second) ++smiles_entities;
+    }
+    BoltzChain c;
+    c.id = id;
+    c.type = BoltzEntityType::Ligand;
+    c.smiles = c.sequence = smiles;
+    c.where = where;
+    size_t at = t.chains.size();
+    for (size_t i = 0; i < t.chains.size(); ++i)
+        if (t.chains[i].type == BoltzEntityType::Ligand && t.chains[i].smiles == smiles) {
+            c.entity_id = t.chains[i].entity_id;
+            c.residues = t.chains[i].residues;
+            c.sym_id = t.chains[i].sym_id + 1;
+            at = i + 1;  // after the entity's last chain
+        }
+    if (at == t.chains.size() && c.residues.empty()) {
+        c.entity_id = max_entity + 1;
+        c.residues = {cat("LIG", smiles_entities + 1)};
+    }
+    t.chains.insert(t.chains.begin() + int64_t(at), std::move(c));
+}
+
 // ---- MSAs ---------------------------------------------------------------------------------------
 
 void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {

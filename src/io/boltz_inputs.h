@@ -89,6 +89,12 @@ BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source);
 // By extension: .yaml/.yml or .fasta/.fa/.fas (case-insensitive), as boltz dispatches.
 BoltzTarget read_boltz_input(const std::string& path);
 
+// Adds a SMILES ligand chain `id` to a parsed target as boltz would had the input listed it
+// last: a copy of an existing entity with the same SMILES, else a new entity named LIG<k>.
+// Errors name `where`: a chain id already used, an empty SMILES.
+void add_boltz_ligand(BoltzTarget& target, const std::string& id, const std::string& smiles,
+                      const std::string& where);
+
 // Reads every File MSA of the target (each file once, shared by the chains of one entity) with
 // boltz's rules (read_msa: unique rows, at most max_msa_seqs rows, boltz's CLI default 8192) and
 // checks its first row against the chain's sequence as boltz's featurizer does (a mismatch only

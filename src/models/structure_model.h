@@ -36,6 +36,9 @@ struct Input {
     std::string sequence;  // the input as written, normalised (upper case, ':' between chains)
     std::string path;      // the input file, for models that read a whole file as one target
     std::vector<Entity> entities;
+    // Chains added to the input file's (a screening job's ligand), after them; also in entities
+    // once prepared.
+    std::vector<Entity> extra;
     // Filled by ModelSpec::prepare: tokens the model runs (ESMFold: residues and linkers),
     // which set its cost and memory, and the polymer residues it writes out (progress counts).
     int64_t tokens = 0, residues = 0;

@@ -11,6 +11,7 @@
 #include "runtime/boltz_cache.h"
 #include "runtime/fold_pipeline.h"
 #include "runtime/inputs.h"
+#include "runtime/screening.h"
 
 namespace bioinfer::cli {
 
@@ -50,6 +51,13 @@ Boltz-2 sampling (boltz 2.2's defaults):
   --step-scale X            the sampler's step scale (1.5)
   --seed N                  seeds every random draw (0)
   --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192)
+
+Boltz-2 screening:
+  --ligands FILE            one target per ligand of FILE (a SMILES per line, then an optional
+                            name): INPUT (one file) with the ligand added as a chain; writes
+                            screening.csv (every ligand's confidence scores) beside results.json
+  --ligand-chain ID         the ligand's chain id (default: the first of L..Z, A..K that INPUT
+                            does not use)
 )";
 
 static const char* kPredictHelpTail = R"(
@@ -64,7 +72,8 @@ int predict_main(int argc, char** argv) {
     Args a = parse_job_args(argc, argv,
                             {"model", "weights", "out-dir", "output-format", "num-recycles",
                              "chunk-size", "max-memory", "sampling-steps", "diffusion-samples",
-                             "max-parallel-samples", "step-scale", "seed", "max-msa-seqs"},
+                             "max-parallel-samples", "step-scale", "seed", "max-msa-seqs",
+                             "ligands", "ligand-chain"},
                             {"write-pae", "write-full-pde"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
@@ -126,10 +135,21 @@ int predict_main(int argc, char** argv) {
         opts.out_dir = io::boltz_results_dir(opts.out_dir, a.positional[0]);
     } else {
         for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
-                              "step-scale", "seed", "max-msa-seqs"})
+                              "step-scale", "seed", "max-msa-seqs", "ligands", "ligand-chain"})
             BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
     }
-    auto records = runtime::collect_fold_records(a.positional[0], *spec);
+    BI_CHECK(a.has("ligands") || !a.has("ligand-chain"), "--ligand-chain", "needs --ligands");
+    std::vector<runtime::ScreeningLigand> ligands;
+    std::vector<runtime::FoldRecord> records;
+    if (a.has("ligands")) {
+        ligands = runtime::read_screening_ligands(a.get("ligands"));
+        const std::string input = a.positional[0];
+        const std::string chain =
+            a.has("ligand-chain") ? a.get("ligand-chain") : runtime::free_ligand_chain(input, *spec);
+        records = runtime::collect_screening_records(input, ligands, chain, *spec);
+    } else {
+        records = runtime::collect_fold_records(a.positional[0], *spec);
+    }
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
         const long long gib = a.get_int("max-memory", 0);
@@ -149,6 +169,11 @@ int predict_main(int argc, char** argv) {
     opts.load_seconds = progress.elapsed() - t_load;
     opts.progress = &progress;
     const auto stats = runtime::run_predict(*model, records, opts);
+    if (!ligands.empty()) {
+        const std::string csv = runtime::write_screening_summary(
+            ligands, stats.results, runtime::shard_dir(opts.out_dir, opts.shard));
+        if (!opts.quiet) std::fprintf(stderr, "predict: screening summary %s\n", csv.c_str());
+    }
     if (!opts.quiet)
         std::fprintf(stderr, "%s\n", runtime::results_summary("predict", stats.results, runtime::shard_dir(opts.out_dir, opts.shard)).c_str());
     return runtime::exit_status(stats.results);

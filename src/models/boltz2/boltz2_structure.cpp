@@ -78,11 +78,13 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
         if (c.type != io::BoltzEntityType::Ligand) {
             in.tokens += int64_t(c.residues.size());
         } else if (!c.smiles.empty()) {
-            in.tokens += smiles_heavy_atoms(c.smiles, cat(path, ": chain ", c.id));
+            in.tokens += smiles_heavy_atoms(c.smiles, cat(c.where.empty() ? path : c.where,
+                                                          ": chain ", c.id));
         } else {
             for (const std::string& code : c.ccd)
                 in.tokens += int64_t(ccd_molecule(code, ConformerLibrary::builtin(), mols_dir_,
-                                                  cat(path, ": chain ", c.id))
+                                                  cat(c.where.empty() ? path : c.where,
+                                                      ": chain ", c.id))
                                          .atoms.size());
         }
     }
@@ -97,13 +99,26 @@ fold::Input Boltz2Spec::from_file(const std::string& path) const {
     return in;
 }
 
+// The input file's target with the input's extra chains (screening ligands) added.
+static io::BoltzTarget read_target(const fold::Input& in) {
+    io::BoltzTarget t = io::read_boltz_input(in.path);
+    for (const fold::Entity& e : in.extra) {
+        BI_CHECK(e.kind == fold::EntityKind::Ligand && !e.smiles.empty(), in.where,
+                 "chain ", e.chain_id, ": only SMILES ligands can be added to an input file");
+        io::add_boltz_ligand(t, e.chain_id, e.smiles, in.where);
+    }
+    return t;
+}
+
 void Boltz2Spec::prepare(fold::Input& in) const {
     BI_CHECK(!in.path.empty(), in.where, "Boltz-2 inputs are files");
-    io::BoltzTarget t = io::read_boltz_input(in.path);
+    io::BoltzTarget t = read_target(in);
     const std::string id = in.id, where = in.where;
+    const std::vector<fold::Entity> extra = in.extra;
     in = input_of(t, in.path);
     in.id = id;
     in.where = where;
+    in.extra = extra;
     check_entities(in);
 }
 
@@ -159,7 +174,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
         t_stage = now;
     };
     if (opts.progress) opts.progress("featurize", 0, 0);
-    io::BoltzTarget target = io::read_boltz_input(in.path);
+    io::BoltzTarget target = read_target(in);
     io::load_boltz_msas(target, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192);
     FeaturizeOptions fo;
     fo.seed = opts.seed;
