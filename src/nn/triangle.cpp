@@ -127,14 +127,18 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const
     return t;
 }
 
-void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
+void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk, const Tensor* pair_mask) const {
     const int64_t C = ln_in.g.size(0);
     check_pair(z_pair, C, "triangle_multiplication");
     const int64_t L = z_pair.size(0), LL = L * L;
+    if (pair_mask)
+        BI_CHECK(pair_mask->numel() == LL, "triangle_multiplication",
+                 "pair_mask: expected (", L, ", ", L, "), got ", shape_str(pair_mask->shape()));
+    const Tensor mask_flat = pair_mask ? pair_mask->to_f32().reshape({LL}) : Tensor();
     // Bias-free linears (Boltz-2) take the whole pair at once whenever its temporaries fit the
     // default budget: faster than any row chunking at 128 and 256 residues. The tuned chunk sizes
     // were measured on the chunked path, which biased models (ESMFold) and long pairs still run.
-    if (!proj.b.defined() && !gate.b.defined() &&
+    if (!pair_mask && !proj.b.defined() && !gate.b.defined() &&
         (chunk > 0 ? chunk >= L : default_pair_chunk(L, C) >= L)) {
         add_whole(z_pair);
         return;
@@ -153,6 +157,7 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk) const {
         proj(zn, t);                        // [a_p | b_p]
         gate(zn, s, {.act = Act::Sigmoid});  // sigmoid of [a_g | b_g | g]
         ops::mul(t, s.slice(1, 0, 2 * C), t);  // a, b
+        if (pair_mask) ops::scale_rows(t, mask_flat.narrow0(r0 * L, r0 * L + n), t);
         Tensor g_rows = G.narrow0(r0 * L, r0 * L + n);
         ops::copy(s.slice(1, 2 * C, 3 * C), g_rows);
         // channel-major: A[c, r0 * L + m] = a[m, c], B likewise
@@ -245,12 +250,73 @@ TriangleAttention TriangleAttention::load(const io::ModelDir& m, const std::stri
     return t;
 }
 
-void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
+namespace {
+
+// Attention along one attended row whose keys are all masked, as boltz computes it: the score
+// q.k (q scaled first), then the mask's -1e9, then the triangle bias, each added in fp32, so the
+// scores keep only what survives rounding at 1e9 (multiples of 64): nearly always every key ties
+// and the softmax is uniform. q, k, v (rows, L, H * Dh), bias (H, L, L); out's row `row` is
+// replaced.
+void masked_row_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                          int64_t row, float scale, Tensor& out) {
+    // host-side: a rare row (no binder or receptor token), L x L x H scores
+    const int64_t L = q.size(1), HC = q.size(2), H = bias.size(0), Dh = HC / H;
+    const float* qp = q.f32() + row * L * HC;
+    const float* kp = k.f32() + row * L * HC;
+    const float* vp = v.f32() + row * L * HC;
+    const float* bp = bias.f32();
+    float* op = out.f32() + row * L * HC;
+    std::vector<float> a(static_cast<size_t>(L));
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < L; ++i) {
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < L; ++j) {
+                float sc = 0;
+                for (int64_t d = 0; d < Dh; ++d)
+                    sc += (qp[i * HC + h * Dh + d] * scale) * kp[j * HC + h * Dh + d];
+                volatile float t = sc - 1e9f;  // rounded before the bias is added
+                a[size_t(j)] = t + bp[(h * L + i) * L + j];
+                mx = std::max(mx, a[size_t(j)]);
+            }
+            float sum = 0;
+            for (int64_t j = 0; j < L; ++j) sum += (a[size_t(j)] = std::exp(a[size_t(j)] - mx));
+            for (int64_t d = 0; d < Dh; ++d) {
+                float acc = 0;
+                for (int64_t j = 0; j < L; ++j) acc += a[size_t(j)] * vp[j * HC + h * Dh + d];
+                op[i * HC + h * Dh + d] = acc / sum;
+            }
+        }
+}
+
+}  // namespace
+
+void TriangleAttention::add_to(Tensor& z, int64_t chunk, const Tensor* pair_mask) const {
     const int64_t C = ln.g.size(0), H = heads, HC = heads * head_dim;
     check_pair(z, C, "triangle_attention");
     const int64_t L = z.size(0);
     chunk = pair_chunk("triatt", L, C, chunk);
-    if (chunk >= L) {
+    // Keys kept per attended row (row r, key k): mask[r, k] starting, mask[k, r] ending.
+    std::vector<uint8_t> kept, all_masked;
+    if (pair_mask) {
+        BI_CHECK(pair_mask->numel() == L * L, "triangle_attention", "pair_mask: expected (", L,
+                 ", ", L, "), got ", shape_str(pair_mask->shape()));
+        const Tensor m = pair_mask->to_f32();
+        kept.resize(size_t(L * L));
+        all_masked.resize(size_t(L));
+        // host-side: the mask's (L, L) bytes
+        for (int64_t r = 0; r < L; ++r) {
+            bool any = false;
+            for (int64_t k = 0; k < L; ++k) {
+                const float v = starting ? m.f32()[r * L + k] : m.f32()[k * L + r];
+                kept[size_t(r * L + k)] = v > 0.5f;
+                any |= v > 0.5f;
+            }
+            // A row with every key masked: boltz's scores are all about -1e9 there; they are
+            // made below as boltz rounds them, and the kernel sees every key meanwhile.
+            all_masked[size_t(r)] = !any;
+            if (!any) std::fill(kept.begin() + r * L, kept.begin() + (r + 1) * L, uint8_t(1));
+        }
+    } else if (chunk >= L) {
         add_whole(z);
         return;
     }
@@ -278,8 +344,13 @@ void TriangleAttention::add_to(Tensor& z, int64_t chunk) const {
         k(xn, k2);
         v(xn, v2);
         g(xn, tg, {.act = Act::Sigmoid});
-        const std::vector<uint8_t> valid(size_t(n), 1);
+        const std::vector<uint8_t> valid =
+            pair_mask ? std::vector<uint8_t>(kept.begin() + r0 * L, kept.begin() + r1 * L)
+                      : std::vector<uint8_t>(size_t(n), 1);
         ops::attention(tq, tk, tv, H, scale, valid, to, nullptr, {.bias = &tri_bias});
+        for (int64_t r = r0; r < r1; ++r)
+            if (pair_mask && all_masked[size_t(r)])
+                masked_row_attention(tq, tk, tv, tri_bias, r - r0, scale, to);
         Tensor o2 = to.reshape({n, HC});
         ops::mul(o2, tg, o2);
         if (starting) {

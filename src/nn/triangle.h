@@ -53,7 +53,9 @@ struct TriangleMultiplication {
     static TriangleMultiplication load(const io::ModelDir& m, const std::string& prefix, int64_t c,
                                        bool outgoing,
                                        const TriangleMultiplicationNames& names = {});
-    void add_to(Tensor& z, int64_t chunk = 0) const;
+    // pair_mask (L, L) of 0/1, when given, zeroes a and b at the masked pairs (Boltz-2's
+    // affinity module); it runs the chunked path.
+    void add_to(Tensor& z, int64_t chunk = 0, const Tensor* pair_mask = nullptr) const;
 
 private:
     // add_to over the whole pair in one chunk, for linears without biases (Boltz-2's layout): the
@@ -86,7 +88,12 @@ struct TriangleAttention {
     static TriangleAttention load(const io::ModelDir& m, const std::string& prefix, int64_t c,
                                   int64_t head_dim, int64_t heads, bool starting,
                                   const TriangleAttentionNames& names = {});
-    void add_to(Tensor& z, int64_t chunk = 0) const;
+    // pair_mask (L, L) of 0/1, when given, masks keys: attending along row i of z (starting
+    // node), key k is kept where mask[i, k] is 1; along column j (ending node), where mask[k, j]
+    // is. boltz adds -1e9 to masked keys' scores, which for a row with some key kept is this
+    // exclusion; a row with every key masked takes boltz's scores rounded at -1e9 (nearly always
+    // a uniform average). It runs the chunked path.
+    void add_to(Tensor& z, int64_t chunk = 0, const Tensor* pair_mask = nullptr) const;
 
 private:
     // add_to in one chunk: the projections a step of rows at a time, from cached LN output.

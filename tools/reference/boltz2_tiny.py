@@ -126,6 +126,45 @@ def hyper_parameters(dims: dict = TINY) -> dict:
     )
 
 
+# The tiny affinity model's two modules: 2 pairformer blocks (head width 6, 2 heads), heads of
+# width 22 (transformer_args' token_s).
+AFFINITY_ARGS = dict(
+    pairformer_args=dict(num_blocks=2, num_heads=4, dropout=0.0, pairwise_head_width=6,
+                         pairwise_num_heads=2, activation_checkpointing=False,
+                         offload_to_cpu=False, v2=True),
+    transformer_args=dict(token_s=22, num_blocks=1, num_heads=2, activation_checkpointing=False),
+    num_dist_bins=64, max_dist=22)
+
+
+def affinity_hyper_parameters(dims: dict = TINY) -> dict:
+    """Boltz2.__init__ arguments of the tiny affinity model (boltz2_aff.ckpt's layout): the
+    structure model's with an ensemble of two affinity modules."""
+    import copy
+
+    hp = hyper_parameters(dims)
+    hp.update(affinity_prediction=True, affinity_ensemble=True,
+              affinity_model_args1=copy.deepcopy(AFFINITY_ARGS),
+              affinity_model_args2=copy.deepcopy(AFFINITY_ARGS))
+    return hp
+
+
+_AFFINITY_MODEL = None
+
+
+def build_affinity_model(seed: int = 1):
+    """The tiny affinity model (built once per process; the same weights every time)."""
+    global _AFFINITY_MODEL
+    if _AFFINITY_MODEL is None:
+        from boltz.model.models.boltz2 import Boltz2
+
+        torch.manual_seed(seed)
+        model = Boltz2(**affinity_hyper_parameters())
+        randomize_(model, seed)
+        model.eval()
+        _AFFINITY_MODEL = model
+    return _AFFINITY_MODEL
+
+
 def randomize_(model: torch.nn.Module, seed: int) -> None:
     """Every parameter random (boltz zero-initialises many final projections and gates, which would
     make whole modules vanish): weights ~ N(0, 1/fan_in), biases ~ N(0, 0.1), norm scales
@@ -151,13 +190,13 @@ def build_model(seed: int = 0, dims: dict = TINY):
     return model
 
 
-def write_checkpoint(model, path: Path, dims: dict = TINY) -> None:
+def write_checkpoint(model, path: Path, dims: dict = TINY, hp: dict | None = None) -> None:
     """A Lightning checkpoint as boltz's released ones are laid out: a torch zip holding
     `state_dict` and `hyper_parameters` (plus Lightning's bookkeeping). One option is an object
     that is not plain data (a dataclass), as released hyper-parameters can hold; a reader skips it."""
     from boltz.main import BoltzSteeringParams
 
-    hp = hyper_parameters(dims)
+    hp = dict(hp) if hp is not None else hyper_parameters(dims)
     hp["steering_args"] = BoltzSteeringParams()
     ckpt = {
         "epoch": 0, "global_step": 0, "pytorch-lightning_version": "2.5.0",

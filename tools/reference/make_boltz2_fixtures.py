@@ -6,6 +6,8 @@ its features and the reference's intermediate tensors.
 
 Writes into --out:
   boltz2_conf.ckpt          the tiny model (state_dict + hyper_parameters)
+  boltz2_aff.ckpt           the tiny affinity model (boltz2_aff.ckpt's layout: the structure model
+                            with two affinity modules)
   inputs/<case>/...         the case's YAML and MSA files, as a user would write them
   mols/<RES>.pkl            the canonical residue molecules both sides read (RDKit, pickled),
                             and the CCD ligands the cases use (boltz2_tiny.CCD_MOLECULES)
@@ -75,6 +77,8 @@ def main() -> None:
     bt.make_mols_dir(out / "mols")
     model = bt.build_model(seed=0)
     bt.write_checkpoint(model, out / "boltz2_conf.ckpt")
+    bt.write_checkpoint(bt.build_affinity_model(), out / "boltz2_aff.ckpt",
+                        hp=bt.affinity_hyper_parameters())
 
     with tempfile.TemporaryDirectory() as td:
         for case in args.cases:

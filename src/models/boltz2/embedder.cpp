@@ -83,18 +83,47 @@ Tensor InputEmbedder::forward(const Features& f, Trace* trace) const {
 
 // ---- DiffusionConditioning ---------------------------------------------------------------------
 
+PairwiseConditioner PairwiseConditioner::load(const io::ModelDir& m, const std::string& p,
+                                              int64_t tz, int64_t num_transitions) {
+    PairwiseConditioner c;
+    c.init_ln = nn::LayerNorm::load(m, p + ".dim_pairwise_init_proj.0", 2 * tz, 1e-5f);
+    c.init = nn::Linear::load(m, p + ".dim_pairwise_init_proj.1", 2 * tz, tz, false);
+    for (int64_t i = 0; i < num_transitions; ++i)
+        c.transitions.push_back(nn::ResidueMlp::load(m, p + ".transitions." + std::to_string(i),
+                                                     tz, 2 * tz, nn::ResidueMlpNames::boltz2()));
+    return c;
+}
+
+Tensor PairwiseConditioner::operator()(const Tensor& a, const Tensor& b) const {
+    const int64_t tz = init.out_features();
+    BI_CHECK(a.ndim() == 3 && a.size(0) == a.size(1) && a.size(2) == tz && b.shape() == a.shape(),
+             kWhere, "pairwise conditioning: expected two (N, N, ", tz, ") pairs, got ",
+             shape_str(a.shape()), " and ", shape_str(b.shape()));
+    const int64_t N = a.size(0);
+    Tensor z = Tensor::empty({N * N, tz});
+    const Tensor za = a.reshape({N * N, tz}), zb = b.reshape({N * N, tz});
+    const int64_t rows = N * nn::default_pair_chunk(N, 2 * tz);
+    for (int64_t r0 = 0; r0 < N * N; r0 += rows) {
+        const int64_t r1 = std::min(N * N, r0 + rows), n = r1 - r0;
+        Tensor zc = Tensor::empty({n, 2 * tz}), zn = Tensor::empty({n, 2 * tz});
+        Tensor z0 = zc.slice(1, 0, tz), z1 = zc.slice(1, tz, 2 * tz), zo = z.narrow0(r0, r1);
+        ops::copy(za.narrow0(r0, r1), z0);
+        ops::copy(zb.narrow0(r0, r1), z1);
+        init_ln(zc, zn);
+        init(zn, zo);
+    }
+    for (const auto& t : transitions) t.add_to(z);
+    return z.reshape({N, N, tz});
+}
+
 DiffusionConditioning DiffusionConditioning::load(const io::ModelDir& m, const Config& cfg) {
     const std::string p = "diffusion_conditioning";
     const int64_t tz = cfg.token_z;
     DiffusionConditioning d;
     d.window_q = cfg.window_queries;
     d.window_k = cfg.window_keys;
-    const std::string pc = p + ".pairwise_conditioner";
-    d.init_ln = nn::LayerNorm::load(m, pc + ".dim_pairwise_init_proj.0", 2 * tz, 1e-5f);
-    d.init = nn::Linear::load(m, pc + ".dim_pairwise_init_proj.1", 2 * tz, tz, false);
-    for (int64_t i = 0; i < cfg.conditioning_transition_layers; ++i)
-        d.transitions.push_back(nn::ResidueMlp::load(m, pc + ".transitions." + std::to_string(i),
-                                                     tz, 2 * tz, nn::ResidueMlpNames::boltz2()));
+    d.pairwise = PairwiseConditioner::load(m, p + ".pairwise_conditioner", tz,
+                                           cfg.conditioning_transition_layers);
     d.atom_encoder = AtomEncoder::load(m, p + ".atom_encoder", cfg, true);
     d.atom_enc_proj_z = PairBiasProjection::load(m, p + ".atom_enc_proj_z", cfg.atom_z,
                                                  cfg.atom_encoder_depth, cfg.atom_encoder_heads);
@@ -111,7 +140,7 @@ DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
                                                         const Tensor& relpos,
                                                         const Features& f,
                                                         bool token_bias) const {
-    const int64_t N = f.num_tokens(), tz = init.out_features();
+    const int64_t N = f.num_tokens(), tz = pairwise.init.out_features();
     BI_CHECK(z_trunk.numel() == N * N * tz && relpos.numel() == N * N * tz &&
                  s_trunk.numel() % N == 0,
              kWhere, "diffusion conditioning: expected z_trunk and relpos (", N, ", ", N, ", ", tz,
@@ -119,22 +148,7 @@ DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
     DiffusionConditioningOut out;
     out.layout = AtomLayout::make(f, window_q, window_k);
 
-    // z = Linear(LN(cat(z_trunk, relpos))), a block of pair rows at a time (no (N * N, 2 token_z)
-    // temporaries); then z += Transition(z), twice
-    Tensor z = Tensor::empty({N * N, tz});
-    const Tensor zt = z_trunk.reshape({N * N, tz}), rp = relpos.reshape({N * N, tz});
-    const int64_t rows = N * nn::default_pair_chunk(N, 2 * tz);
-    for (int64_t r0 = 0; r0 < N * N; r0 += rows) {
-        const int64_t r1 = std::min(N * N, r0 + rows), n = r1 - r0;
-        Tensor zc = Tensor::empty({n, 2 * tz}), zn = Tensor::empty({n, 2 * tz});
-        Tensor z0 = zc.slice(1, 0, tz), z1 = zc.slice(1, tz, 2 * tz), zo = z.narrow0(r0, r1);
-        ops::copy(zt.narrow0(r0, r1), z0);
-        ops::copy(rp.narrow0(r0, r1), z1);
-        init_ln(zc, zn);
-        init(zn, zo);
-    }
-    for (const auto& t : transitions) t.add_to(z);
-    out.z = z.reshape({N, N, tz});
+    out.z = pairwise(z_trunk, relpos);
 
     AtomEncoderOut atoms = atom_encoder.forward(f, out.layout, &s_trunk, &out.z);
     out.q = atoms.q;
@@ -146,8 +160,9 @@ DiffusionConditioningOut DiffusionConditioning::forward(const Tensor& s_trunk,
 }
 
 std::vector<Tensor> DiffusionConditioning::token_bias_layers(const Tensor& z) const {
-    BI_CHECK(z.ndim() == 3 && z.size(0) == z.size(1) && z.size(2) == init.out_features(), kWhere,
-             "token bias: expected z (N, N, ", init.out_features(), "), got ", shape_str(z.shape()));
+    BI_CHECK(z.ndim() == 3 && z.size(0) == z.size(1) && z.size(2) == pairwise.init.out_features(),
+             kWhere, "token bias: expected z (N, N, ", pairwise.init.out_features(), "), got ",
+             shape_str(z.shape()));
     std::vector<Tensor> layers;
     for (size_t l = 0; l < token_trans_proj_z.proj.size(); ++l)
         layers.push_back(nn::pair_bias(z, token_trans_proj_z.ln[l], token_trans_proj_z.proj[l],

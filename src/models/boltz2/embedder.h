@@ -50,13 +50,25 @@ struct DiffusionConditioningOut {
                              // undefined when forward was asked not to make it
 };
 
+// boltz's PairwiseConditioning (Algorithm 21): z = Linear(LN(cat(a, b))) over two pair tensors,
+// then z += Transition(z) per transition (LN, silu(fc1) * fc2, fc3, no biases).
+struct PairwiseConditioner {
+    nn::LayerNorm init_ln;  // over 2 token_z
+    nn::Linear init;        // (token_z, 2 token_z), no bias
+    std::vector<nn::ResidueMlp> transitions;
+    // <prefix>.dim_pairwise_init_proj.{0,1}, <prefix>.transitions.<k>
+    static PairwiseConditioner load(const io::ModelDir& m, const std::string& prefix,
+                                    int64_t token_z, int64_t num_transitions);
+    // a, b (N, N, token_z) -> (N, N, token_z), a block of pair rows at a time (no (N * N,
+    // 2 token_z) temporary)
+    Tensor operator()(const Tensor& a, const Tensor& b) const;
+};
+
 // z = PairwiseConditioning(cat(z_trunk, relpos)) = Linear(LN(cat)) then z += Transition(z) x2;
 // q, c, p = AtomEncoder(structure prediction: s_trunk, z); per-layer biases from p (atom
 // encoder / decoder) and z (token transformer), each layer's LN -> Linear, concatenated.
 struct DiffusionConditioning {
-    nn::LayerNorm init_ln;  // over 2 token_z
-    nn::Linear init;        // (token_z, 2 token_z), no bias
-    std::vector<nn::ResidueMlp> transitions;  // boltz's Transition: LN, silu(fc1) * fc2, fc3
+    PairwiseConditioner pairwise;
     AtomEncoder atom_encoder;
     PairBiasProjection atom_enc_proj_z, atom_dec_proj_z, token_trans_proj_z;
     int64_t window_q = 32, window_k = 128;

@@ -266,12 +266,12 @@ PairformerNoSeqLayer PairformerNoSeqLayer::load(const io::ModelDir& m, const std
     return l;
 }
 
-void PairformerNoSeqLayer::run(Tensor& z) const {
+void PairformerNoSeqLayer::run(Tensor& z, const Tensor* pair_mask) const {
     const int64_t L = z.size(0), C = z.size(2);
-    tri_mul_out.add_to(z);
-    tri_mul_in.add_to(z);
-    tri_att_start.add_to(z);
-    tri_att_end.add_to(z);
+    tri_mul_out.add_to(z, 0, pair_mask);
+    tri_mul_in.add_to(z, 0, pair_mask);
+    tri_att_start.add_to(z, 0, pair_mask);
+    tri_att_end.add_to(z, 0, pair_mask);
     Tensor rows = z.reshape({L * L, C});
     transition_z.add_to(rows);
 }

@@ -92,7 +92,8 @@ struct PairformerNoSeqLayer {
     nn::ResidueMlp transition_z;  // SwiGLU, 4 C
     static PairformerNoSeqLayer load(const io::ModelDir& m, const std::string& prefix,
                                      int64_t c_z, int64_t tri_head_dim, int64_t tri_heads);
-    void run(Tensor& z) const;  // z (L, L, C) in place
+    // z (L, L, C) in place; pair_mask (L, L) 0/1 masks the triangle updates (nn/triangle.h)
+    void run(Tensor& z, const Tensor* pair_mask = nullptr) const;
 };
 
 // PairformerLayer (v2): the pair updates of PairformerNoSeqLayer, then
