@@ -63,3 +63,34 @@ TEST(Boltz2Affinity, WrongBinderFailsTheBar) {
 }
 
 }  // namespace bioinfer::test
+
+namespace bioinfer::test {
+
+// boltz's AffinityCropper on a synthetic table (a 300-residue protein, a 20-atom binder, an ion,
+// a second protein): the same tokens kept; a tighter receptor limit keeps fewer.
+TEST(Boltz2Affinity, CropKeepsBoltzsTokens) {
+    const Boltz2Case c = load_boltz2_case("protein_ligand");
+    const Tensor asym = c.get("affinity.crop.asym_id"), mol = c.get("affinity.crop.mol_type"),
+                 res = c.get("affinity.crop.res_idx"), atoms = c.get("affinity.crop.atom_num"),
+                 aff = c.get("affinity.crop.affinity"), center = c.get("affinity.crop.center"),
+                 kept = c.get("affinity.crop.kept");
+    std::vector<boltz2::CropToken> tokens(size_t(asym.numel()));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        auto& t = tokens[i];
+        t.asym_id = int(asym.f32()[i]);
+        t.mol_type = int(mol.f32()[i]);
+        t.res_idx = int(res.f32()[i]);
+        t.atoms = int64_t(atoms.f32()[i]);
+        t.binder = aff.f32()[i] > 0.5f;
+        for (int k = 0; k < 3; ++k) t.center[size_t(k)] = center.f32()[i * 3 + size_t(k)];
+    }
+    const std::vector<int64_t> got = boltz2::affinity_crop(tokens);
+    std::vector<int64_t> want;
+    for (int64_t i = 0; i < kept.numel(); ++i) want.push_back(int64_t(kept.f32()[i]));
+    EXPECT_EQ(got, want);
+    boltz2::CropLimits tight;
+    tight.max_receptor = 100;
+    EXPECT_LT(boltz2::affinity_crop(tokens, tight).size(), want.size());
+}
+
+}  // namespace bioinfer::test

@@ -11,6 +11,8 @@ Names (module k = 1, 2):
   affinity.m<k>.z_stack          the masked pairformer stack's output
   affinity.m<k>.g                the pair mean over binder-receptor and binder-binder pairs
   affinity.m<k>.value, .logit    affinity_pred_value, affinity_logits_binary (1, 1)
+  affinity.crop.*                boltz's AffinityCropper on a synthetic token table (crop_case):
+                                 the table's columns and the kept token indices
 """
 from __future__ import annotations
 
@@ -81,4 +83,66 @@ def dump(model, feats: dict, case: str) -> dict:
         out[p + "g"] = gm[None]
         out[p + "value"] = res["affinity_pred_value"].reshape(1, 1)
         out[p + "logit"] = res["affinity_logits_binary"].reshape(1, 1)
+    out.update(crop_case())
     return out
+
+
+def crop_case() -> dict:
+    """boltz's AffinityCropper (256 tokens, 2048 atoms, at most 200 receptor tokens, windows of 10
+    residues) on a synthetic token table: a 300-residue protein (a random walk of 3.8 A steps),
+    a 20-atom binder ligand beside residue 150, an ion beside residue 60 and a second protein
+    chain of 40 residues crossing the binder; tokens carry 5 to 14 atoms (ligand atoms 1)."""
+    import dataclasses
+
+    import numpy as np
+    from boltz.data import const
+    from boltz.data.crop.affinity import AffinityCropper
+    from boltz.data.types import TokenBondV2, TokenV2
+
+    rng = np.random.default_rng(5)
+
+    def walk(n, start):
+        steps = rng.normal(size=(n, 3))
+        steps *= 3.8 / np.linalg.norm(steps, axis=1, keepdims=True)
+        return start + np.cumsum(steps, axis=0)
+
+    chains = []  # (mol_type, coords (n, 3), res_idx (n), atom_num (n), affinity)
+    a = walk(300, np.zeros(3))
+    chains.append((const.chain_type_ids["PROTEIN"], a, np.arange(300), rng.integers(5, 15, 300), False))
+    lig = a[150] + rng.normal(size=(20, 3)) * 2.0 + 4.0
+    chains.append((const.chain_type_ids["NONPOLYMER"], lig, np.zeros(20, int), np.ones(20, int), True))
+    ion = a[60][None] + 3.0
+    chains.append((const.chain_type_ids["NONPOLYMER"], ion, np.zeros(1, int), np.ones(1, int), False))
+    d = walk(40, lig[0] - 40.0)
+    chains.append((const.chain_type_ids["PROTEIN"], d, np.arange(40), rng.integers(5, 15, 40), False))
+    n = sum(len(c[1]) for c in chains)
+    tokens = np.zeros(n, dtype=TokenV2)
+    t = 0
+    for asym, (mol, xyz, res, atoms, aff) in enumerate(chains):
+        for k in range(len(xyz)):
+            tokens[t]["token_idx"] = t
+            tokens[t]["asym_id"] = asym
+            tokens[t]["mol_type"] = mol
+            tokens[t]["res_idx"] = res[k]
+            tokens[t]["atom_num"] = atoms[k]
+            tokens[t]["center_coords"] = xyz[k]
+            tokens[t]["resolved_mask"] = True
+            tokens[t]["affinity_mask"] = aff
+            t += 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Data:
+        tokens: np.ndarray
+        bonds: np.ndarray
+
+    out = AffinityCropper().crop(Data(tokens, np.zeros(0, dtype=TokenBondV2)), max_tokens=256,
+                                 max_atoms=2048)
+    return {
+        "affinity.crop.asym_id": torch.tensor(tokens["asym_id"]).float(),
+        "affinity.crop.mol_type": torch.tensor(tokens["mol_type"].astype(np.int32)).float(),
+        "affinity.crop.res_idx": torch.tensor(tokens["res_idx"]).float(),
+        "affinity.crop.atom_num": torch.tensor(tokens["atom_num"]).float(),
+        "affinity.crop.affinity": torch.tensor(tokens["affinity_mask"]).float(),
+        "affinity.crop.center": torch.tensor(tokens["center_coords"]),
+        "affinity.crop.kept": torch.tensor(np.array(sorted(out.tokens["token_idx"]))).float(),
+    }

@@ -1,7 +1,9 @@
 // Boltz-2's affinity module: see affinity.h.
 #include "models/boltz2/affinity.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 
 #include "bioinfer/error.h"
@@ -28,6 +30,72 @@ int64_t rows_of(const io::ModelDir& m, const std::string& name) {
 }
 
 }  // namespace
+
+std::vector<int64_t> affinity_crop(const std::vector<CropToken>& tokens, const CropLimits& lim) {
+    const int64_t n = int64_t(tokens.size());
+    BI_CHECK(n > 0, kWhere, "crop: no tokens");
+    std::vector<int64_t> binders;
+    for (int64_t i = 0; i < n; ++i)
+        if (tokens[size_t(i)].binder) binders.push_back(i);
+    BI_CHECK(!binders.empty(), kWhere, "crop: no binder token");
+    // float32 as numpy computes it on the float32 coordinates: sum of squares, sqrt, min
+    std::vector<float> dist(size_t(n), INFINITY);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t b : binders) {
+            float s = 0;
+            for (int c = 0; c < 3; ++c) {
+                const float v = tokens[size_t(i)].center[c] - tokens[size_t(b)].center[c];
+                s += v * v;
+            }
+            dist[size_t(i)] = std::min(dist[size_t(i)], std::sqrt(s));
+        }
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return dist[size_t(a)] < dist[size_t(b)]; });
+    const int nonpolymer = 3;  // const.chain_type_ids["NONPOLYMER"]
+    std::set<int64_t> cropped, receptor;
+    int64_t atoms = 0;
+    for (int64_t idx : order) {
+        const CropToken& t = tokens[size_t(idx)];
+        std::vector<int64_t> chain;
+        for (int64_t i = 0; i < n; ++i)
+            if (tokens[size_t(i)].asym_id == t.asym_id) chain.push_back(i);
+        std::vector<int64_t> hood;
+        if (int64_t(chain.size()) <= lim.neighborhood) {
+            hood = chain;
+        } else {
+            // the residues [r - k, r + k] for the smallest k giving `neighborhood` tokens, k <= the
+            // neighbourhood itself
+            for (int64_t k = 0; k <= lim.neighborhood; ++k) {
+                hood.clear();
+                for (int64_t i : chain) {
+                    const int r = tokens[size_t(i)].res_idx;
+                    if (r >= t.res_idx - k && r <= t.res_idx + k) hood.push_back(i);
+                }
+                if (int64_t(hood.size()) >= lim.neighborhood) break;
+            }
+        }
+        std::vector<int64_t> fresh;
+        int64_t fresh_atoms = 0, fresh_receptor = 0;
+        for (int64_t i : hood)
+            if (!cropped.count(i)) {
+                fresh.push_back(i);
+                fresh_atoms += tokens[size_t(i)].atoms;
+                if (tokens[size_t(i)].mol_type != nonpolymer && !receptor.count(i)) ++fresh_receptor;
+            }
+        if (int64_t(fresh.size()) > lim.max_tokens - int64_t(cropped.size()) ||
+            atoms + fresh_atoms > lim.max_atoms ||
+            int64_t(receptor.size()) + fresh_receptor > lim.max_receptor)
+            break;
+        for (int64_t i : fresh) {
+            cropped.insert(i);
+            if (tokens[size_t(i)].mol_type != nonpolymer) receptor.insert(i);
+        }
+        atoms += fresh_atoms;
+    }
+    return std::vector<int64_t>(cropped.begin(), cropped.end());
+}
 
 Tensor affinity_pair_mask(const Features& f) {
     const int64_t N = f.num_tokens();
