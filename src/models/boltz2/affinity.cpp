@@ -15,16 +15,6 @@ namespace {
 constexpr const char* kWhere = "boltz2 affinity";
 constexpr int kProtein = 0;  // const.chain_type_ids["PROTEIN"]
 
-int64_t count_layers(const io::ModelDir& m, const std::string& prefix) {
-    std::set<int64_t> idx;
-    for (const auto& n : m.names()) {
-        if (n.rfind(prefix, 0) != 0) continue;
-        const size_t end = n.find('.', prefix.size());
-        idx.insert(std::stoll(n.substr(prefix.size(), end - prefix.size())));
-    }
-    return int64_t(idx.size());
-}
-
 int64_t rows_of(const io::ModelDir& m, const std::string& name) {
     return m.get_raw(name).size(0);
 }

@@ -18,7 +18,8 @@ const nlohmann::json& section(const nlohmann::json& hp, const char* key) {
     return it != hp.end() && it->is_object() ? *it : empty;
 }
 
-// Layers present under `prefix` ("pairformer_module.layers."): the count of distinct indices.
+}  // namespace
+
 int64_t count_layers(const io::ModelDir& m, const std::string& prefix) {
     std::set<int64_t> idx;
     for (const auto& n : m.names()) {
@@ -28,8 +29,6 @@ int64_t count_layers(const io::ModelDir& m, const std::string& prefix) {
     }
     return static_cast<int64_t>(idx.size());
 }
-
-}  // namespace
 
 Config Config::load(const io::ModelDir& m) {
     Config c;

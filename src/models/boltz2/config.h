@@ -55,4 +55,7 @@ struct Config {
     static Config load(const io::ModelDir& m);
 };
 
+// Layers present under `prefix` ("pairformer_module.layers."): the count of distinct indices.
+int64_t count_layers(const io::ModelDir& m, const std::string& prefix);
+
 }  // namespace bioinfer::boltz2
