@@ -114,7 +114,9 @@ AffinityModule AffinityModule::load(const io::ModelDir& m, const std::string& p,
     a.s_to_z_in2 = nn::Linear::load(m, p + ".s_to_z_prod_in2", ts, tz, false);
     const int64_t bins = rows_of(m, p + ".dist_bin_pairwise_embed.weight");
     a.dist_embed = m.get_f32(p + ".dist_bin_pairwise_embed.weight", {bins, tz});
-    a.boundaries = m.get_f32(p + ".boundaries", {bins - 1});
+    const Tensor bounds = m.get_f32(p + ".boundaries", {bins - 1});
+    a.boundaries_sq = Tensor::empty({bins - 1});
+    ops::mul(bounds, bounds, a.boundaries_sq);
     a.conditioner = PairwiseConditioner::load(m, p + ".pairwise_conditioner", tz, 2);
     const std::string sp = p + ".pairformer_stack.layers.";
     const int64_t blocks = count_layers(m, sp);
@@ -166,29 +168,14 @@ AffinityOutput AffinityModule::forward(const Tensor& s_inputs, const Tensor& z_i
              shape_str(coords.shape()));
     Tensor rep = Tensor::empty({1, N, 3});
     ops::bmm(t2r.to_f32().reshape({1, N, A}), coords.reshape({1, A, 3}).clone(), rep);
-    std::vector<int32_t> bins(static_cast<size_t>(NN));
-    {
-        // host-side: (N, N) distances against the bins' boundaries. boltz takes torch.cdist,
-        // whose matrix-product form (above 25 points) rounds differently from this direct one
-        // by a few thousandths of an Angstrom: a distance that close to a boundary can bin apart.
-        const float* r = rep.f32();
-        const float* b = boundaries.f32();
-        const int64_t nb = boundaries.numel();
-        for (int64_t i = 0; i < N; ++i)
-            for (int64_t j = 0; j < N; ++j) {
-                float s = 0;
-                for (int c = 0; c < 3; ++c) {
-                    const float v = r[i * 3 + c] - r[j * 3 + c];
-                    s += v * v;
-                }
-                const float d = std::sqrt(s);
-                int32_t k = 0;
-                while (k < nb && d > b[k]) ++k;
-                bins[size_t(i * N + j)] = k;
-            }
-    }
+    // binned as the confidence module bins its distances (squared distances against squared
+    // boundaries). boltz takes torch.cdist, whose matrix-product form (above 25 points) rounds
+    // differently by a few thousandths of an Angstrom: only a distance that close to a boundary
+    // can bin apart.
+    Tensor bins = Tensor::empty({N, N}, DType::I32);
+    ops::distance_bins(rep.reshape({N, 3}), boundaries_sq, bins);
     Tensor dist = Tensor::empty({NN, tz});
-    ops::embedding(bins, dist_embed, dist);
+    ops::embedding(bins.reshape({NN}), dist_embed, dist);
     const Tensor cond = conditioner(z, dist.reshape({N, N, tz}));  // z += PairwiseConditioning(z, d)
     ops::add(z, cond, z);
     tapped("z_cond", z);

@@ -48,7 +48,7 @@ struct AffinityModule {
     nn::Linear z_linear;                  // token_z -> token_z, no bias
     nn::Linear s_to_z_in1, s_to_z_in2;    // token_s -> token_z, no bias (row and column terms)
     Tensor dist_embed;                    // (bins, token_z)
-    Tensor boundaries;                    // (bins - 1) Angstrom
+    Tensor boundaries_sq;                 // (bins - 1) the bins' squared boundaries
     PairwiseConditioner conditioner;      // over [z, distance embedding], 2 transitions
     std::vector<PairformerNoSeqLayer> stack;
     // heads: g = relu(out2(relu(out1(masked mean of z)))); value = v3(relu(v2(relu(v1(g)))));
