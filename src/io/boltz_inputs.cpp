@@ -5,11 +5,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
+#include <tuple>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
@@ -578,6 +581,36 @@ void add_boltz_ligand(BoltzTarget& t, const std::string& id, const std::string& 
 
 // ---- MSAs ---------------------------------------------------------------------------------------
 
+namespace {
+
+// MSA files as read_msa reads them, kept for the next target that names the same file (each
+// ligand of a screening job reads the receptor's): a few of the latest, keyed by path, row
+// limit, size and modification time, so a changed file is read again.
+Msa read_msa_cached(const std::string& path, int64_t max_msa_seqs) {
+    using Key = std::tuple<std::string, int64_t, uintmax_t, int64_t>;
+    static std::mutex mutex;
+    static std::deque<std::pair<Key, std::shared_ptr<const Msa>>> cache;
+    constexpr size_t kKeep = 4;
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(path, ec);
+    const int64_t mtime =
+        ec ? 0 : int64_t(fs::last_write_time(path, ec).time_since_epoch().count());
+    if (ec) return read_msa(path, max_msa_seqs);  // let the reader name the problem
+    const Key key{fs::absolute(path).lexically_normal().string(), max_msa_seqs, size, mtime};
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (const auto& [k, msa] : cache)
+            if (k == key) return *msa;
+    }
+    auto msa = std::make_shared<const Msa>(read_msa(path, max_msa_seqs));
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace_back(key, msa);
+    if (cache.size() > kKeep) cache.pop_front();
+    return *msa;
+}
+
+}  // namespace
+
 void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
     const auto& v = boltz2::vocab();
     std::map<int, std::shared_ptr<const Msa>> by_entity;
@@ -590,7 +623,7 @@ void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
         }
         Msa msa;
         try {
-            msa = read_msa(c.msa_path, max_msa_seqs);
+            msa = read_msa_cached(c.msa_path, max_msa_seqs);
         } catch (const Error& ex) {
             fail(cat(target.source, ": chain ", c.id), cat("unreadable MSA: ", ex.what()));
         }
