@@ -2,7 +2,10 @@
 // boltz's pipeline made (`feat.*`) and the reference's intermediate tensors, plus the tiny model's
 // Lightning checkpoint. The bar every module is held to: PCC >= 0.99999, relative L2 <= 1e-5.
 #pragma once
+#include <cmath>
+#include <filesystem>
 #include <cstdio>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +15,8 @@
 #include "models/boltz2/config.h"
 #include "models/boltz2/embedder.h"
 #include "models/boltz2/features.h"
+#include "models/boltz2/featurizer.h"
+#include "models/boltz2/ligands.h"
 #include "test_util.h"
 
 namespace bioinfer::test {
@@ -61,8 +66,21 @@ inline Boltz2Case load_boltz2_case(const std::string& name) {
     c.name = name;
     c.file = io::SafetensorsFile::open(boltz2_fixture_dir() + "/" + name + ".safetensors");
     for (const auto& [k, info] : c.file->tensors()) {
-        if (k.rfind("feat.", 0) != 0) continue;
-        c.feats.set(k.substr(5), c.get0(k));
+        if (k.rfind("feat.", 0) == 0) c.feats.set(k.substr(5), c.get0(k));
+        // One-hot tables stored as each row's index (-1: no 1), with their class count.
+        const std::string classes = ".classes";
+        if (k.rfind("onehot.", 0) != 0 || (k.size() > classes.size() &&
+                                           k.compare(k.size() - classes.size(), classes.size(),
+                                                     classes) == 0))
+            continue;
+        const Tensor idx = c.get0(k);
+        const int64_t n = int64_t(c.get(k + classes).f32()[0]);
+        Shape s = idx.shape();
+        s.push_back(n);
+        std::vector<float> v(static_cast<size_t>(idx.numel() * n), 0.f);
+        for (int64_t i = 0; i < idx.numel(); ++i)
+            if (idx.f32()[i] >= 0) v[size_t(i * n + int64_t(idx.f32()[i]))] = 1.f;
+        c.feats.set(k.substr(7), Tensor::of(v, s));
     }
     return c;
 }
@@ -82,16 +100,82 @@ inline boltz2::DiffusionConditioningOut reference_conditioning(const Boltz2Case&
 
 // The reference sampler's random draws (the `diffusion` part), in the order it took them: x0, then
 // per step the augmentation quaternions and translation and the noise.
-inline std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps) {
-    std::vector<Tensor> d{c.get("diffusion.sample.x0_randn")};
-    const Tensor q = c.get("diffusion.sample.quat_randn"), t = c.get("diffusion.sample.trans_randn"),
-                 e = c.get("diffusion.sample.eps_randn");
+// `prefix`: where the draws are stored ("run." for the affinity stage's run).
+inline std::vector<Tensor> reference_draws(const Boltz2Case& c, int64_t steps,
+                                           const std::string& prefix = "diffusion.sample.") {
+    std::vector<Tensor> d{c.get(prefix + "x0_randn")};
+    const Tensor q = c.get(prefix + "quat_randn"), t = c.get(prefix + "trans_randn"),
+                 e = c.get(prefix + "eps_randn");
     for (int64_t i = 0; i < steps; ++i) {
         d.push_back(q.narrow0(i, i + 1).clone());
         d.push_back(t.narrow0(i, i + 1).clone());
         d.push_back(e.narrow0(i, i + 1).clone());
     }
     return d;
+}
+
+// The reference's per-residue motions (fixture part `inputs`), as an augmentation source.
+// `prefix`: "inputs." for the cases, "affinity." for the affinity stage's.
+inline boltz2::AugmentationSource reference_motions(const Boltz2Case& c,
+                                                    const std::string& prefix = "inputs.") {
+    const Tensor rot = c.get(prefix + "aug_rot"), trans = c.get(prefix + "aug_trans");
+    return [rot, trans](int64_t uid) {
+        EXPECT_LT(uid, rot.shape()[0]);
+        boltz2::RigidTransform t;
+        // host-side: reading a (U, 3, 3) fixture table
+        const float* r = rot.f32() + uid * 9;
+        const float* tr = trans.f32() + uid * 3;
+        for (int i = 0; i < 3; ++i) {
+            for (int j = 0; j < 3; ++j) t.rot[i][j] = r[i * 3 + j];
+            t.trans[i] = tr[i];
+        }
+        return t;
+    };
+}
+
+#ifdef BIOINFER_FIXTURES
+// The molecules boltz made for a case's SMILES ligands (LIG1, ...): their conformers depend on
+// RDKit's version, so the parity comparison gives bioinfer the reference's.
+inline boltz2::ConformerLibrary reference_ligands(const std::string& name) {
+    boltz2::ConformerLibrary lib;
+    const std::filesystem::path dir = std::filesystem::path(boltz2_fixture_dir()) / "inputs" / name / "ligand_mols";
+    if (!std::filesystem::is_directory(dir)) return lib;
+    for (const auto& f : std::filesystem::directory_iterator(dir))
+        lib.add(boltz2::read_boltz_mol(f.path().string(), f.path().stem().string()));
+    return lib;
+}
+#endif
+
+// Features the featurizer must make with reference values within `tol` (0: exact).
+inline double tolerance(const std::string& name) {
+    static const std::set<std::string> floats = {"ref_pos", "deletion_value", "deletion_mean",
+                                                 "profile", "deletion_mean_affinity"};
+    return floats.count(name) ? 1e-5 : 0.0;
+}
+
+// Max |got - ref| over a feature; -1 when the shapes differ.
+inline double max_diff(const Tensor& got, const Tensor& ref) {
+    if (got.shape() != ref.shape()) return -1;
+    const Tensor g = got.to_f32(), r = ref.to_f32();
+    double m = 0;
+    for (int64_t i = 0; i < g.numel(); ++i)
+        m = std::max(m, double(std::fabs(g.f32()[i] - r.f32()[i])));
+    return m;
+}
+
+inline void expect_features_match(const boltz2::Featurized& got, const Boltz2Case& ref) {
+    std::set<std::string> ref_keys, got_keys;
+    for (const auto& [k, v] : ref.feats.t) ref_keys.insert(k);
+    for (const auto& [k, v] : got.feats.t) got_keys.insert(k);
+    EXPECT_EQ(got_keys, ref_keys) << ref.name << ": the featurizer's names differ from boltz's";
+    for (const auto& k : ref_keys) {
+        if (!got.feats.has(k)) continue;
+        const Tensor& g = got.feats.at(k);
+        const Tensor& r = ref.feats.at(k);
+        ASSERT_EQ(shape_str(g.shape()), shape_str(r.shape())) << ref.name << " " << k;
+        const double d = max_diff(g, r);
+        EXPECT_LE(d, tolerance(k)) << ref.name << " " << k;
+    }
 }
 
 // Agreement of got with ref (fp32 both sides).

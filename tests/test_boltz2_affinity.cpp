@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "boltz2_fixture.h"
+#include "io/boltz_inputs.h"
 #include "models/boltz2/affinity.h"
+#include "models/boltz2/featurizer.h"
 
 namespace bioinfer::test {
 namespace {
@@ -35,7 +37,46 @@ boltz2::Features with_binder(const Boltz2Case& c, const Tensor& mask) {
     return f;
 }
 
+// The affinity stage's case (make_boltz2_affinity_fixture.py): a predicted complex featurised
+// again around the binder, as boltz's affinity stage does, with the reference's ligand molecule
+// and per-residue motions injected.
+boltz2::Featurized featurize_affinity_case(const Boltz2Case& c, const std::string& binder = "B") {
+    static const boltz2::ConformerLibrary ligands = reference_ligands("affinity");
+    boltz2::AffinityInputs aff;
+    aff.binder = binder;
+    const Tensor xyz = c.get("structure.coords");
+    for (int64_t a = 0; a < xyz.shape()[0]; ++a)
+        // host-side: reading the fixture's (A, 3) coordinate table
+        aff.coords.push_back({xyz.f32()[a * 3], xyz.f32()[a * 3 + 1], xyz.f32()[a * 3 + 2]});
+    boltz2::FeaturizeOptions opt;
+    opt.augmentation = reference_motions(c, "affinity.");
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    opt.extra_mols = &ligands;
+    opt.affinity = &aff;
+    return boltz2::featurize(
+        io::read_boltz_input(boltz2_fixture_dir() + "/inputs/affinity/affinity.yaml"), opt);
+}
+
 }  // namespace
+
+// Every feature of boltz's affinity stage: the crop (200 receptor tokens, the binder and a CCD
+// ligand; a far chain left out, also from the MSA pairing), method "other", frames and
+// distogram centres from the predicted coordinates, the binder mask and the affinity profile.
+TEST(Boltz2Affinity, StageFeaturesMatchReference) {
+    const Boltz2Case c = load_boltz2_case("affinity");
+    const boltz2::Featurized got = featurize_affinity_case(c);
+    expect_features_match(got, c);
+    EXPECT_EQ(got.feats.num_tokens(), 216);
+}
+
+// Another binder gives another crop: the comparison can fail.
+TEST(Boltz2Affinity, StageFeaturesFollowTheBinder) {
+    const Boltz2Case c = load_boltz2_case("affinity");
+    const boltz2::Featurized got = featurize_affinity_case(c, "C");
+    const Tensor& mask = got.feats.at("affinity_token_mask");
+    EXPECT_NE(max_diff(mask, c.feats.at("affinity_token_mask")), 0.0);
+    EXPECT_THROW(featurize_affinity_case(c, "A"), Error);  // a protein is no binder
+}
 
 TEST(Boltz2Affinity, ModulesMatchReference) {
     const Boltz2Case c = load_boltz2_case("protein_ligand");

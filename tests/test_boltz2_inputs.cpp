@@ -26,66 +26,6 @@ std::string case_yaml(const std::string& name) {
     return boltz2_fixture_dir() + "/inputs/" + name + "/" + name + ".yaml";
 }
 
-// The reference's per-residue motions (fixture part `inputs`), as an augmentation source.
-boltz2::AugmentationSource reference_motions(const Boltz2Case& c) {
-    const Tensor rot = c.get("inputs.aug_rot"), trans = c.get("inputs.aug_trans");
-    return [rot, trans](int64_t uid) {
-        EXPECT_LT(uid, rot.shape()[0]);
-        RigidTransform t;
-        // host-side: reading a (U, 3, 3) fixture table
-        const float* r = rot.f32() + uid * 9;
-        const float* tr = trans.f32() + uid * 3;
-        for (int i = 0; i < 3; ++i) {
-            for (int j = 0; j < 3; ++j) t.rot[i][j] = r[i * 3 + j];
-            t.trans[i] = tr[i];
-        }
-        return t;
-    };
-}
-
-// Features the featurizer must make with reference values within `tol` (0: exact).
-double tolerance(const std::string& name) {
-    static const std::set<std::string> floats = {"ref_pos", "deletion_value", "deletion_mean",
-                                                 "profile"};
-    return floats.count(name) ? 1e-5 : 0.0;
-}
-
-// Max |got - ref| over a feature; -1 when the shapes differ.
-double max_diff(const Tensor& got, const Tensor& ref) {
-    if (got.shape() != ref.shape()) return -1;
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    double m = 0;
-    for (int64_t i = 0; i < g.numel(); ++i)
-        m = std::max(m, double(std::fabs(g.f32()[i] - r.f32()[i])));
-    return m;
-}
-
-void expect_features_match(const Featurized& got, const Boltz2Case& ref) {
-    std::set<std::string> ref_keys, got_keys;
-    for (const auto& [k, v] : ref.feats.t) ref_keys.insert(k);
-    for (const auto& [k, v] : got.feats.t) got_keys.insert(k);
-    EXPECT_EQ(got_keys, ref_keys) << ref.name << ": the featurizer's names differ from boltz's";
-    for (const auto& k : ref_keys) {
-        if (!got.feats.has(k)) continue;
-        const Tensor& g = got.feats.at(k);
-        const Tensor& r = ref.feats.at(k);
-        ASSERT_EQ(shape_str(g.shape()), shape_str(r.shape())) << ref.name << " " << k;
-        const double d = max_diff(g, r);
-        EXPECT_LE(d, tolerance(k)) << ref.name << " " << k;
-    }
-}
-
-// The molecules boltz made for a case's SMILES ligands (LIG1, ...): their conformers depend on
-// RDKit's version, so the parity comparison gives bioinfer the reference's.
-boltz2::ConformerLibrary reference_ligands(const std::string& name) {
-    boltz2::ConformerLibrary lib;
-    const fs::path dir = fs::path(boltz2_fixture_dir()) / "inputs" / name / "ligand_mols";
-    if (!fs::is_directory(dir)) return lib;
-    for (const auto& f : fs::directory_iterator(dir))
-        lib.add(boltz2::read_boltz_mol(f.path().string(), f.path().stem().string()));
-    return lib;
-}
-
 Featurized featurize_case(const Boltz2Case& c) {
     static std::map<std::string, boltz2::ConformerLibrary> ligands;
     if (!ligands.count(c.name)) ligands[c.name] = reference_ligands(c.name);

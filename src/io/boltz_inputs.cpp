@@ -467,10 +467,10 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
     BI_CHECK(root.IsMap(), source, "expected a YAML mapping with `version` and `sequences`");
     check_keys(root, source, "input",
                {"version", "sequences", "constraints", "templates", "properties"});
-    for (const char* k : {"templates", "properties"}) {
-        const YAML::Node n = root[k];
+    {
+        const YAML::Node n = root["templates"];
         if (n.IsDefined() && !n.IsNull() && !(n.IsSequence() && n.size() == 0))
-            fail(mark(source, n), cat("`", k, "` are not supported yet"));
+            fail(mark(source, n), "`templates` are not supported yet");
     }
     const YAML::Node version = root["version"];
     if (version.IsDefined()) {
@@ -488,7 +488,46 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
         BI_CHECK(cons.IsSequence(), mark(source, cons), "`constraints` must be a list");
         for (const auto& c : cons) parse_yaml_constraint(c, source, t);
     }
+    const YAML::Node props = root["properties"];
+    if (props.IsDefined() && !props.IsNull()) {
+        BI_CHECK(props.IsSequence(), mark(source, props), "`properties` must be a list");
+        for (const auto& p : props) {
+            BI_CHECK(p.IsMap() && p.size() == 1, mark(source, p),
+                     "a property is a mapping with one key (affinity)");
+            const std::string kind = lower(p.begin()->first.as<std::string>());
+            BI_CHECK(kind == "affinity", mark(source, p), "unknown property '", kind,
+                     "' (expected affinity)");
+            const YAML::Node body = p.begin()->second;
+            BI_CHECK(body.IsMap(), mark(source, p), "affinity: expected `binder: <chain id>`");
+            check_keys(body, source, "affinity property", {"binder"});
+            BI_CHECK(body["binder"].IsDefined() && body["binder"].IsScalar(), mark(source, body),
+                     "affinity: `binder` must be one chain id (only one binder is supported)");
+            const std::string binder = scalar(body["binder"], source, "affinity binder");
+            const std::string w = mark(source, body["binder"]);
+            BI_CHECK(t.affinity_binder.empty() || t.affinity_binder == binder, w,
+                     "only one affinity binder is supported (", t.affinity_binder, " and ", binder,
+                     ")");
+            t.affinity_binder = binder;
+            t.affinity_where = w;
+        }
+        if (!t.affinity_binder.empty()) check_affinity_binder(t);
+    }
     return t;
+}
+
+void check_affinity_binder(const BoltzTarget& t) {
+    const std::string& w = t.affinity_where.empty() ? t.source : t.affinity_where;
+    const BoltzChain* binder = nullptr;
+    for (const BoltzChain& c : t.chains)
+        if (c.id == t.affinity_binder) binder = &c;
+    BI_CHECK(binder, w, "affinity: the binder '", t.affinity_binder, "' is not a chain of the input");
+    BI_CHECK(binder->type == BoltzEntityType::Ligand, w, "affinity: chain ", binder->id,
+             " is not a ligand (affinity is predicted for ligands only)");
+    for (const BoltzChain& c : t.chains)
+        BI_CHECK(&c == binder || c.entity_id != binder->entity_id, w, "affinity: the binder ",
+                 binder->id, " has copies (chain ", c.id, "); affinity needs a single copy");
+    BI_CHECK(binder->residues.size() == 1, w, "affinity: the binder ", binder->id,
+             " has ", binder->residues.size(), " residues; affinity needs a single-residue ligand");
 }
 
 // ---- FASTA --------------------------------------------------------------------------------------

@@ -75,11 +75,16 @@ struct BoltzTarget {
     std::vector<BoltzBondConstraint> bonds;
     std::vector<BoltzPocketConstraint> pockets;
     std::vector<BoltzContactConstraint> contacts;
+    // `properties: - affinity: binder: <chain>`: the ligand chain whose binding affinity the
+    // affinity stage predicts (empty: none), and where it was given.
+    std::string affinity_binder;
+    std::string affinity_where;
 };
 
 // Reading. Errors name the file, the line (and column for YAML) and the chain:
 // YAML syntax, an unknown key or entity type, a ligand without exactly one of `smiles` and `ccd`,
-// a malformed modification or constraint, templates and properties ("not supported yet"), a
+// a malformed modification or constraint, templates ("not supported yet"), an affinity binder
+// that is not one single-copy, single-residue ligand chain (or more than one binder), a
 // duplicated chain id, a letter outside the chain type's alphabet, a protein without an `msa` key (boltz's "missing MSA" error; `msa: empty` runs
 // single-sequence), and entries of one entity that give different MSAs.
 // Relative MSA paths are looked up next to the input file first, then in the working directory
@@ -88,6 +93,10 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source);
 BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source);
 // By extension: .yaml/.yml or .fasta/.fa/.fas (case-insensitive), as boltz dispatches.
 BoltzTarget read_boltz_input(const std::string& path);
+
+// boltz's checks on target.affinity_binder (set): a chain of the target, a ligand, one copy, one
+// residue. Errors name affinity_where (or the source).
+void check_affinity_binder(const BoltzTarget& target);
 
 // Adds a SMILES ligand chain `id` to a parsed target as boltz would had the input listed it
 // last: a copy of an existing entity with the same SMILES, else a new entity named LIG<k>.

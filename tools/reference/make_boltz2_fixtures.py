@@ -14,6 +14,9 @@ Writes into --out:
   inputs/<case>/ligand_mols/LIG<k>.pkl
                             the molecules boltz made for the case's SMILES ligands (its conformer
                             depends on RDKit's version, so the other side can be given this one)
+  affinity.safetensors, inputs/affinity/...
+                            the affinity stage (make_boltz2_affinity_fixture.py; skipped with
+                            --cases)
   <case>.safetensors        `feat.<name>`: the batch boltz's data pipeline hands the model (fp32
                             values; integer-valued ones stored as F16, which holds them exactly);
                             every other tensor comes from a part, named `<part>.<...>`
@@ -60,7 +63,7 @@ def feature_tensors(feats: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(HERE.parent.parent / "tests/fixtures/boltz2_tiny"))
-    ap.add_argument("--cases", nargs="*", default=list(bt.CASES))
+    ap.add_argument("--cases", nargs="*", default=None)
     ap.add_argument("--parts", nargs="*", default=None, help="only these parts (default: all)")
     args = ap.parse_args()
     out = Path(args.out)
@@ -80,8 +83,9 @@ def main() -> None:
     bt.write_checkpoint(bt.build_affinity_model(), out / "boltz2_aff.ckpt",
                         hp=bt.affinity_hyper_parameters())
 
+    cases = args.cases if args.cases is not None else list(bt.CASES)
     with tempfile.TemporaryDirectory() as td:
-        for case in args.cases:
+        for case in cases:
             bt.write_case(case, out / "inputs" / case)
             feats = bt.featurize(case, Path(td), out / "mols", seed=0,
                                  ligand_mols_out=out / "inputs" / case / "ligand_mols")
@@ -97,6 +101,10 @@ def main() -> None:
             save_file(tensors, str(tmp), metadata={"case": case, "parts": ",".join(parts)})
             tmp.rename(out / f"{case}.safetensors")
             print(f"{case}: {len(tensors)} tensors", flush=True)
+    if args.cases is None:
+        import make_boltz2_affinity_fixture
+
+        make_boltz2_affinity_fixture.write_fixture(out)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
+#include "models/boltz2/affinity_crop.h"
 #include "models/boltz2/embedder.h"
 #include "models/boltz2/features.h"
 #include "models/boltz2/trunk.h"
@@ -18,25 +19,6 @@ namespace bioinfer::boltz2 {
 // The pairs the affinity module looks at (N, N) 0/1: binder ligand with receptor (protein tokens)
 // both ways, and binder with binder; the binder's tokens are affinity_token_mask's.
 Tensor affinity_pair_mask(const Features& f);
-
-// A token as boltz's AffinityCropper sees it (a predicted structure's token table).
-struct CropToken {
-    int asym_id = 0, res_idx = 0, mol_type = 0;
-    bool binder = false;            // affinity_mask
-    std::array<float, 3> center{};  // the token's center atom (the atom itself for a ligand atom)
-    int64_t atoms = 0;
-};
-struct CropLimits {
-    int64_t max_tokens = 256, max_atoms = 2048;
-    int64_t neighborhood = 10;   // tokens a neighbourhood grows to around each picked token
-    int64_t max_receptor = 200;  // tokens other than ligands'
-};
-// boltz's AffinityCropper: tokens by their distance to the nearest binder token (float32, ties by
-// index where numpy's unstable sort leaves them to chance); each one's chain whole when it has at
-// most `neighborhood` tokens, else the smallest window of residues around it holding that many;
-// stop at the first neighbourhood that would pass a limit. The kept token indices, sorted.
-std::vector<int64_t> affinity_crop(const std::vector<CropToken>& tokens,
-                                   const CropLimits& limits = {});
 
 struct AffinityOutput {
     float value = 0;  // affinity_pred_value

@@ -110,7 +110,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     const ConformerLibrary& lib = opt.conformers ? *opt.conformers : ConformerLibrary::builtin();
     BI_CHECK(opt.atoms_per_window > 0, kWhere, "atoms_per_window must be positive, got ",
              opt.atoms_per_window);
-    auto method_it = v.method_types.find(opt.method);
+    auto method_it = v.method_types.find(opt.affinity ? std::string("other") : opt.method);
     BI_CHECK(method_it != v.method_types.end(), kWhere, "unknown method '", opt.method, "'");
 
     io::BoltzTarget target = target_in;
@@ -156,10 +156,22 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         int64_t begin = 0, count = 0;
     };
     std::vector<ResAtoms> res_atoms;
-    NumpyGenerator conformer_rng(opt.conformer_seed);
+    std::vector<int64_t> src_atom;  // per atom: its index in the uncropped target
     int64_t atom_idx = 0;
-    int next_uid = 0;
     const int unk_type = v.token_id("UNK");
+    // Tokens and atoms of the residues `keep` marks (by global residue index; null: all). Skipped
+    // residues draw no conformer and take no ref_space_uid, as in boltz's crop.
+    const auto build = [&](const std::vector<char>* keep) {
+    tokens.clear();
+    atom_names.clear(), atom_element.clear(), atom_charge.clear(), atom_chirality.clear();
+    atom_uid.clear(), atom_backbone.clear(), atom_pos.clear(), bonds.clear(), res_atoms.clear();
+    src_atom.clear();
+    meta = StructureMeta();
+    for (auto& c : chain_res_types) c.clear();
+    NumpyGenerator conformer_rng(opt.conformer_seed);
+    atom_idx = 0;
+    int64_t full_atom = 0;
+    int next_uid = 0;
     for (size_t ci = 0; ci < target.chains.size(); ++ci) {
         const io::BoltzChain& c = target.chains[ci];
         const bool ligand = c.type == io::BoltzEntityType::Ligand;
@@ -196,6 +208,12 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             }
             BI_CHECK(!mol_atoms.empty(), kWhere, "chain ", c.id, ": molecule ", res,
                      " has no heavy atoms");
+            chain_res_types[ci].push_back(ligand || modified ? unk_type : v.token_id(res));
+            if (keep && !(*keep)[res_atoms.size()]) {
+                res_atoms.push_back({int(ci), int(r), -1, 0});
+                full_atom += int64_t(mol_atoms.size());
+                continue;
+            }
             // boltz draws random.choice(conformer ids) once per (chain, residue), in token order,
             // from np.random.default_rng(42); nothing else draws from it before at inference. A
             // single conformer draws nothing (numpy returns at once for a range of one).
@@ -214,6 +232,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 atom_pos.push_back({float(conf[size_t(k)][0]), float(conf[size_t(k)][1]),
                                     float(conf[size_t(k)][2])});
                 atom_uid.push_back(uid);
+                src_atom.push_back(full_atom + int64_t(j));
                 int bb = 0;
                 if (type_upper == "PROTEIN") {
                     auto it = std::find(v.protein_backbone.begin(), v.protein_backbone.end(), a.name);
@@ -230,8 +249,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                     {a.name, a.element, a.symbol, first_token + (ligand ? int64_t(j) : 0)});
             }
             atom_idx += int64_t(mol_atoms.size());
+            full_atom += int64_t(mol_atoms.size());
             res_atoms.push_back({int(ci), int(r), res_begin, int64_t(mol_atoms.size())});
-            chain_res_types[ci].push_back(ligand || modified ? unk_type : v.token_id(res));
             // Tokens: one per standard residue, one per atom of a ligand (UNK, the atom its own
             // center and representative).
             const int64_t n_tok = ligand ? int64_t(mol_atoms.size()) : 1;
@@ -280,6 +299,44 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         cm.atom_count = atom_idx - cm.atom_begin;
         meta.chains.push_back(cm);
     }
+    };
+    build(nullptr);
+    // The affinity stage: boltz's AffinityCropper on the predicted coordinates picks the tokens,
+    // whole residues always, and the target is built again from those residues.
+    const AffinityInputs* aff = opt.affinity;
+    int binder_chain = -1;
+    if (aff) {
+        for (size_t ci = 0; ci < target.chains.size(); ++ci)
+            if (target.chains[ci].id == aff->binder) binder_chain = int(ci);
+        BI_CHECK(binder_chain >= 0, kWhere, target.source, ": the affinity binder '", aff->binder,
+                 "' is not a chain of the input");
+        BI_CHECK(target.chains[size_t(binder_chain)].type == io::BoltzEntityType::Ligand, kWhere,
+                 target.source, ": the affinity binder '", aff->binder, "' is not a ligand");
+        BI_CHECK(int64_t(aff->coords.size()) == atom_idx, kWhere, target.source, ": the structure has ",
+                 aff->coords.size(), " atom coordinates for ", atom_idx, " atoms");
+        std::vector<CropToken> crop_tokens;
+        for (const Token& t : tokens)
+            crop_tokens.push_back({t.chain, t.res_idx, t.mol_type, t.chain == binder_chain,
+                                   aff->coords[size_t(t.atom_begin + t.center)], t.atom_count});
+        // token -> global residue: tokens come residue by residue
+        std::vector<size_t> token_res;
+        size_t g = 0;
+        for (const Token& t : tokens) {
+            while (g < res_atoms.size() &&
+                   !(res_atoms[g].chain == t.chain && res_atoms[g].res == t.res_idx))
+                ++g;
+            BI_CHECK(g < res_atoms.size(), kWhere, "token table out of order");
+            token_res.push_back(g);
+        }
+        std::vector<char> keep(res_atoms.size(), 0);
+        const std::vector<int64_t> kept = affinity_crop(crop_tokens, aff->limits);
+        BI_CHECK(!kept.empty(), kWhere, target.source, ": the affinity crop kept no tokens");
+        for (const int64_t i : kept) keep[token_res[size_t(i)]] = 1;
+        build(&keep);
+        BI_CHECK(tokens.size() == kept.size(), kWhere, "the affinity crop split a residue");
+    }
+    // An atom's coordinates in the given structure (the affinity stage's prediction).
+    const auto coord = [&](int64_t a) { return aff->coords[size_t(src_atom[size_t(a)])]; };
     const int64_t N = int64_t(tokens.size());
 
     // ---- constraints: covalent bonds (after the residues' own bonds), pocket and contact tokens
@@ -303,8 +360,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             if (res_atoms[g].chain == ci && res_atoms[g].res == n - 1) return g;
         fail(r.where, "constraint: residue not found");
     };
+    // A residue the affinity crop left out has no atoms: constraints on it are dropped (-1).
     const auto atom_in = [&](size_t g, const io::BoltzRef& r) -> int64_t {
         const ResAtoms& ra = res_atoms[g];
+        if (ra.count == 0) return -1;
         for (int64_t a = ra.begin; a < ra.begin + ra.count; ++a)
             if (atom_names[size_t(a)] == r.atom) return a;
         const io::BoltzChain& c = target.chains[size_t(ra.chain)];
@@ -316,7 +375,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     for (const io::BoltzBondConstraint& b : target.bonds) {
         const int c1 = chain_of(b.atom1), c2 = chain_of(b.atom2);
         const size_t g1 = residue_of(c1, b.atom1), g2 = residue_of(c2, b.atom2);
-        bonds.push_back({atom_in(g1, b.atom1), atom_in(g2, b.atom2), 5});  // COVALENT
+        const int64_t a1 = atom_in(g1, b.atom1), a2 = atom_in(g2, b.atom2);
+        if (a1 >= 0 && a2 >= 0) bonds.push_back({a1, a2, 5});  // COVALENT
         if (c1 == c2) bond_residues.push_back({c1, int64_t(g1), int64_t(g2)});
     }
     // A pocket or contact token: a polymer residue's token, or a ligand atom's (in the chain's
@@ -329,12 +389,13 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                      " is a ligand: name one of its atoms, not residue ", r.residue);
             io::BoltzRef first = r;
             first.residue = "1";
-            return meta.atoms[size_t(atom_in(residue_of(ci, first), r))].token;
+            const int64_t a = atom_in(residue_of(ci, first), r);
+            return a < 0 ? -1 : meta.atoms[size_t(a)].token;
         }
         BI_CHECK(r.atom.empty(), r.where, "constraint: chain ", c.id,
                  " is a polymer: give a residue number, not '", r.atom, "'");
         const size_t g = residue_of(ci, r);
-        return meta.atoms[size_t(res_atoms[g].begin)].token;
+        return res_atoms[g].count == 0 ? -1 : meta.atoms[size_t(res_atoms[g].begin)].token;
     };
     struct CondPair {
         std::vector<int64_t> rows, cols;
@@ -367,6 +428,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         std::vector<bool> pocket(size_t(N), false);
         for (const io::BoltzRef& r : pk.contacts) {
             const int64_t t = token_of(r);
+            if (t < 0) continue;
             pocket[size_t(t)] = true;
             conditioning.push_back({binder, {t}, v.contact_conditioning.at("BINDER>POCKET"),
                                     float(pk.max_distance)});
@@ -382,6 +444,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     }
     for (const io::BoltzContactConstraint& k : target.contacts) {
         const int64_t a = token_of(k.token1), b = token_of(k.token2);
+        if (a < 0 || b < 0) continue;
         const int cls = v.contact_conditioning.at("CONTACT");
         conditioning.push_back({{a}, {b}, cls, float(k.max_distance)});
         conditioning.push_back({{b}, {a}, cls, float(k.max_distance)});
@@ -435,8 +498,16 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         f.set("mol_type", make(mol, {N}));
         f.set("res_type", make(res_type, {N, num_classes}));
         f.set("cyclic_period", make(cyclic, {N}));
-        // Structure coordinates are all zero at inference (the parser sets them so).
-        f.set("disto_center", Tensor::zeros({N, 3}));
+        // Structure coordinates are all zero at inference (the parser sets them so); the
+        // affinity stage's are the prediction's, at each token's representative atom.
+        std::vector<float> disto(size_t(N * 3), 0.f);
+        if (aff)
+            for (int64_t i = 0; i < N; ++i) {
+                const Token& t = tokens[size_t(i)];
+                const auto x = coord(t.atom_begin + t.disto);
+                for (int e = 0; e < 3; ++e) disto[size_t(i * 3 + e)] = x[e];
+            }
+        f.set("disto_center", make(disto, {N, 3}));
         // Token bonds from atom bonds: both directions, type = bond type + 1 (0: no bond); a
         // later bond of the same pair wins. Standard residues have none.
         std::vector<float> token_bonds(size_t(N * N), 0.f), type_bonds(size_t(N * N), 0.f);
@@ -481,7 +552,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         std::vector<float> modified(size_t(N), 0.f);
         for (int64_t i = 0; i < N; ++i) modified[size_t(i)] = tokens[size_t(i)].modified ? 1.f : 0.f;
         f.set("modified", make(modified, {N}));
-        f.set("affinity_token_mask", Tensor::zeros({N}));
+        std::vector<float> binder(size_t(N), 0.f);
+        for (int64_t i = 0; i < N; ++i)
+            binder[size_t(i)] = tokens[size_t(i)].chain == binder_chain ? 1.f : 0.f;
+        f.set("affinity_token_mask", make(binder, {N}));
     }
 
     // ---- atom features ------------------------------------------------------------------------
@@ -540,6 +614,22 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         std::vector<float> rep(size_t(N * Ap), 0.f), center(size_t(N * Ap), 0.f), r_set;
         std::vector<float> frames(size_t(N * 3), 0.f), frame_mask(size_t(N), 0.f);
         const int nonpolymer = v.chain_type_id("NONPOLYMER");
+        // compute_collinear_mask on frame atoms (a, b, c): b - a and b - c neither shorter than
+        // 1e-2 nor within 25 degrees of (anti)parallel; fp32 as numpy computes it.
+        const auto not_collinear = [&](int64_t a, int64_t b, int64_t c) {
+            const auto xa = coord(a), xb = coord(b), xc = coord(c);
+            float v1[3], v2[3], n1 = 0, n2 = 0;
+            for (int e = 0; e < 3; ++e) {
+                v1[e] = xb[e] - xa[e];
+                v2[e] = xb[e] - xc[e];
+                n1 += v1[e] * v1[e];
+                n2 += v2[e] * v2[e];
+            }
+            n1 = std::sqrt(n1), n2 = std::sqrt(n2);
+            float dot = 0;
+            for (int e = 0; e < 3; ++e) dot += (v1[e] / (n1 + 1e-6f)) * (v2[e] / (n2 + 1e-6f));
+            return std::fabs(dot) < 0.9063 && n1 > 1e-2f && n2 > 1e-2f;
+        };
         int64_t r_rows = 0;
         for (int64_t i = 0; i < N; ++i) {
             const Token& t = tokens[size_t(i)];
@@ -561,12 +651,30 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             const ChainMeta& cm = meta.chains[size_t(t.chain)];
             if (t.mol_type == nonpolymer && cm.atom_count >= 3) {
                 // compute_frames_nonpolymer: per atom, (nearest, itself, second nearest) by the
-                // structure's coordinates, which are all zero at inference: numpy's argsort of a
-                // row of zeros is 0, 1, 2, ..., so every token gets the chain's first three atoms.
-                frames[size_t(i * 3 + 0)] = float(cm.atom_begin + 1);
-                frames[size_t(i * 3 + 1)] = float(cm.atom_begin);
-                frames[size_t(i * 3 + 2)] = float(cm.atom_begin + 2);
-                continue;  // resolved only with a non-degenerate frame, as below: never
+                // structure's coordinates. At inference these are all zero: numpy's argsort of a
+                // row of zeros is 0, 1, 2, ..., so every token gets the chain's first three atoms,
+                // and no frame is resolved (see below). The affinity stage has a prediction.
+                int64_t order[3] = {0, 1, 2};
+                if (aff) {
+                    std::vector<std::pair<float, int64_t>> d;
+                    const auto x = coord(t.atom_begin);
+                    for (int64_t k = 0; k < cm.atom_count; ++k) {
+                        const auto y = coord(cm.atom_begin + k);
+                        float s2 = 0;
+                        for (int e = 0; e < 3; ++e) s2 += (x[e] - y[e]) * (x[e] - y[e]);
+                        d.push_back({std::sqrt(s2), k});
+                    }
+                    std::stable_sort(d.begin(), d.end(),
+                                     [](const auto& a, const auto& b) { return a.first < b.first; });
+                    for (int k = 0; k < 3; ++k) order[k] = d[size_t(k)].second;
+                }
+                const int64_t f0 = cm.atom_begin + order[1], f1 = cm.atom_begin + order[0],
+                              f2 = cm.atom_begin + order[2];
+                frames[size_t(i * 3 + 0)] = float(f0);
+                frames[size_t(i * 3 + 1)] = float(f1);
+                frames[size_t(i * 3 + 2)] = float(f2);
+                frame_mask[size_t(i)] = aff && not_collinear(f0, f1, f2) ? 1.f : 0.f;
+                continue;
             }
             // A modified nucleotide's frame atoms are looked up by name among its own atoms (the
             // first atom when absent).
@@ -589,7 +697,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             frames[size_t(i * 3 + 2)] = float(t.atom_begin + fc);
             // boltz then ANDs a collinearity test on the structure's coordinates, which are all
             // zero at inference: zero-length vectors fail it, so no frame counts as resolved.
-            const bool collinear_ok = false;
+            const bool collinear_ok =
+                aff && not_collinear(t.atom_begin + fa, t.atom_begin + fb, t.atom_begin + fc);
             frame_mask[size_t(i)] = (ok && collinear_ok) ? 1.f : 0.f;
         }
         f.set("ref_pos", make(ref_pos, {Ap, 3}));
@@ -614,8 +723,13 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     {
         const int C = int(target.chains.size());
         std::vector<ChainMsa> msas;
+        // Only the chains with tokens take part in the pairing (a crop can leave some out).
+        std::vector<bool> present(size_t(C), false);
+        for (const Token& t : tokens) present[size_t(t.chain)] = true;
         for (int c = 0; c < C; ++c) {
-            msas.push_back(chain_msa(target.chains[size_t(c)], chain_res_types[size_t(c)]));
+            msas.push_back(present[size_t(c)]
+                               ? chain_msa(target.chains[size_t(c)], chain_res_types[size_t(c)])
+                               : ChainMsa());
         }
         // Taxonomy groups in first-appearance order, those with more than one sequence, sorted
         // (stably) by how many chains they cover, most first.
@@ -765,6 +879,19 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         f.set("deletion_mean", make(del_mean, {N}));
         f.set("profile", make(profile, {N, num_classes}));
         f.set("msa_mask", make(std::vector<float>(size_t(S * N), 1.f), {S, N}));
+        if (aff) {
+            // process_msa_features(max_seqs=1, affinity=True): the pairing's first row alone
+            // (each chain's query), so the profile is its one-hot and the deletion mean its
+            // deletion values.
+            std::vector<float> profile0(static_cast<size_t>(N * num_classes), 0.f),
+                del0(static_cast<size_t>(N), 0.f);
+            for (int64_t i = 0; i < N; ++i) {
+                profile0[size_t(i * num_classes + int64_t(msa[size_t(i)]))] = 1.f;
+                del0[size_t(i)] = del_value[size_t(i)];
+            }
+            f.set("profile_affinity", make(profile0, {N, num_classes}));
+            f.set("deletion_mean_affinity", make(del0, {N}));
+        }
     }
 
     // ---- the dummy template set (load_dummy_templates_features, tdim 1) -------------------------

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/boltz_inputs.h"
+#include "models/boltz2/affinity_crop.h"
 #include "models/boltz2/conformers.h"
 #include "models/boltz2/features.h"
 
@@ -26,6 +27,16 @@ using AugmentationSource = std::function<RigidTransform(int64_t uid)>;
 // standard normals (real part made non-negative), its rotation matrix, and three standard normals
 // as the translation. Same distribution as boltz, not the same numbers.
 AugmentationSource seeded_augmentation(uint64_t seed);
+
+// boltz's affinity stage featurises a predicted complex again: the tokens around the binder
+// (AffinityCropper), method "other", frames and distogram centres from the predicted coordinates,
+// the binder's affinity_token_mask, and the affinity profile (profile_affinity,
+// deletion_mean_affinity: the MSA's first row).
+struct AffinityInputs {
+    std::string binder;                        // the binder ligand's chain
+    std::vector<std::array<float, 3>> coords;  // every atom of the uncropped target, in featurize's order
+    CropLimits limits;
+};
 
 struct FeaturizeOptions {
     // MSA rows kept per file (unique rows, file order) when the target's MSAs are not loaded
@@ -46,6 +57,7 @@ struct FeaturizeOptions {
     std::string mols_dir;
     int ligand_seed = 42;
     const ConformerLibrary* extra_mols = nullptr;
+    const AffinityInputs* affinity = nullptr;  // the affinity stage (method becomes "other")
 };
 
 // Metadata for writing structures; indices refer to the feature rows.
