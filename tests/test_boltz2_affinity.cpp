@@ -6,6 +6,7 @@
 #include "boltz2_fixture.h"
 #include "io/boltz_inputs.h"
 #include "models/boltz2/affinity.h"
+#include "models/boltz2/boltz2.h"
 #include "models/boltz2/featurizer.h"
 
 namespace bioinfer::test {
@@ -132,6 +133,55 @@ TEST(Boltz2Affinity, CropKeepsBoltzsTokens) {
     boltz2::CropLimits tight;
     tight.max_receptor = 100;
     EXPECT_LT(boltz2::affinity_crop(tokens, tight).size(), want.size());
+}
+
+// The affinity stage's whole forward on boltz's features (the reference's draws replayed):
+// the affinity model's own trunk (5 recycling steps), 5 samples, confidence on each, the sample
+// with the highest ipTM (four tie here: the lowest index wins), the affinity input embedding,
+// and both modules with their ensemble, within 1e-4 of boltz's outputs.
+TEST(Boltz2Affinity, StageRunMatchesReference) {
+    const Boltz2Case c = load_boltz2_case("affinity");
+    const auto model = boltz2::Boltz2Model::load(affinity_weights());
+    ASSERT_TRUE(model->has_affinity());
+    boltz2::RunOptions o = boltz2::affinity_run_options();
+    o.sampling_steps = 3;
+    boltz2::ReplayNormal rng(reference_draws(c, 3, "run."));
+    o.rng = &rng;
+    std::map<std::string, Tensor> seen;
+    o.tap = [&](const std::string& n, const Tensor& t) {
+        if (n == "affinity.s_inputs") seen[n] = t.clone();
+    };
+    const boltz2::AffinityResult r = model->predict_affinity(c.feats, o);
+    EXPECT_EQ(rng.used(), 1u + 3u * 3u);
+
+    const Tensor ref = c.get("run.sample_atom_coords");
+    ASSERT_EQ(r.run.coords.shape(), ref.shape());
+    const Stats d = parity_stats(r.run.coords, ref);
+    EXPECT_GE(d.pcc, 0.99999) << "coordinates, max-abs " << d.max_abs;
+    const Tensor iptm = c.get("run.iptm");
+    for (int64_t s = 0; s < iptm.numel(); ++s)
+        EXPECT_NEAR(r.run.confidence.iptm.f32()[s], iptm.f32()[s], 1e-4) << "ipTM of sample " << s;
+    EXPECT_EQ(r.best_sample, int64_t(c.get("run.best_idx").f32()[0]));
+    expect_parity(seen.at("affinity.s_inputs"), c.get("run.s_inputs_affinity"), "s_inputs");
+
+    EXPECT_NEAR(r.value, c.get("run.affinity_pred_value").f32()[0], 1e-4);
+    EXPECT_NEAR(r.probability, c.get("run.affinity_probability_binary").f32()[0], 1e-4);
+    ASSERT_EQ(r.module_values.size(), 2u);
+    for (int k : {1, 2}) {
+        const std::string n = std::to_string(k);
+        EXPECT_NEAR(r.module_values[size_t(k - 1)], c.get("run.affinity_pred_value" + n).f32()[0], 1e-4);
+        EXPECT_NEAR(r.module_probabilities[size_t(k - 1)],
+                    c.get("run.affinity_probability_binary" + n).f32()[0], 1e-4);
+    }
+    // boltz's molecular-weight correction, on the ensemble value only
+    const double mw = c.get("affinity.mw").f32()[0];
+    const boltz2::AffinityResult corrected = [&] {
+        boltz2::ReplayNormal again(reference_draws(c, 3, "run."));
+        o.rng = &again;
+        return model->predict_affinity(c.feats, o, &mw);
+    }();
+    EXPECT_NEAR(corrected.value, c.get("run.affinity_pred_value_mw_corrected").f32()[0], 1e-4);
+    EXPECT_EQ(corrected.module_values, r.module_values);
 }
 
 }  // namespace bioinfer::test

@@ -24,6 +24,9 @@ tiny affinity model runs its forward on that batch (recycling 5, 3 sampling step
   run.sample_atom_coords (5, A, 3), run.iptm (5), run.best_idx
   run.s_inputs_affinity   the input embedding with the affinity profile
   run.affinity_pred_value, run.affinity_probability_binary and the per-module ...1 / ...2
+                          (boltz predict's default: no molecular-weight correction)
+  run.affinity_pred_value_mw_corrected
+                          the same run's value with --affinity_mw_correction
 """
 from __future__ import annotations
 
@@ -266,15 +269,24 @@ def run_affinity(batch: dict) -> dict:
     model.input_embedder.forward = embed
     feats = {k: (v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
              for k, v in batch.items()}
-    try:
+    def forward(mw_correction: bool):
+        model.affinity_mw_correction = mw_correction
         torch.manual_seed(4321)
         with torch.no_grad():
-            res = model(feats, recycling_steps=5, num_sampling_steps=SAMPLING_STEPS,
-                        diffusion_samples=SAMPLES, max_parallel_samples=1,
-                        run_confidence_sequentially=True)
+            return model(feats, recycling_steps=5, num_sampling_steps=SAMPLING_STEPS,
+                         diffusion_samples=SAMPLES, max_parallel_samples=1,
+                         run_confidence_sequentially=True)
+
+    try:
+        # boltz predict's default (no --affinity_mw_correction), then the same run corrected
+        res = forward(False)
+        n_draws = len(draws)
+        corrected = forward(True)
+        del draws[n_draws:]
     finally:
         del sm.sample
         del model.input_embedder.forward
+    assert torch.equal(corrected["affinity_pred_value1"], res["affinity_pred_value1"])
     n = SAMPLING_STEPS
     assert len(draws) == 1 + 3 * n, f"{len(draws)} draws for {n} steps"
     out = {
@@ -290,6 +302,7 @@ def run_affinity(batch: dict) -> dict:
     for k in ("affinity_pred_value", "affinity_probability_binary", "affinity_pred_value1",
               "affinity_probability_binary1", "affinity_pred_value2", "affinity_probability_binary2"):
         out["run." + k] = res[k].reshape(1).float()
+    out["run.affinity_pred_value_mw_corrected"] = corrected["affinity_pred_value"].reshape(1).float()
     return out
 
 

@@ -3,8 +3,10 @@
 #include "models/boltz2/potentials.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "io/boltz_outputs.h"
+#include "ops/ops.h"
 
 namespace bioinfer::boltz2 {
 
@@ -22,9 +24,14 @@ std::unique_ptr<Boltz2Model> Boltz2Model::load(const io::ModelDir& m) {
     b->decoder_ = AtomAttentionDecoder::load(m, "structure_module.score_model.atom_attention_decoder", c);
     b->has_confidence_ = c.confidence_prediction;
     if (b->has_confidence_) b->confidence_ = ConfidenceModule::load(m, c);
+    for (const char* name : {"affinity_module1", "affinity_module2", "affinity_module"})
+        if (m.has(std::string(name) + ".z_linear.weight"))
+            b->affinity_.push_back(AffinityModule::load(m, name, c.token_s, c.token_z));
+    BI_CHECK(b->affinity_.empty() || b->has_confidence_, "boltz2",
+             "an affinity checkpoint needs the confidence module (it picks the sample by ipTM)");
     // Stored and not used at inference: the template module (no templates are taken yet; without
-    // templates its output is exactly zero) and, in checkpoints that have them, the affinity heads.
-    m.check_consumed({"template_module.*", "affinity_module*.*"}, "boltz2");
+    // templates its output is exactly zero).
+    m.check_consumed({"template_module.*"}, "boltz2");
     return b;
 }
 
@@ -85,7 +92,7 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     NormalSource& rng = o.rng ? *o.rng : static_cast<NormalSource&>(seeded);
     // Forced pocket and contact constraints steer the denoised coordinates (boltz's default
     // contact guidance); without them nothing is added.
-    const ContactTerms contacts = ContactTerms::from(f);
+    const ContactTerms contacts = o.steering ? ContactTerms::from(f) : ContactTerms();
     Guidance guide;
     if (!contacts.empty())
         guide = [&](int64_t step, Tensor& den) {
@@ -112,6 +119,74 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
         out.confidence_score.assign(score.begin(), score.end());
     }
     return out;
+}
+
+RunOptions affinity_run_options() {
+    RunOptions o;
+    o.recycling_steps = 5;
+    o.sampling_steps = 200;
+    o.diffusion_samples = 5;
+    o.max_parallel_samples = 5;  // boltz passes 1, which its chunking turns into one batch of 5
+    o.steering = false;
+    return o;
+}
+
+AffinityResult Boltz2Model::predict_affinity(const Features& f, const RunOptions& opts,
+                                             const double* mw) const {
+    BI_CHECK(has_affinity(), "boltz2", "this checkpoint has no affinity module");
+    for (const char* k : {"profile_affinity", "deletion_mean_affinity"})
+        BI_CHECK(f.has(k), "boltz2", "affinity: the features have no ", k,
+                 " (featurise with the affinity stage's options)");
+    RunOptions o = opts;
+    o.steering = false;
+    o.confidence = true;
+    AffinityResult r;
+    r.run = run(f, o);
+    // The sample with the highest ipTM; torch's descending argsort puts the lowest index first
+    // among equal values.
+    const Tensor& iptm = r.run.confidence.iptm;
+    for (int64_t s = 1; s < iptm.numel(); ++s)
+        // host-side: S per-sample scalars
+        if (iptm.f32()[s] > iptm.f32()[r.best_sample]) r.best_sample = s;
+    const auto progress = [&](const std::string& stage) {
+        if (o.progress) o.progress(stage, 0, 0);
+    };
+    progress("affinity");
+    // The input embedding again, with the first MSA row as the profile.
+    Features fa = f;
+    fa.set("profile", f.at("profile_affinity"));
+    fa.set("deletion_mean", f.at("deletion_mean_affinity"));
+    const Tensor s_aff = embedder_.forward(fa);
+    if (o.tap) o.tap("affinity.s_inputs", s_aff);
+    // The trunk's pair on binder-receptor and binder-binder pairs only.
+    const Tensor& z = r.run.trunk.z;
+    const int64_t N = z.shape()[0], C = z.shape()[2];
+    Tensor z_aff = Tensor::empty({N * N, C});
+    ops::scale_rows(z.reshape({N * N, C}), affinity_pair_mask(f).reshape({N * N}), z_aff);
+    z_aff = z_aff.reshape({N, N, C});
+    const Tensor coords = r.run.coords.narrow0(r.best_sample, r.best_sample + 1)
+                              .reshape({r.run.coords.shape()[1], 3})
+                              .clone();
+    double value = 0, probability = 0;
+    for (const AffinityModule& m : affinity_) {
+        const AffinityOutput a = m.forward(s_aff, z_aff, coords, f);
+        const double p = 1.0 / (1.0 + std::exp(-double(a.logit)));
+        // boltz computes in fp32: the sigmoid and the means are fp32 values
+        r.module_values.push_back(double(a.value));
+        r.module_probabilities.push_back(double(float(p)));
+        value += double(a.value);
+        probability += double(float(p));
+    }
+    const double n = double(affinity_.size());
+    r.value = double(float(value / n));
+    r.probability = double(float(probability / n));
+    if (mw) {
+        // boltz's correction (with --affinity_mw_correction): the MW term in float64, the rest
+        // fp32 as torch adds Python scalars to an fp32 tensor
+        const float scaled = float(1.03525938) * float(r.value);
+        r.value = double(scaled + float(-0.59992683 * std::pow(*mw, 0.3)) + float(2.83288489));
+    }
+    return r;
 }
 
 }  // namespace bioinfer::boltz2

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/model_dir.h"
+#include "models/boltz2/affinity.h"
 #include "models/boltz2/atom_attention.h"
 #include "models/boltz2/confidence.h"
 #include "models/boltz2/config.h"
@@ -31,6 +32,7 @@ struct RunOptions {
     uint64_t seed = 0;              // the sampler's draws (SeededNormal) when rng is null
     NormalSource* rng = nullptr;    // tests replay the reference's draws
     bool confidence = true;         // run the confidence module (when the checkpoint has one)
+    bool steering = true;           // forced pocket/contact constraints steer the sampler
     // Progress: (stage, step, steps), e.g. ("trunk pass", 0, 4), ("diffusion step", 17, 200).
     std::function<void(const std::string&, int, int)> progress;
     Tap tap;                        // named intermediates: "s_inputs", "trunk.<...>", "coords"
@@ -46,11 +48,35 @@ struct RunOutput {
     std::vector<double> confidence_score;
 };
 
+// boltz predict's affinity stage: its own trunk (5 recycling steps), 5 samples, no steering.
+RunOptions affinity_run_options();
+
+struct AffinityResult {
+    // The ensemble's (the single module's without an ensemble): affinity_pred_value (with the
+    // molecular-weight correction when asked) and the mean of the modules' binder probabilities.
+    double value = 0, probability = 0;
+    // Per module (affinity_pred_value<k>, affinity_probability_binary<k>), uncorrected.
+    std::vector<double> module_values, module_probabilities;
+    int64_t best_sample = 0;  // the sample the modules read: the highest ipTM, lowest index on ties
+    RunOutput run;
+};
+
 class Boltz2Model {
 public:
     static std::unique_ptr<Boltz2Model> load(const io::ModelDir& m);
     const Config& config() const { return cfg_; }
     RunOutput run(const Features& f, const RunOptions& opts = {}) const;
+
+    // Affinity checkpoints (boltz2_aff.ckpt) hold affinity modules: affinity_module1 and 2 (an
+    // ensemble) or affinity_module.
+    bool has_affinity() const { return !affinity_.empty(); }
+    // The affinity stage on features featurised for it (FeaturizeOptions::affinity): run() with
+    // `opts` (steering off), confidence on every sample, then each affinity module on the trunk's
+    // pair restricted to the binder's pairs, the input embedding with the affinity profile and
+    // the best sample's coordinates. `mw` (the binder's heavy-atom molecular weight) applies
+    // boltz's correction to the ensemble value when given.
+    AffinityResult predict_affinity(const Features& f, const RunOptions& opts,
+                                    const double* mw = nullptr) const;
 
 private:
     Config cfg_;
@@ -62,6 +88,7 @@ private:
     AtomAttentionDecoder decoder_;
     bool has_confidence_ = false;
     ConfidenceModule confidence_;
+    std::vector<AffinityModule> affinity_;
 };
 
 }  // namespace bioinfer::boltz2
