@@ -741,6 +741,13 @@ std::vector<float> boltz_confidence_scores(const std::vector<float>& complex_pld
     return out;
 }
 
+std::string boltz_affinity_json(const std::vector<std::pair<std::string, double>>& values) {
+    std::string o = "{";
+    for (size_t i = 0; i < values.size(); ++i)
+        o += cat(i ? "," : "", "\n    \"", values[i].first, "\": ", python_float_repr(values[i].second));
+    return o + (values.empty() ? "}" : "\n}");
+}
+
 std::string boltz_results_dir(const std::string& out_dir, const std::string& input_path) {
     return (fs::path(out_dir) / ("boltz_results_" + fs::path(input_path).stem().string())).string();
 }
@@ -801,6 +808,9 @@ std::string write_boltz_prediction(const std::string& predictions_dir, const std
                 write_npz((stage / ("pde_" + out + ".npz")).string(),
                           {{"pde", {t, t}, smp.pde.data()}});
         }
+        if (!opt.affinity.empty())
+            write_file_atomic((stage / ("affinity_" + name + ".json")).string(),
+                              boltz_affinity_json(opt.affinity));
         // Swap the staged folder in: an earlier output moves aside first and is removed only once
         // the new one is in place.
         const fs::path old = fs::path(predictions_dir) / ("." + name + ".old." + tag);

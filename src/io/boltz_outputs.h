@@ -66,6 +66,9 @@ struct BoltzWriteOptions {
     // (its Boltz2.predict_step always returns both): keep true to match it.
     bool write_pae = true;
     bool write_pde = true;
+    // The affinity stage's outputs (key, value) in boltz's order: written as
+    // affinity_<name>.json when given.
+    std::vector<std::pair<std::string, double>> affinity;
 };
 
 // boltz's ranking: rank[sample] = position of the sample when sorted by confidence_score,
@@ -94,12 +97,16 @@ std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coo
 std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& coords,
                         const std::vector<float>& plddt);
 std::string boltz_confidence_json(const BoltzConfidence& c);
+// affinity_<name>.json as boltz's BoltzAffinityWriter writes it: json.dumps(indent=4), no
+// trailing newline, values as Python floats.
+std::string boltz_affinity_json(const std::vector<std::pair<std::string, double>>& values);
 // Python's repr of a double (json.dumps' float format): shortest round-trip digits.
 std::string python_float_repr(double v);
 
 // Writes predictions/<name>/ under `predictions_dir` (boltz_results_<input>/predictions):
 //   <name>_model_<k>.cif|.pdb, confidence_<name>_model_<k>.json, plddt_<name>_model_<k>.npz
-//   (key "plddt"), pae_/pde_<name>_model_<k>.npz (keys "pae", "pde") with k the rank.
+//   (key "plddt"), pae_/pde_<name>_model_<k>.npz (keys "pae", "pde") with k the rank, and
+//   affinity_<name>.json when opt.affinity holds values.
 // All files are made in a hidden staging folder next to the target, which then replaces
 // predictions/<name> in one rename: a failure leaves no part of the new output (and an earlier
 // output of the same name untouched). Returns the folder written.

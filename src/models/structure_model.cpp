@@ -15,6 +15,8 @@ std::string input_key(const Input& in) {
     for (const Entity& e : in.entities)  // '\n' separates fields: no field holds one
         key += cat(entity_kind_name(e.kind), '\n', e.chain_id, '\n', e.sequence, '\n', e.ccd, '\n',
                    e.smiles, '\n', e.msa, "\n\n");
+    if (!in.affinity_binder.empty()) key += cat("affinity\n", in.affinity_binder, '\n');
+    if (!in.variant.empty()) key += cat("variant\n", in.variant, '\n');
     return key;
 }
 

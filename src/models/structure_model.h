@@ -39,6 +39,12 @@ struct Input {
     // Chains added to the input file's (a screening job's ligand), after them; also in entities
     // once prepared.
     std::vector<Entity> extra;
+    // Boltz-2: the ligand chain whose binding affinity is predicted after the structure (the
+    // input's `properties: - affinity: binder`, or a screening job's ligand); empty: none.
+    std::string affinity_binder;
+    // What else makes two inputs different predictions, as the model states it (Boltz-2:
+    // modified residues, cyclic chains, constraints); part of input_key.
+    std::string variant;
     // Filled by ModelSpec::prepare: tokens the model runs (ESMFold: residues and linkers),
     // which set its cost and memory, and the polymer residues it writes out (progress counts).
     int64_t tokens = 0, residues = 0;
@@ -61,6 +67,11 @@ struct Options {
     double step_scale = -1;
     uint64_t seed = 0;
     int64_t max_msa_seqs = -1;
+    // Boltz-2's affinity stage, for inputs with an affinity binder: its sampler steps and
+    // samples (-1: boltz's 200 and 5), and the molecular-weight correction of the value.
+    int affinity_sampling_steps = -1;
+    int affinity_samples = -1;
+    bool affinity_mw_correction = false;
     // Bytes a prediction may use (0: no limit): diffusion models denoise fewer samples at once
     // when max_parallel_samples of them would not fit.
     int64_t memory_budget = 0;
@@ -118,6 +129,9 @@ struct Prediction {
     std::vector<std::pair<int64_t, int64_t>> bonds;
     std::vector<Sample> samples;  // best first, by the model's own ranking
     int num_recycles = 0;         // what the run used
+    // Per-target predictions beside the structure, in the model's order (Boltz-2's affinity:
+    // affinity_pred_value, affinity_probability_binary, then per ensemble member).
+    std::vector<std::pair<std::string, double>> properties;
     std::vector<std::pair<std::string, double>> stage_seconds;  // in run order
 };
 

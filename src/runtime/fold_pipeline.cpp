@@ -134,6 +134,9 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     fo.step_scale = opts.step_scale;
     fo.seed = opts.seed;
     fo.max_msa_seqs = opts.max_msa_seqs;
+    fo.affinity_sampling_steps = opts.affinity_sampling_steps;
+    fo.affinity_samples = opts.affinity_samples;
+    fo.affinity_mw_correction = opts.affinity_mw_correction;
     fo.memory_budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
     fo.progress = [&](const std::string& what, int step, int steps) {
         stage(steps > 0 ? cat(what, " ", step + 1, "/", steps) : what);
@@ -193,13 +196,16 @@ json write_sample(const fold::Prediction& out, size_t k, const std::string& id, 
 }
 
 // The files boltz predict writes for target `id` (sample 0's; the rest follow the same names).
-json boltz_files(const std::string& id, const PredictOptions& opts) {
+// With an affinity binder, also the affinity stage's affinity_<id>.json.
+json boltz_files(const std::string& id, const PredictOptions& opts, bool affinity) {
     const std::string dir = "predictions/" + safe_file_stem(id) + "/";
     const std::string stem = safe_file_stem(id);
-    return {{"structure", dir + stem + "_model_0." + (opts.format == "pdb" ? "pdb" : "cif")},
-            {"confidence", dir + "confidence_" + stem + "_model_0.json"},
-            {"plddt", dir + "plddt_" + stem + "_model_0.npz"},
-            {"plot", dir + stem + "_plddt_pae.png"}};
+    json files = {{"structure", dir + stem + "_model_0." + (opts.format == "pdb" ? "pdb" : "cif")},
+                  {"confidence", dir + "confidence_" + stem + "_model_0.json"},
+                  {"plddt", dir + "plddt_" + stem + "_model_0.npz"},
+                  {"plot", dir + stem + "_plddt_pae.png"}};
+    if (affinity) files["affinity"] = dir + "affinity_" + stem + ".json";
+    return files;
 }
 io::BoltzMolType boltz_mol_type(fold::EntityKind k) {
     switch (k) {
@@ -274,9 +280,10 @@ json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out, cons
     }
     io::BoltzWriteOptions wo;
     wo.output_format = opts.format == "pdb" ? "pdb" : "mmcif";
+    wo.affinity = out.properties;
     io::write_boltz_prediction((fs::path(out_dir) / "predictions").string(), safe_file_stem(rec.id),
                                info, samples, wo);
-    json files = boltz_files(rec.id, opts);
+    json files = boltz_files(rec.id, opts, !out.properties.empty());
     if (out.samples[0].pae.defined())
         io::write_confidence_png((fs::path(out_dir) / files["plot"].get<std::string>()).string(),
                                  rec.id, out, 0);
@@ -312,6 +319,7 @@ json write_target(const FoldRecord& rec, const fold::Prediction& out,
                  {"model", opts.model_label},
                  {"num_recycles", out.num_recycles},
                  {"runtime_s", runtime}});
+    for (const auto& [name, v] : out.properties) conf[name] = v;  // e.g. Boltz-2's affinity
     if (!samples.empty()) conf["samples"] = samples;
     conf["files"] = files;
     io::write_file_atomic(stem + ".json", conf.dump(2) + "\n");
@@ -356,7 +364,10 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
                          {"max_parallel_samples", opts.max_parallel_samples},
                          {"step_scale", opts.step_scale},
                          {"seed", opts.seed},
-                         {"max_msa_seqs", opts.max_msa_seqs}});
+                         {"max_msa_seqs", opts.max_msa_seqs},
+                         {"sampling_steps_affinity", opts.affinity_sampling_steps},
+                         {"diffusion_samples_affinity", opts.affinity_samples},
+                         {"affinity_mw_correction", opts.affinity_mw_correction}});
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;
@@ -366,7 +377,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     // A target whose files are all there is skipped (the confidence JSON is written last).
     spec.done = [&](size_t i) -> std::optional<json> {
         if (opts.layout == "boltz") {
-            json files = boltz_files(recs[i].id, opts);
+            json files = boltz_files(recs[i].id, opts, !recs[i].input.affinity_binder.empty());
             for (auto& [k, f] : files.items())
                 if (!fs::exists(fs::path(out_dir) / f.get<std::string>())) return std::nullopt;
             return files;

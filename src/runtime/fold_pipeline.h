@@ -41,6 +41,10 @@ struct PredictOptions : JobOptions {
     double step_scale = -1;
     uint64_t seed = 0;
     int64_t max_msa_seqs = -1;
+    // Boltz-2's affinity stage (see fold::Options)
+    int affinity_sampling_steps = -1;
+    int affinity_samples = -1;
+    bool affinity_mw_correction = false;
     int64_t chunk = 0;           // 0: automatic
     int64_t memory_budget = 0;   // bytes a fold may use (0: no check); split among workers
 };

@@ -55,7 +55,8 @@ std::string free_ligand_chain(const std::string& input_path, const fold::ModelSp
 std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
                                                   const std::vector<ScreeningLigand>& ligands,
                                                   const std::string& chain,
-                                                  const fold::ModelSpec& spec) {
+                                                  const fold::ModelSpec& spec,
+                                                  bool affinity) {
     std::vector<FoldRecord> out;
     for (const ScreeningLigand& l : ligands) {
         FoldRecord r;
@@ -71,6 +72,7 @@ std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
             e.chain_id = chain;
             e.smiles = l.smiles;
             in.extra.push_back(e);
+            if (affinity) in.affinity_binder = chain;
             spec.prepare(in);
             r.input = std::move(in);
             r.sequence = r.input.sequence;
@@ -101,9 +103,11 @@ std::string write_screening_summary(const std::vector<ScreeningLigand>& ligands,
     static const char* kScores[] = {"confidence_score", "ptm",           "iptm",
                                     "ligand_iptm",      "protein_iptm",  "complex_plddt",
                                     "complex_iplddt",   "complex_pde",   "complex_ipde"};
+    static const char* kAffinity[] = {"affinity_pred_value", "affinity_probability_binary"};
     std::ostringstream o;
     o << "name,smiles,status";
     for (const char* k : kScores) o << "," << k;
+    for (const char* k : kAffinity) o << "," << k;
     o << ",error\n";
     for (size_t i = 0; i < ligands.size(); ++i) {
         const ScreeningLigand& l = ligands[i];
@@ -112,23 +116,29 @@ std::string write_screening_summary(const std::vector<ScreeningLigand>& ligands,
             if (t.id == l.name) r = &t;
         const std::string status = r ? r->status : "missing";
         o << csv(l.name) << "," << csv(l.smiles) << "," << status;
-        nlohmann::json conf;
+        nlohmann::json conf, aff;
         if (r && (status == "ok" || status == "skipped")) {
             // a ligand identical to an earlier one shares that one's prediction
             const std::string id = r->duplicate_of.empty() ? r->id : r->duplicate_of;
-            const fs::path p = fs::path(out_dir) / "predictions" / safe_file_stem(id) /
-                               ("confidence_" + safe_file_stem(id) + "_model_0.json");
-            std::error_code ec;
-            if (fs::is_regular_file(p, ec)) conf = nlohmann::json::parse(io::read_file(p.string()));
+            const fs::path dir = fs::path(out_dir) / "predictions" / safe_file_stem(id);
+            const auto read = [&](const fs::path& p) {
+                std::error_code ec;
+                return fs::is_regular_file(p, ec) ? nlohmann::json::parse(io::read_file(p.string()))
+                                                  : nlohmann::json();
+            };
+            conf = read(dir / ("confidence_" + safe_file_stem(id) + "_model_0.json"));
+            aff = read(dir / ("affinity_" + safe_file_stem(id) + ".json"));
         }
-        for (const char* k : kScores) {
+        const auto put = [&](const nlohmann::json& j, const char* k) {
             o << ",";
-            if (conf.contains(k) && conf[k].is_number()) {
+            if (j.contains(k) && j[k].is_number()) {
                 char buf[32];
-                std::snprintf(buf, sizeof buf, "%.6g", conf[k].get<double>());
+                std::snprintf(buf, sizeof buf, "%.6g", j[k].get<double>());
                 o << buf;
             }
-        }
+        };
+        for (const char* k : kScores) put(conf, k);
+        for (const char* k : kAffinity) put(aff, k);
         o << "," << csv(r ? r->error : "") << "\n";
     }
     const std::string path = (fs::path(out_dir) / "screening.csv").string();

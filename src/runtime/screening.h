@@ -25,16 +25,17 @@ std::vector<ScreeningLigand> read_screening_ligands(const std::string& path);
 std::string free_ligand_chain(const std::string& input_path, const fold::ModelSpec& spec);
 
 // One target per ligand: the input file with the ligand added as chain `chain`, named after the
-// ligand. A ligand the model cannot take (a SMILES RDKit refuses) carries its error and fails
-// alone.
+// ligand, and with `affinity` the affinity binder. A ligand the model cannot take (a SMILES RDKit
+// refuses, one too large for the affinity module) carries its error and fails alone.
 std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
                                                   const std::vector<ScreeningLigand>& ligands,
                                                   const std::string& chain,
-                                                  const fold::ModelSpec& spec);
+                                                  const fold::ModelSpec& spec,
+                                                  bool affinity = false);
 
-// screening.csv in out_dir: per ligand in file order its name, SMILES, status, and the best
-// sample's confidence scores from its confidence JSON (boltz's layout); the error of a ligand
-// that failed. Written to a temporary name and renamed.
+// screening.csv in out_dir: per ligand in file order its name, SMILES, status, the best
+// sample's confidence scores from its confidence JSON (boltz's layout), its affinity values from
+// affinity_<name>.json (empty without one), and the error of a ligand that failed. Written to a temporary name and renamed.
 std::string write_screening_summary(const std::vector<ScreeningLigand>& ligands,
                                     const std::vector<TargetResult>& results,
                                     const std::string& out_dir);

@@ -2,11 +2,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "args.h"
 #include "bioinfer/error.h"
 #include "io/boltz_outputs.h"
 #include "io/model_dir.h"
+#include "models/boltz2/boltz2_structure.h"
 #include "models/structure_model.h"
 #include "runtime/boltz_cache.h"
 #include "runtime/fold_pipeline.h"
@@ -52,12 +54,24 @@ Boltz-2 sampling (boltz 2.2's defaults):
   --seed N                  seeds every random draw (0)
   --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192)
 
+Boltz-2 binding affinity (inputs with `properties: - affinity: binder: <ligand chain>`):
+boltz's affinity stage runs the affinity model on the best structure, cropped around the binder,
+and writes predictions/<name>/affinity_<name>.json (affinity_pred_value: log10 IC50 in uM;
+affinity_probability_binary; and per ensemble member).
+  --affinity-checkpoint F   the affinity model (default: boltz2_aff.ckpt beside the structure
+                            checkpoint, as in boltz's cache)
+  --sampling-steps-affinity N     its diffusion steps (200)
+  --diffusion-samples-affinity N  its samples, the one with the best ipTM is scored (5)
+  --affinity-mw-correction  boltz's molecular-weight correction of affinity_pred_value
+
 Boltz-2 screening:
   --ligands FILE            one target per ligand of FILE (a SMILES per line, then an optional
                             name): INPUT (one file) with the ligand added as a chain; writes
-                            screening.csv (every ligand's confidence scores) beside results.json
+                            screening.csv (every ligand's confidence scores, and its affinity
+                            with --affinity) beside results.json
   --ligand-chain ID         the ligand's chain id (default: the first of L..Z, A..K that INPUT
                             does not use)
+  --affinity                predict each ligand's binding affinity (the ligand is the binder)
 )";
 
 static const char* kPredictHelpTail = R"(
@@ -65,7 +79,8 @@ A target that fails (bad letters, too long for the memory) is reported and the o
 Exit status: 0 all targets done, 1 all failed, 2 some failed (results.json lists them).
 Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --sampling_steps,
 --diffusion_samples, --max_parallel_samples, --step_scale, --max_msa_seqs, --cache, --devices,
---write_full_pae, --write_full_pde, --override.
+--write_full_pae, --write_full_pde, --override, --affinity_checkpoint,
+--sampling_steps_affinity, --diffusion_samples_affinity, --affinity_mw_correction.
 )";
 
 int predict_main(int argc, char** argv) {
@@ -73,8 +88,9 @@ int predict_main(int argc, char** argv) {
                             {"model", "weights", "out-dir", "output-format", "num-recycles",
                              "chunk-size", "max-memory", "sampling-steps", "diffusion-samples",
                              "max-parallel-samples", "step-scale", "seed", "max-msa-seqs",
-                             "ligands", "ligand-chain"},
-                            {"write-pae", "write-full-pde"});
+                             "ligands", "ligand-chain", "affinity-checkpoint",
+                             "sampling-steps-affinity", "diffusion-samples-affinity"},
+                            {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         std::fputs(job_options_help(), stdout);
@@ -106,6 +122,9 @@ int predict_main(int argc, char** argv) {
     opts.num_samples = int(positive("diffusion-samples", 1, 1000));
     opts.max_parallel_samples = int(positive("max-parallel-samples", -1, 1000));
     opts.max_msa_seqs = positive("max-msa-seqs", -1, 1 << 24);
+    opts.affinity_sampling_steps = int(positive("sampling-steps-affinity", -1, 100000));
+    opts.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
+    opts.affinity_mw_correction = a.has("affinity-mw-correction");
     const long long seed = a.get_int("seed", 0);
     BI_CHECK(seed >= 0, "--seed", "must be >= 0, got ", seed);
     opts.seed = uint64_t(seed);
@@ -135,10 +154,17 @@ int predict_main(int argc, char** argv) {
         opts.out_dir = io::boltz_results_dir(opts.out_dir, a.positional[0]);
     } else {
         for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
-                              "step-scale", "seed", "max-msa-seqs", "ligands", "ligand-chain"})
+                              "step-scale", "seed", "max-msa-seqs", "ligands", "ligand-chain",
+                              "affinity", "affinity-checkpoint", "sampling-steps-affinity",
+                              "diffusion-samples-affinity", "affinity-mw-correction"})
             BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
     }
     BI_CHECK(a.has("ligands") || !a.has("ligand-chain"), "--ligand-chain", "needs --ligands");
+    BI_CHECK(a.has("ligands") || !a.has("affinity"), "--affinity",
+             "needs --ligands (an input file names its binder under `properties`)");
+    if (a.has("affinity-checkpoint"))
+        BI_CHECK(std::filesystem::is_regular_file(a.get("affinity-checkpoint")),
+                 "--affinity-checkpoint", a.get("affinity-checkpoint"), " is not a file");
     std::vector<runtime::ScreeningLigand> ligands;
     std::vector<runtime::FoldRecord> records;
     if (a.has("ligands")) {
@@ -146,7 +172,8 @@ int predict_main(int argc, char** argv) {
         const std::string input = a.positional[0];
         const std::string chain =
             a.has("ligand-chain") ? a.get("ligand-chain") : runtime::free_ligand_chain(input, *spec);
-        records = runtime::collect_screening_records(input, ligands, chain, *spec);
+        records = runtime::collect_screening_records(input, ligands, chain, *spec,
+                                                     a.has("affinity"));
     } else {
         records = runtime::collect_fold_records(a.positional[0], *spec);
     }
@@ -166,6 +193,17 @@ int predict_main(int argc, char** argv) {
     progress.stage(opts.model_label, "loading weights", 0, /*plain_line=*/false);
     const double t_load = progress.elapsed();
     auto model = fold::load(model_dir);
+    if (auto* b = dynamic_cast<boltz2::Boltz2StructureModel*>(model.get())) {
+        if (a.has("affinity-checkpoint")) b->set_affinity_checkpoint(a.get("affinity-checkpoint"));
+        const bool wanted = std::any_of(records.begin(), records.end(), [](const auto& r) {
+            return r.error.empty() && !r.input.affinity_binder.empty();
+        });
+        if (wanted) {
+            // the affinity model loads with the structure model: a missing one fails before any work
+            progress.stage(opts.model_label, "loading the affinity model", 0, /*plain_line=*/false);
+            b->affinity_model();
+        }
+    }
     opts.load_seconds = progress.elapsed() - t_load;
     opts.progress = &progress;
     const auto stats = runtime::run_predict(*model, records, opts);

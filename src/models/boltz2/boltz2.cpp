@@ -151,7 +151,7 @@ AffinityResult Boltz2Model::predict_affinity(const Features& f, const RunOptions
     const auto progress = [&](const std::string& stage) {
         if (o.progress) o.progress(stage, 0, 0);
     };
-    progress("affinity");
+    progress("affinity modules");
     // The input embedding again, with the first MSA row as the profile.
     Features fa = f;
     fa.set("profile", f.at("profile_affinity"));

@@ -75,6 +75,7 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
         if (!c.ccd.empty()) e.ccd = c.ccd.front();
         e.smiles = c.smiles;
         in.sequence += (in.sequence.empty() ? "" : ":") + c.sequence;
+        const int64_t before = in.tokens;
         if (c.type != io::BoltzEntityType::Ligand) {
             in.tokens += int64_t(c.residues.size());
         } else if (!c.smiles.empty()) {
@@ -87,8 +88,31 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
                                                       ": chain ", c.id))
                                          .atoms.size());
         }
+        // boltz's affinity module takes ligands of at most 128 heavy atoms
+        if (c.id == t.affinity_binder)
+            BI_CHECK(in.tokens - before <= 128, t.affinity_where.empty() ? path : t.affinity_where,
+                     "affinity: the binder ", c.id, " has ", in.tokens - before,
+                     " heavy atoms; the affinity module takes at most 128");
     }
     in.residues = in.tokens;
+    in.affinity_binder = t.affinity_binder;
+    // What the entities do not say: modified residues, cyclic chains, constraints.
+    std::string v;
+    const auto ref = [](const io::BoltzRef& r) { return cat(r.chain, '/', r.residue, '/', r.atom); };
+    for (const io::BoltzChain& c : t.chains) {
+        v += cat(c.id, c.cyclic ? " cyclic" : "", ':');
+        for (const std::string& r : c.residues) v += cat(r, ' ');
+        v += '\n';
+    }
+    for (const auto& b : t.bonds) v += cat("bond ", ref(b.atom1), ' ', ref(b.atom2), '\n');
+    for (const auto& p : t.pockets) {
+        v += cat("pocket ", p.binder, ' ', p.max_distance, ' ', p.force);
+        for (const auto& r : p.contacts) v += cat(' ', ref(r));
+        v += '\n';
+    }
+    for (const auto& k : t.contacts)
+        v += cat("contact ", ref(k.token1), ' ', ref(k.token2), ' ', k.max_distance, ' ', k.force, '\n');
+    in.variant = v;
     return in;
 }
 
@@ -107,6 +131,14 @@ static io::BoltzTarget read_target(const fold::Input& in) {
                  "chain ", e.chain_id, ": only SMILES ligands can be added to an input file");
         io::add_boltz_ligand(t, e.chain_id, e.smiles, in.where);
     }
+    // a screening job's ligand as the affinity binder
+    if (!in.affinity_binder.empty() && t.affinity_binder != in.affinity_binder) {
+        BI_CHECK(t.affinity_binder.empty(), in.where, "the input file names affinity binder ",
+                 t.affinity_binder, " and the job ", in.affinity_binder, ": only one is supported");
+        t.affinity_binder = in.affinity_binder;
+        t.affinity_where = in.where;
+        io::check_affinity_binder(t);
+    }
     return t;
 }
 
@@ -115,7 +147,7 @@ void Boltz2Spec::prepare(fold::Input& in) const {
     io::BoltzTarget t = read_target(in);
     const std::string id = in.id, where = in.where;
     const std::vector<fold::Entity> extra = in.extra;
-    in = input_of(t, in.path);
+    in = input_of(t, in.path);  // the binder: the file's, or the job's (read_target)
     in.id = id;
     in.where = where;
     in.extra = extra;
@@ -159,7 +191,24 @@ std::unique_ptr<Boltz2StructureModel> Boltz2StructureModel::load(const io::Model
     const fs::path ckpt = dir.torch_file().empty() ? fs::path(dir.dir()) : fs::path(dir.torch_file());
     m->conformers_ = load_cache_conformers(ckpt.parent_path().string());
     m->spec_ = std::make_unique<Boltz2Spec>(m->model_->config(), mols_dir_of(dir));
+    const fs::path aff = ckpt.parent_path() / "boltz2_aff.ckpt";
+    if (fs::is_regular_file(aff)) m->affinity_path_ = aff.string();
     return m;
+}
+
+const Boltz2Model& Boltz2StructureModel::affinity_model() const {
+    std::call_once(affinity_once_, [&] {
+        BI_CHECK(!affinity_path_.empty(), "affinity",
+                 "no affinity model: boltz2_aff.ckpt is not beside the structure checkpoint "
+                 "(give it with --affinity_checkpoint)");
+        const io::ModelDir dir = io::ModelDir::open(affinity_path_);
+        auto m = Boltz2Model::load(dir);
+        BI_CHECK(m->has_affinity(), affinity_path_, "holds no affinity module (affinity_module1, ",
+                 "affinity_module2 or affinity_module): not boltz's affinity checkpoint");
+        affinity_model_ = std::move(m);
+    });
+    BI_CHECK(affinity_model_, "affinity", "the affinity model failed to load");
+    return *affinity_model_;
 }
 
 fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold::Options& opts) const {
@@ -265,6 +314,51 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
             out.chain_pair_scores["pair_chains_iptm"] = pci;
         }
         p.samples.push_back(std::move(out));
+    }
+    if (!target.affinity_binder.empty()) {
+        // boltz's affinity stage on the top-ranked sample: cropped around the binder, featurised
+        // again, and run through the affinity model's own trunk, sampler and confidence.
+        next_stage("affinity");
+        if (opts.progress) opts.progress("affinity featurize", 0, 0);
+        const Boltz2Model& am = affinity_model();
+        AffinityInputs ai;
+        ai.binder = target.affinity_binder;
+        const Tensor& best = p.samples.front().coords;
+        for (int64_t a = 0; a < A; ++a)  // host-side: the (A, 3) coordinate table
+            ai.coords.push_back({best.f32()[a * 3], best.f32()[a * 3 + 1], best.f32()[a * 3 + 2]});
+        FeaturizeOptions fa = fo;
+        fa.affinity = &ai;
+        const Featurized fz_aff = featurize(target, fa);
+        RunOptions ra = affinity_run_options();
+        if (opts.affinity_sampling_steps > 0) ra.sampling_steps = opts.affinity_sampling_steps;
+        if (opts.affinity_samples > 0) ra.diffusion_samples = opts.affinity_samples;
+        ra.max_parallel_samples = std::min(ra.diffusion_samples, ro.max_parallel_samples);
+        ra.step_scale = ro.step_scale;
+        ra.seed = sampler_seed(opts.seed + 1);
+        ra.progress = [&](const std::string& what, int step, int steps) {
+            if (opts.progress)
+                opts.progress(what.rfind("affinity", 0) == 0 ? what : "affinity " + what, step, steps);
+        };
+        double mw = 0;
+        if (opts.affinity_mw_correction) {
+            const io::BoltzChain* binder = nullptr;
+            for (const io::BoltzChain& c : target.chains)
+                if (c.id == target.affinity_binder) binder = &c;
+            mw = binder->smiles.empty()
+                     ? ccd_molecular_weight(binder->residues.front(), spec_->mols_dir(), in.where)
+                     : smiles_molecular_weight(binder->smiles, in.where);
+        }
+        const AffinityResult ar =
+            am.predict_affinity(fz_aff.feats, ra, opts.affinity_mw_correction ? &mw : nullptr);
+        p.properties = {{"affinity_pred_value", ar.value},
+                        {"affinity_probability_binary", ar.probability}};
+        if (ar.module_values.size() > 1)
+            for (size_t k = 0; k < ar.module_values.size(); ++k) {
+                p.properties.emplace_back(cat("affinity_pred_value", k + 1), ar.module_values[k]);
+                p.properties.emplace_back(cat("affinity_probability_binary", k + 1),
+                                          ar.module_probabilities[k]);
+            }
+        next_stage("outputs");
     }
     return p;
 }

@@ -4,6 +4,8 @@
 // boltz's confidence score.
 #pragma once
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "io/boltz_inputs.h"
 #include "models/boltz2/boltz2.h"
@@ -55,14 +57,27 @@ public:
     static std::unique_ptr<Boltz2StructureModel> load(const io::ModelDir& dir);
     const fold::ModelSpec& spec() const override { return *spec_; }
     // Stages "featurize", "input embedder", "trunk pass" (per pass), "diffusion conditioning",
-    // "diffusion step" (per step), "confidence".
+    // "diffusion step" (per step), "confidence"; with an affinity binder then "affinity
+    // featurize" and the affinity model's own stages prefixed "affinity " (boltz's second
+    // stage: the best sample cropped around the binder and featurised again), whose results are
+    // the prediction's properties.
     fold::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
     const Boltz2Model& model() const { return *model_; }
     // Where the canonical residue conformers come from: the model folder's mols/ (boltz's cache
     // layout) or the built-in table.
     const std::string& conformer_source() const { return conformers_.source; }
 
+    // The affinity model (boltz's boltz2_aff.ckpt) for inputs with an affinity binder: by default
+    // the file of that name beside the structure checkpoint (boltz's cache layout); loaded on
+    // first use and kept. "" when there is none.
+    void set_affinity_checkpoint(const std::string& path) { affinity_path_ = path; }
+    const std::string& affinity_checkpoint() const { return affinity_path_; }
+    const Boltz2Model& affinity_model() const;
+
 private:
+    std::string affinity_path_;
+    mutable std::once_flag affinity_once_;
+    mutable std::unique_ptr<Boltz2Model> affinity_model_;
     std::unique_ptr<Boltz2Model> model_;
     CacheConformers conformers_;
     std::unique_ptr<Boltz2Spec> spec_;

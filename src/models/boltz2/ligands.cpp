@@ -2,7 +2,9 @@
 // branch and compute_3d_conformer).
 #include "models/boltz2/ligands.h"
 
+#include <GraphMol/AtomIterators.h>
 #include <GraphMol/DistGeomHelpers/Embedder.h>
+#include <GraphMol/PeriodicTable.h>
 #include <GraphMol/ForceFieldHelpers/UFF/UFF.h>
 #include <GraphMol/GraphMol.h>
 #include <GraphMol/MolOps.h>
@@ -19,6 +21,8 @@
 #include <sstream>
 
 #include "bioinfer/error.h"
+#include "io/rdkit_pickle.h"
+#include "io/torch_checkpoint.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -97,6 +101,28 @@ int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where) 
     int64_t n = 0;
     for (const RDKit::Atom* a : mol->atoms()) n += a->getAtomicNum() != 1 ? 1 : 0;
     return n;
+}
+
+double smiles_molecular_weight(const std::string& smiles, const std::string& where) {
+    const auto mol = parse_smiles(smiles, where);
+    const RDKit::PeriodicTable* table = RDKit::PeriodicTable::getTable();
+    double w = 0;
+    for (const RDKit::Atom* a : mol->atoms())
+        if (a->getAtomicNum() != 1) w += table->getAtomicWeight(a->getAtomicNum());
+    return w;
+}
+
+double ccd_molecular_weight(const std::string& code, const std::string& mols_dir,
+                            const std::string& where) {
+    BI_CHECK(!mols_dir.empty(), where, "CCD component ", code, " needs boltz's molecule cache");
+    const std::string path = (std::filesystem::path(mols_dir) / (code + ".pkl")).string();
+    BI_CHECK(std::filesystem::is_regular_file(path), where, "CCD component ", code,
+             " not found: ", path, " does not exist");
+    const io::RdkitMol rd = io::decode_rdkit_mol(io::read_rdkit_mol_pickle(path), path);
+    const RDKit::PeriodicTable* table = RDKit::PeriodicTable::getTable();
+    double w = 0;
+    for (const io::RdkitAtom& a : rd.atoms) w += table->getAtomicWeight(a.atomic_num);
+    return w;
 }
 
 ResidueMol ccd_molecule(const std::string& code, const ConformerLibrary& canonical,

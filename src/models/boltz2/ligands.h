@@ -26,6 +26,13 @@ ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_
 // Heavy atoms of a SMILES ligand (its tokens), from RDKit's parse alone; errors as above.
 int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where);
 
+// The binder's molecular weight boltz's affinity correction reads (RDKit's average atomic
+// weights): a SMILES ligand's heavy atoms (boltz weighs the molecule with its hydrogens removed
+// unsanitised, which counts none), a CCD component's every atom as its cached molecule holds them.
+double smiles_molecular_weight(const std::string& smiles, const std::string& where);
+double ccd_molecular_weight(const std::string& code, const std::string& mols_dir,
+                            const std::string& where);
+
 // A CCD component as boltz finds it: in `canonical` (boltz's canonical residues) first, else in
 // boltz's molecule folder (<mols_dir>/<code>.pkl). An unknown code names itself and the file
 // looked for; an empty mols_dir says the cache is needed.
