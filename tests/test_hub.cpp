@@ -256,9 +256,9 @@ TEST_F(Hub, CliDownloadsOnFirstUseAndReusesPythonCache) {
 }
 
 // Boltz-2: the registry name resolves to boltz-community/boltz-2; boltz2_conf.ckpt and mols.tar
-// (not the affinity model) land in the hub cache, mols.tar unpacked to mols/ beside them, so
-// the snapshot is laid out as boltz's own cache; such a cache (~/.boltz, $BOLTZ_CACHE) is a model
-// folder as it is.
+// (not the affinity model, "boltz2-affinity", fetched on its own beside them) land in the hub
+// cache, mols.tar unpacked to mols/ beside them, so the snapshot is laid out as boltz's own
+// cache; such a cache (~/.boltz, $BOLTZ_CACHE) is a model folder as it is.
 TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     // never the user's own ~/.boltz
     const char* old_cache = std::getenv("BOLTZ_CACHE");
@@ -282,9 +282,10 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     ASSERT_EQ(std::system(("tar --format=gnu -C " + p("src") + " -cf " + p("mols.tar") + " mols").c_str()), 0);
     // the tiny model's real checkpoint, so the snapshot opens as a model folder
     const std::string ckpt = io::read_file(std::string(BIOINFER_FIXTURES) + "/boltz2_tiny/boltz2_conf.ckpt");
+    const std::string server_file_aff = random_bytes(1000, 14);
     server.add("boltz-community/boltz-2", std::string(40, 'b'),
                {{"boltz2_conf.ckpt", {ckpt, true}},
-                {"boltz2_aff.ckpt", {random_bytes(1000, 14), true}},
+                {"boltz2_aff.ckpt", {server_file_aff, true}},
                 {"mols.tar", {io::read_file(p("mols.tar")), true}},
                 {"README.md", {"# boltz-2", false}}});
     const std::string snap = runtime::ensure_model(opts(), "boltz2");
@@ -317,6 +318,17 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     EXPECT_EQ(io::read_file(snap + "/mols/ALA.pkl"), ala);
     EXPECT_EQ(count_requests("GET /cdn/"), 2);  // the checkpoint and the archive, once each
 
+    // the affinity model is its own entry: boltz2_aff.ckpt alone, into the same snapshot
+    const runtime::KnownModel* aff = runtime::find_model("boltz2-affinity");
+    ASSERT_NE(aff, nullptr);
+    EXPECT_EQ(aff->files, std::vector<std::string>{"boltz2_aff.ckpt"});
+    EXPECT_FALSE(runtime::inspect_cache(opts(), aff->repos[0], aff->files).complete());
+    EXPECT_EQ(runtime::ensure_model(opts(), "boltz2-affinity"), snap);
+    EXPECT_EQ(io::read_file(snap + "/boltz2_aff.ckpt"), server_file_aff);
+    EXPECT_EQ(count_requests("GET /cdn/"), 3);
+    EXPECT_TRUE(runtime::inspect_cache(opts(), aff->repos[0], aff->files).complete());
+    EXPECT_TRUE(runtime::is_boltz2_model_dir(snap));
+
     // boltz's own cache folder (here the test fixture, laid out as ~/.boltz) is used as it is,
     // offline, before any download
     const std::string fixture = std::string(BIOINFER_FIXTURES) + "/boltz2_tiny";
@@ -328,6 +340,7 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     o.offline = true;
     EXPECT_EQ(runtime::boltz_cache_path(), fixture);
     EXPECT_EQ(runtime::ensure_model(o, "boltz2"), fixture);
+    EXPECT_EQ(runtime::ensure_model(o, "boltz2-affinity"), fixture);  // it holds boltz2_aff.ckpt
     // neither: the offline error names boltz's cache too
     ::setenv("BOLTZ_CACHE", p("no-boltz-cache").c_str(), 1);
     const std::string err = test::error_of([&] { runtime::ensure_model(o, "boltz2"); });

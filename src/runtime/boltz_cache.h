@@ -10,6 +10,9 @@ namespace bioinfer::runtime {
 // to mols/). boltz2_aff.ckpt (the affinity model) is not needed for structures.
 inline constexpr const char* kBoltz2Repo = "boltz-community/boltz-2";
 inline constexpr const char* kBoltz2Checkpoint = "boltz2_conf.ckpt";
+// The affinity model, registered on its own ("boltz2-affinity") and fetched when a target asks
+// for affinity.
+inline constexpr const char* kBoltz2AffinityCheckpoint = "boltz2_aff.ckpt";
 inline constexpr const char* kBoltz2MolsTar = "mols.tar";
 inline constexpr const char* kBoltz2MolsDir = "mols";
 

@@ -51,6 +51,9 @@ const std::vector<KnownModel>& known_models() {
         v.push_back({"esmfold", {"facebook/esmfold_v1"}, "ESMFold", "3.5B", "~8.4 GB", "MIT"});
         // boltz2_conf.ckpt (2.3 GB) and mols.tar (1.9 GB, unpacked to mols/ next to it)
         v.push_back({"boltz2", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~4.2 GB", "MIT"});
+        // the affinity model: the structure model's layout with two affinity modules
+        v.push_back({"boltz2-affinity", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~2.1 GB", "MIT",
+                     {kBoltz2AffinityCheckpoint}});
         return v;
     }();
     return m;
@@ -105,12 +108,17 @@ struct Selection {
 
 Selection select_files(const std::function<bool(const std::string&)>& exists,
                        const std::vector<std::string>& listing,
-                       const std::function<std::string(const std::string&)>& read_index) {
+                       const std::function<std::string(const std::string&)>& read_index,
+                       const std::vector<std::string>& only = {}) {
     Selection s;
     auto need = [&](const std::string& f) {
         s.files.push_back(f);
         if (!exists(f)) s.missing.push_back(f);
     };
+    if (!only.empty()) {
+        for (const auto& f : only) need(f);
+        return s;
+    }
     std::vector<std::string> pth;
     for (const auto& f : listing)
         if (f.rfind("data/weights/", 0) == 0 && (f.ends_with(".pth") || f.ends_with(".pt"))) pth.push_back(f);
@@ -162,13 +170,15 @@ std::vector<std::string> list_files(const fs::path& dir) {
     return out;
 }
 
-CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap) {
+CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap,
+                            const std::vector<std::string>& only) {
     CachedRepo c;
     c.repo = repo;
     c.snapshot = snap.string();
     const std::vector<std::string> listing = list_files(snap);
     Selection s = select_files([&](const std::string& f) { return fs::exists(snap / f); }, listing,
-                               [&](const std::string& f) { return io::read_file((snap / f).string()); });
+                               [&](const std::string& f) { return io::read_file((snap / f).string()); },
+                               only);
     c.files = s.files;
     c.missing = s.missing;
     std::error_code dir_ec;
@@ -233,7 +243,8 @@ std::vector<std::string> cache_roots(const HubOptions& o) {
     return r;
 }
 
-CachedRepo inspect_cache(const HubOptions& o, const std::string& repo) {
+CachedRepo inspect_cache(const HubOptions& o, const std::string& repo,
+                         const std::vector<std::string>& only) {
     CachedRepo best;
     best.repo = repo;
     for (const auto& root : cache_roots(o)) {
@@ -251,7 +262,7 @@ CachedRepo inspect_cache(const HubOptions& o, const std::string& repo) {
             if (e.is_directory() && std::find(snaps.begin(), snaps.end(), e.path()) == snaps.end())
                 snaps.push_back(e.path());
         for (const auto& s : snaps) {
-            CachedRepo c = inspect_snapshot(repo, s);
+            CachedRepo c = inspect_snapshot(repo, s, only);
             c.partial_bytes = best.partial_bytes;
             if (c.complete()) return c;
             if (best.snapshot.empty()) best = c;
@@ -406,7 +417,8 @@ struct Hub {
 
 }  // namespace
 
-std::string download_repo(const HubOptions& o, const std::string& repo) {
+std::string download_repo(const HubOptions& o, const std::string& repo,
+                          const std::vector<std::string>& only) {
     BI_CHECK(!o.offline, repo, "offline (HF_HUB_OFFLINE=1 or --offline): not downloading");
     Hub hub{o, repo};
     const auto [commit, files] = hub.listing();
@@ -425,7 +437,10 @@ std::string download_repo(const HubOptions& o, const std::string& repo) {
         hub.fetch(base, commit, f, progress);
         return io::read_file((snap / f).string());
     };
-    const Selection sel = select_files(has, files, read);
+    for (const auto& f : only)
+        BI_CHECK(std::find(files.begin(), files.end(), f) != files.end(), repo,
+                 "the repository has no ", f);
+    const Selection sel = select_files(has, files, read, only);
     for (const auto& m : sel.missing)
         BI_CHECK(std::find(sel.files.begin(), sel.files.end(), m) != sel.files.end(), repo,
                  "the repository has no ", m);
@@ -442,9 +457,10 @@ std::string download_repo(const HubOptions& o, const std::string& repo) {
 }
 
 std::string ensure_model(const HubOptions& o, const std::string& name) {
-    std::vector<std::string> repos;
+    std::vector<std::string> repos, only;
     if (const KnownModel* k = find_model(name)) {
         repos = k->repos;
+        only = k->files;
     } else {
         std::string list;
         for (const auto& m : known_models()) list += (list.empty() ? "" : ", ") + m.name;
@@ -454,12 +470,17 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
     }
     std::vector<CachedRepo> cached;
     for (const auto& r : repos) {
-        cached.push_back(inspect_cache(o, r));
+        cached.push_back(inspect_cache(o, r, only));
         if (cached.back().complete()) return cached.back().snapshot;
     }
     // Boltz-2 that `boltz predict` already downloaded into its own cache
-    if (repos == std::vector<std::string>{kBoltz2Repo} && is_boltz2_model_dir(boltz_cache_path()))
-        return boltz_cache_path();
+    const bool boltz2 = repos == std::vector<std::string>{kBoltz2Repo};
+    if (boltz2 && only.empty() && is_boltz2_model_dir(boltz_cache_path())) return boltz_cache_path();
+    if (boltz2 && !only.empty()) {
+        bool all = true;
+        for (const auto& f : only) all &= fs::is_regular_file(fs::path(boltz_cache_path()) / f);
+        if (all) return boltz_cache_path();
+    }
     if (o.offline) {
         std::string msg;
         for (const auto& c : cached) {
@@ -474,16 +495,18 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
         }
         std::string roots;
         for (const auto& r : cache_roots(o)) roots += (roots.empty() ? "" : ", ") + r;
-        if (repos == std::vector<std::string>{kBoltz2Repo})
+        if (boltz2 && only.empty())
             roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", kBoltz2Checkpoint, " + ",
                          kBoltz2MolsDir, "/");
+        else if (boltz2)
+            roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", only.front());
         fail("--model", cat("offline and ", msg, " (looked in ", roots, "); run `bioinfer weights ",
                             "--download ", name, "` with network access, or pass --weights DIR"));
     }
     std::string errors;
     for (const auto& r : repos) {
         try {
-            return download_repo(o, r);
+            return download_repo(o, r, only);
         } catch (const Error& e) {
             // the next repository holding the model, when this one does not exist
             if (std::string(e.what()).find("HTTP 404") == std::string::npos || &r == &repos.back()) {

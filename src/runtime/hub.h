@@ -16,6 +16,9 @@ struct KnownModel {
     std::string params;              // "650M"
     std::string approx_size;         // download size before the hub tells the exact one
     std::string license;
+    // The files taken from the repository when it holds more than this model (Boltz-2's
+    // affinity checkpoint is its own entry); empty: chosen from the repository's listing.
+    std::vector<std::string> files = {};
 };
 
 // ESM-2 (facebook/<name>), ESM C (the transformers layout under biohub/, the esm package's
@@ -51,14 +54,17 @@ struct CachedRepo {
 };
 
 // The best cached copy of `repo` across the cache roots (a complete one if any).
-CachedRepo inspect_cache(const HubOptions& o, const std::string& repo);
+// `only`: these files rather than those chosen from the listing (KnownModel::files).
+CachedRepo inspect_cache(const HubOptions& o, const std::string& repo,
+                         const std::vector<std::string>& only = {});
 
 // --model NAME (registry name or "org/name") -> a complete snapshot folder, downloading what is
 // missing unless offline. Offline and incomplete: an error naming exactly what is missing.
 std::string ensure_model(const HubOptions& o, const std::string& name);
 
 // Downloads (or completes) one repository's needed files into o.cache_dir; returns the snapshot.
-std::string download_repo(const HubOptions& o, const std::string& repo);
+std::string download_repo(const HubOptions& o, const std::string& repo,
+                          const std::vector<std::string>& only = {});
 
 // Removes partial downloads (*.incomplete) and snapshots other than the one refs/main names,
 // with blobs nothing links to any more, in the known models' cache folders. Returns lines saying

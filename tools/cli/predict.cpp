@@ -199,6 +199,13 @@ int predict_main(int argc, char** argv) {
             return r.error.empty() && !r.input.affinity_binder.empty();
         });
         if (wanted) {
+            // --model boltz2: the registry's affinity checkpoint (the same repository or boltz's
+            // cache; downloaded on first use)
+            if (b->affinity_checkpoint().empty() && a.has("model"))
+                b->set_affinity_checkpoint(
+                    (std::filesystem::path(runtime::ensure_model(hub_options(a), "boltz2-affinity")) /
+                     runtime::kBoltz2AffinityCheckpoint)
+                        .string());
             // the affinity model loads with the structure model: a missing one fails before any work
             progress.stage(opts.model_label, "loading the affinity model", 0, /*plain_line=*/false);
             b->affinity_model();

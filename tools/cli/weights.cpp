@@ -56,7 +56,7 @@ int weights_main(int argc, char** argv) {
         // the first repository with a complete copy, else the first with anything
         runtime::CachedRepo found;
         for (const auto& r : k.repos) {
-            runtime::CachedRepo c = runtime::inspect_cache(hub, r);
+            runtime::CachedRepo c = runtime::inspect_cache(hub, r, k.files);
             if (c.complete()) {
                 found = c;
                 break;
