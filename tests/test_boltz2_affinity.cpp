@@ -3,6 +3,8 @@
 // stage at the parity bar and the value and logit within 1e-4; a wrong binder fails it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "boltz2_fixture.h"
 #include "io/boltz_inputs.h"
 #include "models/boltz2/affinity.h"
@@ -77,6 +79,35 @@ TEST(Boltz2Affinity, StageFeaturesFollowTheBinder) {
     const Tensor& mask = got.feats.at("affinity_token_mask");
     EXPECT_NE(max_diff(mask, c.feats.at("affinity_token_mask")), 0.0);
     EXPECT_THROW(featurize_affinity_case(c, "A"), Error);  // a protein is no binder
+}
+
+// boltz builds a SMILES binder from its standardised SMILES: the same molecule written in another
+// atom order (and as a salt) gives boltz's ligand, atom for atom; not as the binder, it keeps the
+// order it was written in.
+TEST(Boltz2Affinity, BinderIsBuiltFromTheStandardisedSmiles) {
+    const boltz2::ConformerLibrary ref = reference_ligands("affinity");
+    const boltz2::ResidueMol& lig1 = ref.at("LIG1");  // boltz's: standardised aspirin
+    io::BoltzTarget t =
+        io::read_boltz_input(boltz2_fixture_dir() + "/inputs/affinity/affinity.yaml");
+    for (auto& c : t.chains)
+        if (c.id == "B") c.smiles = "OC(=O)c1ccccc1OC(C)=O.[Na+].[Cl-]";
+    boltz2::FeaturizeOptions opt;
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    const auto names = [](const boltz2::Featurized& f) {
+        std::vector<std::string> n;
+        for (const auto& a : f.meta.atoms)
+            if (f.meta.chains[size_t(f.meta.tokens[size_t(a.token)].chain)].id == "B") n.push_back(a.name);
+        return n;
+    };
+    std::vector<std::string> want;
+    for (const auto& a : lig1.atoms) want.push_back(a.name);
+    EXPECT_EQ(names(boltz2::featurize(t, opt)), want);
+    t.affinity_binder.clear();
+    t.chains.erase(std::remove_if(t.chains.begin(), t.chains.end(),
+                                  [](const io::BoltzChain& c) { return c.id == "B"; }),
+                   t.chains.end());
+    io::add_boltz_ligand(t, "B", "OC(=O)c1ccccc1OC(C)=O", "test");
+    EXPECT_NE(names(boltz2::featurize(t, opt)), want) << "written order, not boltz's";
 }
 
 TEST(Boltz2Affinity, ModulesMatchReference) {

@@ -279,7 +279,7 @@ TEST(TorchCheckpoint, ReadsStateDictAndRefusesHostilePickles) {
 
 // A Lightning checkpoint (Boltz-2's layout): the weights are its state_dict, named without that
 // prefix; the config is its hyper_parameters, where an option that is not plain data (here a
-// dataclass instance) is skipped, never constructed.
+// dataclass instance, or Lightning's AttributeDict with its items) is skipped, never constructed.
 TEST(TorchCheckpoint, ReadsLightningCheckpoints) {
     const std::string fx = BIOINFER_FIXTURES;
     const io::ModelDir m = io::ModelDir::open(fx + "/boltz2_tiny");
@@ -291,6 +291,11 @@ TEST(TorchCheckpoint, ReadsLightningCheckpoints) {
     EXPECT_EQ(m.config().at("token_s").get<int>(), 44);
     EXPECT_EQ(m.config().at("pairformer_args").at("num_blocks").get<int>(), 2);
     EXPECT_FALSE(m.config().contains("steering_args"));  // a dataclass instance in the file
+    // Lightning's AttributeDict among the options: its items are read past and dropped
+    const auto attr = io::read_torch_checkpoint_full(fx + "/hostile_checkpoints/trainer_attribute_dict.ckpt");
+    EXPECT_EQ(attr.data.at("hyper_parameters").at("token_s").get<int>(), 8);
+    EXPECT_FALSE(attr.data.at("hyper_parameters").contains("training_args"));
+    EXPECT_TRUE(attr.tensors.count("state_dict.embed.weight"));
     const auto direct = io::read_torch_checkpoint_full(fx + "/boltz2_tiny/boltz2_conf.ckpt");
     EXPECT_EQ(direct.data.at("epoch").get<int>(), 0);
     EXPECT_TRUE(direct.tensors.count("state_dict.s_init.weight"));

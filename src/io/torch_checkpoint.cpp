@@ -238,13 +238,17 @@ public:
                 case 0x86: stack_.push_back(make(Value::Tuple{pop_n(2)})); break;
                 case 0x87: stack_.push_back(make(Value::Tuple{pop_n(3)})); break;
                 case 'l': stack_.push_back(make(pop_mark())); break;
+                // A dict or list subclass the reader did not construct (Lightning's AttributeDict
+                // among a checkpoint's options) takes its items and stays opaque: they are dropped.
                 case 'a': {
                     ValuePtr x = pop();
+                    if (is_opaque(top())) break;
                     as<Value::List>(top(), "APPEND").push_back(x);
                     break;
                 }
                 case 'e': {
                     auto items = pop_mark();
+                    if (is_opaque(top())) break;
                     auto& l = as<Value::List>(top(), "APPENDS");
                     l.insert(l.end(), items.begin(), items.end());
                     break;
@@ -258,11 +262,13 @@ public:
                 }
                 case 's': {
                     ValuePtr v = pop(), k = pop();
+                    if (is_opaque(top())) break;
                     as<Value::Dict>(top(), "SETITEM").emplace_back(k, v);
                     break;
                 }
                 case 'u': {
                     auto items = pop_mark();
+                    if (is_opaque(top())) break;
                     auto& d = as<Value::Dict>(top(), "SETITEMS");
                     for (size_t i = 0; i + 1 < items.size(); i += 2) d.emplace_back(items[i], items[i + 1]);
                     break;

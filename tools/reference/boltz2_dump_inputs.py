@@ -67,47 +67,19 @@ def featurize_dir(src: Path, name: str, workdir: Path, mol_dir: Path) -> dict:
 
 
 def dump(model, feats: dict, case: str) -> dict:
-    import boltz.data.feature.featurizerv2 as fz
-    import boltz.model.modules.utils as mu
-
-    rots, trans = [], []
-    orig_aug, orig_rot = fz.center_random_augmentation, mu.random_rotations
-
-    def aug(atom_coords, atom_mask, **kw):
-        got = []
-
-        def rot(n, dtype=None, device=None):
-            r = orig_rot(n, dtype, device)
-            got.append(r)
-            return r
-
-        mu.random_rotations = rot
-        try:
-            out = orig_aug(atom_coords, atom_mask, **kw)
-        finally:
-            mu.random_rotations = orig_rot
-        m = atom_mask[:, :, None].float()
-        centred = atom_coords - (atom_coords * m).sum(1, keepdim=True) / m.sum(1, keepdim=True)
-        r = got[0][0]
-        rots.append(r)
-        trans.append((out[0] - centred[0] @ r).mean(0))
-        return out
-
     # Keep the global generators as the other parts find them.
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    fz.center_random_augmentation = aug
     paired = {}
     try:
         with tempfile.TemporaryDirectory() as td:
             td = Path(td)
             bt.make_mols_dir(td / "mols")
-            again = bt.featurize(case, td / "work", td / "mols", seed=0)
+            with bt.recorded_motions() as (rots, trans):
+                again = bt.featurize(case, td / "work", td / "mols", seed=0)
             if case == "heterodimer":
-                fz.center_random_augmentation = orig_aug
                 batch = featurize_dir(PAIRED_DIR, "paired_msa", td / "paired", td / "mols")
                 paired = {f"inputs.paired_msa.{k}": batch[k][0].float() for k in PAIRED_FEATURES}
     finally:
-        fz.center_random_augmentation = orig_aug
         random.setstate(states[0])
         np.random.set_state(states[1])
         torch.set_rng_state(states[2])

@@ -8,6 +8,7 @@ one ETKDGv3 conformer, pickled with all properties. Both sides read the same mol
 """
 from __future__ import annotations
 
+import contextlib
 import pickle
 import random
 import shutil
@@ -501,25 +502,13 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
 
     cwd = os.getcwd()
     os.chdir(case_dir / "input")
-    # boltz embeds SMILES ligands with RDKit's process-wide generator (ETKDGv3's randomSeed -1),
-    # so a ligand's conformer depends on every embedding before it in the process. Seeded with 42
-    # per ligand here, as bioinfer embeds them, the features are reproducible.
-    from rdkit.Chem import AllChem
-
-    etkdg = AllChem.ETKDGv3
-
-    def seeded_etkdg():
-        params = etkdg()
-        params.randomSeed = 42
-        return params
-
-    AllChem.ETKDGv3 = seeded_etkdg
+    # SMILES ligands embedded with seed 42 each (seeded_etkdg): reproducible features
     try:
-        process_inputs(data=[yaml_path], out_dir=out_dir, ccd_path=mol_dir.parent / "ccd.pkl",
-                       mol_dir=mol_dir, msa_server_url="", msa_pairing_strategy="greedy",
-                       boltz2=True)
+        with seeded_etkdg():
+            process_inputs(data=[yaml_path], out_dir=out_dir, ccd_path=mol_dir.parent / "ccd.pkl",
+                           mol_dir=mol_dir, msa_server_url="", msa_pairing_strategy="greedy",
+                           boltz2=True)
     finally:
-        AllChem.ETKDGv3 = etkdg
         os.chdir(cwd)
     processed = out_dir / "processed"
     if ligand_mols_out is not None and (processed / "mols").exists():
@@ -550,6 +539,64 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
         else:
             out[k] = v
     return out
+
+
+@contextlib.contextmanager
+def seeded_etkdg(seed: int = 42):
+    """boltz embeds SMILES ligands with RDKit's process-wide generator (ETKDGv3's randomSeed -1),
+    so a ligand's conformer depends on every embedding before it in the process. Inside this
+    block every embedding is seeded with `seed`, as bioinfer embeds them."""
+    from rdkit.Chem import AllChem
+
+    etkdg = AllChem.ETKDGv3
+
+    def seeded():
+        params = etkdg()
+        params.randomSeed = seed
+        return params
+
+    AllChem.ETKDGv3 = seeded
+    try:
+        yield
+    finally:
+        AllChem.ETKDGv3 = etkdg
+
+
+@contextlib.contextmanager
+def recorded_motions():
+    """Records the random motion boltz's featurizer gives each residue's conformer
+    (center_random_augmentation: x' = (x - mean) @ R + t) while the block runs; yields the lists
+    the rotations R and translations t are appended to, in ref_space_uid order."""
+    import boltz.data.feature.featurizerv2 as fz
+    import boltz.model.modules.utils as mu
+
+    rots, trans = [], []
+    orig_aug, orig_rot = fz.center_random_augmentation, mu.random_rotations
+
+    def aug(atom_coords, atom_mask, **kw):
+        got = []
+
+        def rot(n, dtype=None, device=None):
+            r = orig_rot(n, dtype, device)
+            got.append(r)
+            return r
+
+        mu.random_rotations = rot
+        try:
+            out = orig_aug(atom_coords, atom_mask, **kw)
+        finally:
+            mu.random_rotations = orig_rot
+        m = atom_mask[:, :, None].float()
+        centred = atom_coords - (atom_coords * m).sum(1, keepdim=True) / m.sum(1, keepdim=True)
+        rots.append(got[0][0])
+        trans.append((out[0] - centred[0] @ got[0][0]).mean(0))
+        return out
+
+    fz.center_random_augmentation = aug
+    try:
+        yield rots, trans
+    finally:
+        fz.center_random_augmentation = orig_aug
 
 
 def tensor_feats(feats: dict) -> dict:

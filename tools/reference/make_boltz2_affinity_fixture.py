@@ -141,10 +141,8 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     if not hasattr(AllChem, "Descriptors"):
         AllChem.Descriptors = Descriptors
 
-    import boltz.data.feature.featurizerv2 as fz
-    import boltz.model.modules.utils as mu
     from boltz.data.module.inferencev2 import Boltz2InferenceDataModule
-    from boltz.data.types import Manifest, StructureV2
+    from boltz.data.types import Coords, Interface, Manifest, StructureV2
     from boltz.main import process_inputs
 
     yaml_text, msas = case_files()
@@ -154,21 +152,14 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
         (inp / f).write_text(text)
     (inp / f"{NAME}.yaml").write_text(yaml_text)
     out_dir = work / "processed_root"
-    etkdg = AllChem.ETKDGv3
-
-    def seeded_etkdg():  # as in boltz2_tiny.featurize
-        params = etkdg()
-        params.randomSeed = 42
-        return params
-
     cwd = os.getcwd()
     os.chdir(inp)
-    AllChem.ETKDGv3 = seeded_etkdg
     try:
-        process_inputs(data=[inp / f"{NAME}.yaml"], out_dir=out_dir, ccd_path=mol_dir.parent / "ccd.pkl",
-                       mol_dir=mol_dir, msa_server_url="", msa_pairing_strategy="greedy", boltz2=True)
+        with bt.seeded_etkdg():  # as in boltz2_tiny.featurize
+            process_inputs(data=[inp / f"{NAME}.yaml"], out_dir=out_dir,
+                           ccd_path=mol_dir.parent / "ccd.pkl", mol_dir=mol_dir, msa_server_url="",
+                           msa_pairing_strategy="greedy", boltz2=True)
     finally:
-        AllChem.ETKDGv3 = etkdg
         os.chdir(cwd)
     processed = out_dir / "processed"
     manifest = Manifest.load(processed / "manifest.json")
@@ -184,7 +175,6 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
                     pickle.dump(mol, o)
 
     # The stage-1 prediction: the processed structure with coordinates, every atom present.
-    from boltz.data.types import Coords
     structure = StructureV2.load(processed / "structures" / f"{record.id}.npz")
     structure = structure.remove_invalid_chains()
     coords = place_atoms(structure)
@@ -193,7 +183,6 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     atoms["is_present"] = True
     residues = structure.residues.copy()
     residues["is_present"] = True
-    from boltz.data.types import Interface
     pred = replace(structure, atoms=atoms, residues=residues,
                    interfaces=np.array([], dtype=Interface),
                    coords=np.array([(x,) for x in coords], dtype=Coords))
@@ -201,38 +190,13 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     (target_dir / record.id).mkdir(parents=True)
     np.savez_compressed(target_dir / record.id / f"pre_affinity_{record.id}.npz", **asdict(pred))
 
-    rots, trans = [], []
-    orig_aug, orig_rot = fz.center_random_augmentation, mu.random_rotations
-
-    def aug(atom_coords, atom_mask, **kw):  # records each residue's motion (boltz2_dump_inputs)
-        got = []
-
-        def rot(n, dtype=None, device=None):
-            r = orig_rot(n, dtype, device)
-            got.append(r)
-            return r
-
-        mu.random_rotations = rot
-        try:
-            res = orig_aug(atom_coords, atom_mask, **kw)
-        finally:
-            mu.random_rotations = orig_rot
-        m = atom_mask[:, :, None].float()
-        centred = atom_coords - (atom_coords * m).sum(1, keepdim=True) / m.sum(1, keepdim=True)
-        rots.append(got[0][0])
-        trans.append((res[0] - centred[0] @ got[0][0]).mean(0))
-        return res
-
     dm = Boltz2InferenceDataModule(
         manifest=manifest, target_dir=target_dir, msa_dir=processed / "msa", mol_dir=mol_dir,
         num_workers=0, constraints_dir=None, template_dir=None,
         extra_mols_dir=processed / "mols", override_method="other", affinity=True)
-    fz.center_random_augmentation = aug
     torch.manual_seed(0)
-    try:
+    with bt.recorded_motions() as (rots, trans):
         batch = next(iter(dm.predict_dataloader()))
-    finally:
-        fz.center_random_augmentation = orig_aug
     return batch, coords, record, torch.stack(rots).float(), torch.stack(trans).float()
 
 

@@ -195,6 +195,14 @@ def build_hostile(out_root):
     # A trainer checkpoint may carry objects among its options, never among its weights.
     torch.save({"state_dict": {"embed.weight": torch.zeros(2, 2), "payload": _Hostile()},
                 "hyper_parameters": {"token_s": 8}}, os.path.join(out, "trainer_os_system.ckpt"))
+    # Lightning's AttributeDict (a dict subclass) among a trainer checkpoint's options: read past,
+    # its items dropped, never constructed.
+    from lightning_fabric.utilities.data import AttributeDict
+
+    torch.save({"state_dict": {"embed.weight": torch.zeros(2, 2)},
+                "hyper_parameters": {"token_s": 8, "training_args": AttributeDict(max_lr=0.1),
+                                     "tags": AttributeDict(a=[1, 2])}},
+               os.path.join(out, "trainer_attribute_dict.ckpt"))
     good = os.path.join(out, "truncated.pth")
     torch.save({"embed.weight": torch.arange(4096, dtype=torch.float32)}, good)
     with open(good, "rb") as f:

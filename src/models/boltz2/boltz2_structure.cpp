@@ -9,6 +9,7 @@
 #include "io/boltz_inputs.h"
 #include "models/boltz2/featurizer.h"
 #include "models/boltz2/ligands.h"
+#include "models/boltz2/standardize.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -79,8 +80,10 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
         if (c.type != io::BoltzEntityType::Ligand) {
             in.tokens += int64_t(c.residues.size());
         } else if (!c.smiles.empty()) {
-            in.tokens += smiles_heavy_atoms(c.smiles, cat(c.where.empty() ? path : c.where,
-                                                          ": chain ", c.id));
+            const std::string where = cat(c.where.empty() ? path : c.where, ": chain ", c.id);
+            // the affinity binder is built from its standardised SMILES, as boltz builds it
+            in.tokens += smiles_heavy_atoms(
+                c.id == t.affinity_binder ? standardize_smiles(c.smiles, where) : c.smiles, where);
         } else {
             for (const std::string& code : c.ccd)
                 in.tokens += int64_t(ccd_molecule(code, ConformerLibrary::builtin(), mols_dir_,
@@ -346,7 +349,8 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
                 if (c.id == target.affinity_binder) binder = &c;
             mw = binder->smiles.empty()
                      ? ccd_molecular_weight(binder->residues.front(), spec_->mols_dir(), in.where)
-                     : smiles_molecular_weight(binder->smiles, in.where);
+                     : smiles_molecular_weight(standardize_smiles(binder->smiles, in.where),
+                                               in.where);
         }
         const AffinityResult ar =
             am.predict_affinity(fz_aff.feats, ra, opts.affinity_mw_correction ? &mw : nullptr);

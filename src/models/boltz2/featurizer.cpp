@@ -15,6 +15,7 @@
 #include "bioinfer/error.h"
 #include "models/boltz2/ligands.h"
 #include "models/boltz2/numpy_rng.h"
+#include "models/boltz2/standardize.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -129,7 +130,11 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         const std::string where = cat(target.source, ": chain ", c.id);
         ResidueMol m;
         if (!c.smiles.empty()) {
-            m = ligand_from_smiles(c.smiles, res, where, opt.ligand_seed);
+            // boltz builds an affinity binder from its standardised SMILES (standardize.h)
+            const std::string smiles = c.id == target.affinity_binder
+                                           ? standardize_smiles(c.smiles, where)
+                                           : c.smiles;
+            m = ligand_from_smiles(smiles, res, where, opt.ligand_seed);
         } else {
             m = ccd_molecule(res, lib, opt.mols_dir, where);
         }
