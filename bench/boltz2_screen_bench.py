@@ -24,8 +24,8 @@ bioinfer: one `bioinfer predict receptor.yaml --ligands ligands.smi --affinity` 
 Both with the same options: --recycling_steps 3 (boltz's default), --sampling_steps STEPS,
 --sampling_steps_affinity AFFINITY_STEPS, --diffusion_samples_affinity 5 (boltz's default), one
 structure sample. The sampler steps are cut from boltz's 200 so that 20 ligands run in under an
-hour on 2 cores; every step is the same work, so the JSON also gives each side's time per ligand
-projected to 200 + 200 steps from its measured time per step.
+hour on 2 cores (docs/performance.md discusses what that does to the ratio). Times: bioinfer's is
+its one process (load, every ligand, outputs), boltz's the sum of its per-ligand processes.
 """
 import argparse
 import json

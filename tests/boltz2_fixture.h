@@ -3,10 +3,10 @@
 // Lightning checkpoint. The bar every module is held to: PCC >= 0.99999, relative L2 <= 1e-5.
 #pragma once
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
-#include <set>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,9 +69,9 @@ inline Boltz2Case load_boltz2_case(const std::string& name) {
         if (k.rfind("feat.", 0) == 0) c.feats.set(k.substr(5), c.get0(k));
         // One-hot tables stored as each row's index (-1: no 1), with their class count.
         const std::string classes = ".classes";
-        if (k.rfind("onehot.", 0) != 0 || (k.size() > classes.size() &&
-                                           k.compare(k.size() - classes.size(), classes.size(),
-                                                     classes) == 0))
+        if (k.rfind("onehot.", 0) != 0 ||
+            (k.size() > classes.size() &&
+             k.compare(k.size() - classes.size(), classes.size(), classes) == 0))
             continue;
         const Tensor idx = c.get0(k);
         const int64_t n = int64_t(c.get(k + classes).f32()[0]);
@@ -138,7 +138,8 @@ inline boltz2::AugmentationSource reference_motions(const Boltz2Case& c,
 // RDKit's version, so the parity comparison gives bioinfer the reference's.
 inline boltz2::ConformerLibrary reference_ligands(const std::string& name) {
     boltz2::ConformerLibrary lib;
-    const std::filesystem::path dir = std::filesystem::path(boltz2_fixture_dir()) / "inputs" / name / "ligand_mols";
+    const std::filesystem::path dir =
+        std::filesystem::path(boltz2_fixture_dir()) / "inputs" / name / "ligand_mols";
     if (!std::filesystem::is_directory(dir)) return lib;
     for (const auto& f : std::filesystem::directory_iterator(dir))
         lib.add(boltz2::read_boltz_mol(f.path().string(), f.path().stem().string()));

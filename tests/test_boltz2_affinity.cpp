@@ -96,7 +96,8 @@ TEST(Boltz2Affinity, BinderIsBuiltFromTheStandardisedSmiles) {
     const auto names = [](const boltz2::Featurized& f) {
         std::vector<std::string> n;
         for (const auto& a : f.meta.atoms)
-            if (f.meta.chains[size_t(f.meta.tokens[size_t(a.token)].chain)].id == "B") n.push_back(a.name);
+            if (f.meta.chains[size_t(f.meta.tokens[size_t(a.token)].chain)].id == "B")
+                n.push_back(a.name);
         return n;
     };
     std::vector<std::string> want;
@@ -200,7 +201,8 @@ TEST(Boltz2Affinity, StageRunMatchesReference) {
     ASSERT_EQ(r.module_values.size(), 2u);
     for (int k : {1, 2}) {
         const std::string n = std::to_string(k);
-        EXPECT_NEAR(r.module_values[size_t(k - 1)], c.get("run.affinity_pred_value" + n).f32()[0], 1e-4);
+        EXPECT_NEAR(r.module_values[size_t(k - 1)], c.get("run.affinity_pred_value" + n).f32()[0],
+                    1e-4);
         EXPECT_NEAR(r.module_probabilities[size_t(k - 1)],
                     c.get("run.affinity_probability_binary" + n).f32()[0], 1e-4);
     }

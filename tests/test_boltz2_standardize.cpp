@@ -59,8 +59,9 @@ TEST(Boltz2Standardize, MatchesBoltz) {
         EXPECT_EQ(got, boltz2::canonical_smiles(c.expected, "boltz's SMILES")) << c.smiles;
         raw_equal += got == c.expected ? 1 : 0;
     }
-    std::printf("standardize: %zu cases (%d errors), %d of %zu outputs equal boltz's SMILES as written\n",
-                cases.size(), errors, raw_equal, cases.size() - errors);
+    std::printf(
+        "standardize: %zu cases (%d errors), %d of %zu outputs equal boltz's SMILES as written\n",
+        cases.size(), errors, raw_equal, cases.size() - errors);
 }
 
 // Salts written with organic-subset atoms: the reference's RDKit (2026.09) LargestFragmentChooser

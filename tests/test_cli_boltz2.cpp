@@ -201,9 +201,9 @@ TEST_F(Boltz2Cli, AffinityIsWrittenAsBoltzWritesIt) {
     // nlohmann's json sorts keys: compare the set, then the file's order by position
     EXPECT_EQ(keys.size(), 6u);
     size_t at = 0;
-    for (const std::string k : {"affinity_pred_value", "affinity_probability_binary",
-                                "affinity_pred_value1", "affinity_probability_binary1",
-                                "affinity_pred_value2", "affinity_probability_binary2"}) {
+    for (const std::string k :
+         {"affinity_pred_value", "affinity_probability_binary", "affinity_pred_value1",
+          "affinity_probability_binary1", "affinity_pred_value2", "affinity_probability_binary2"}) {
         const size_t pos = text.find("\"" + k + "\":");
         ASSERT_NE(pos, std::string::npos) << k;
         EXPECT_GT(pos, at) << k << " out of boltz's order";
@@ -214,19 +214,24 @@ TEST_F(Boltz2Cli, AffinityIsWrittenAsBoltzWritesIt) {
         EXPECT_GT(j[k].get<double>(), 0.0);
         EXPECT_LT(j[k].get<double>(), 1.0);
     }
-    EXPECT_NEAR(j["affinity_pred_value"].get<double>(),
-                (j["affinity_pred_value1"].get<double>() + j["affinity_pred_value2"].get<double>()) / 2,
-                1e-6);
-    const auto results = nlohmann::json::parse(io::read_file(p("aff/boltz_results_affinity/results.json")));
-    EXPECT_EQ(results["targets"][0]["files"]["affinity"], "predictions/affinity/affinity_affinity.json");
+    EXPECT_NEAR(
+        j["affinity_pred_value"].get<double>(),
+        (j["affinity_pred_value1"].get<double>() + j["affinity_pred_value2"].get<double>()) / 2,
+        1e-6);
+    const auto results =
+        nlohmann::json::parse(io::read_file(p("aff/boltz_results_affinity/results.json")));
+    EXPECT_EQ(results["targets"][0]["files"]["affinity"],
+              "predictions/affinity/affinity_affinity.json");
     r = run("predict " + in + fast + " --out_dir " + p("aff"));
     ASSERT_EQ(r.rc, 0) << r.err;
-    const auto again = nlohmann::json::parse(io::read_file(p("aff/boltz_results_affinity/results.json")));
+    const auto again =
+        nlohmann::json::parse(io::read_file(p("aff/boltz_results_affinity/results.json")));
     EXPECT_EQ(again["targets"][0]["status"], "skipped");
 
     r = run("predict " + in + fast + " --affinity_mw_correction --out_dir " + p("mw"));
     ASSERT_EQ(r.rc, 0) << r.err;
-    const auto m = nlohmann::json::parse(io::read_file(pred("mw", "affinity", "affinity", "affinity_affinity.json")));
+    const auto m = nlohmann::json::parse(
+        io::read_file(pred("mw", "affinity", "affinity", "affinity_affinity.json")));
     EXPECT_EQ(m["affinity_pred_value1"], j["affinity_pred_value1"]);
     // aspirin's heavy atoms weigh 172.095 (boltz's affinity_mw)
     const double v = j["affinity_pred_value"].get<double>();
@@ -236,11 +241,13 @@ TEST_F(Boltz2Cli, AffinityIsWrittenAsBoltzWritesIt) {
 
 // Screening with --affinity: every ligand is the binder, screening.csv carries its affinity.
 TEST_F(Boltz2Cli, ScreeningPredictsAffinity) {
-    write("receptor.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n"
-                           "      sequence: MKTAYIAKQRQISFVKSHF\n      msa: empty\n");
+    write("receptor.yaml",
+          "version: 1\nsequences:\n  - protein:\n      id: A\n"
+          "      sequence: MKTAYIAKQRQISFVKSHF\n      msa: empty\n");
     write("ligands.smi", "CC(=O)Oc1ccccc1C(=O)O aspirin\nCCO ethanol\n");
-    Result r = run("predict " + p("receptor.yaml") + " --ligands " + p("ligands.smi") + " --affinity" +
-                   kFast + " --sampling_steps_affinity 2 --diffusion_samples_affinity 2 --out-dir " + p("scr"));
+    Result r = run(
+        "predict " + p("receptor.yaml") + " --ligands " + p("ligands.smi") + " --affinity" + kFast +
+        " --sampling_steps_affinity 2 --diffusion_samples_affinity 2 --out-dir " + p("scr"));
     ASSERT_EQ(r.rc, 0) << r.err;
     const std::string dir = p("scr/boltz_results_receptor");
     for (const std::string n : {"aspirin", "ethanol"})
@@ -249,14 +256,17 @@ TEST_F(Boltz2Cli, ScreeningPredictsAffinity) {
     std::string header, row;
     std::getline(csv, header);
     std::getline(csv, row);
-    EXPECT_NE(header.find(",affinity_pred_value,affinity_probability_binary,error"), std::string::npos)
+    EXPECT_NE(header.find(",affinity_pred_value,affinity_probability_binary,error"),
+              std::string::npos)
         << header;
-    const auto aff = nlohmann::json::parse(io::read_file(dir + "/predictions/aspirin/affinity_aspirin.json"));
+    const auto aff =
+        nlohmann::json::parse(io::read_file(dir + "/predictions/aspirin/affinity_aspirin.json"));
     char buf[32];
     std::snprintf(buf, sizeof buf, ",%.6g,", aff["affinity_pred_value"].get<double>());
     EXPECT_NE(row.find(buf), std::string::npos) << row;
     // without --affinity the columns are empty
-    r = run("predict " + p("receptor.yaml") + " --ligands " + p("ligands.smi") + kFast + " --out-dir " + p("plain"));
+    r = run("predict " + p("receptor.yaml") + " --ligands " + p("ligands.smi") + kFast +
+            " --out-dir " + p("plain"));
     ASSERT_EQ(r.rc, 0) << r.err;
     std::istringstream plain(io::read_file(p("plain/boltz_results_receptor/screening.csv")));
     std::getline(plain, header);
@@ -266,24 +276,29 @@ TEST_F(Boltz2Cli, ScreeningPredictsAffinity) {
 
 // Affinity inputs boltz refuses, refused the same way; a missing affinity model before any work.
 TEST_F(Boltz2Cli, BadAffinityInputIsRefusedCleanly) {
-    const std::string head = "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
-                             "      msa: empty\n  - ligand:\n      id: L\n      smiles: 'CCO'\n";
+    const std::string head =
+        "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+        "      msa: empty\n  - ligand:\n      id: L\n      smiles: 'CCO'\n";
     write("prot.yaml", head + "properties:\n  - affinity:\n      binder: A\n");
     expect_clean_failure("predict " + p("prot.yaml") + kFast, "affinity: chain A is not a ligand");
     write("none.yaml", head + "properties:\n  - affinity:\n      binder: Q\n");
     expect_clean_failure("predict " + p("none.yaml") + kFast, "the binder 'Q' is not a chain");
-    write("copies.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
-                         "      msa: empty\n  - ligand:\n      id: [L, M]\n      smiles: 'CCO'\n"
-                         "properties:\n  - affinity:\n      binder: L\n");
+    write("copies.yaml",
+          "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+          "      msa: empty\n  - ligand:\n      id: [L, M]\n      smiles: 'CCO'\n"
+          "properties:\n  - affinity:\n      binder: L\n");
     expect_clean_failure("predict " + p("copies.yaml") + kFast, "has copies");
-    write("two.yaml", head + "  - ligand:\n      id: K\n      smiles: 'CCN'\n"
-                             "properties:\n  - affinity:\n      binder: L\n  - affinity:\n      binder: K\n");
+    write("two.yaml",
+          head +
+              "  - ligand:\n      id: K\n      smiles: 'CCN'\n"
+              "properties:\n  - affinity:\n      binder: L\n  - affinity:\n      binder: K\n");
     expect_clean_failure("predict " + p("two.yaml") + kFast, "only one affinity binder");
     write("unknown.yaml", head + "properties:\n  - solubility:\n      binder: L\n");
     expect_clean_failure("predict " + p("unknown.yaml") + kFast, "unknown property 'solubility'");
-    write("big.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
-                      "      msa: empty\n  - ligand:\n      id: L\n      smiles: '" + std::string(130, 'C') +
-                      "'\nproperties:\n  - affinity:\n      binder: L\n");
+    write("big.yaml",
+          "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+          "      msa: empty\n  - ligand:\n      id: L\n      smiles: '" +
+              std::string(130, 'C') + "'\nproperties:\n  - affinity:\n      binder: L\n");
     expect_clean_failure("predict " + p("big.yaml") + kFast, "has 130 heavy atoms");
     // a model folder without boltz2_aff.ckpt: refused before weights load or anything is written
     fs::create_directories(tmp / "noaff");

@@ -292,7 +292,8 @@ TEST(TorchCheckpoint, ReadsLightningCheckpoints) {
     EXPECT_EQ(m.config().at("pairformer_args").at("num_blocks").get<int>(), 2);
     EXPECT_FALSE(m.config().contains("steering_args"));  // a dataclass instance in the file
     // Lightning's AttributeDict among the options: its items are read past and dropped
-    const auto attr = io::read_torch_checkpoint_full(fx + "/hostile_checkpoints/trainer_attribute_dict.ckpt");
+    const auto attr =
+        io::read_torch_checkpoint_full(fx + "/hostile_checkpoints/trainer_attribute_dict.ckpt");
     EXPECT_EQ(attr.data.at("hyper_parameters").at("token_s").get<int>(), 8);
     EXPECT_FALSE(attr.data.at("hyper_parameters").contains("training_args"));
     EXPECT_TRUE(attr.tensors.count("state_dict.embed.weight"));

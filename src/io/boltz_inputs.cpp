@@ -520,14 +520,15 @@ void check_affinity_binder(const BoltzTarget& t) {
     const BoltzChain* binder = nullptr;
     for (const BoltzChain& c : t.chains)
         if (c.id == t.affinity_binder) binder = &c;
-    BI_CHECK(binder, w, "affinity: the binder '", t.affinity_binder, "' is not a chain of the input");
+    BI_CHECK(binder, w, "affinity: the binder '", t.affinity_binder,
+             "' is not a chain of the input");
     BI_CHECK(binder->type == BoltzEntityType::Ligand, w, "affinity: chain ", binder->id,
              " is not a ligand (affinity is predicted for ligands only)");
     for (const BoltzChain& c : t.chains)
         BI_CHECK(&c == binder || c.entity_id != binder->entity_id, w, "affinity: the binder ",
                  binder->id, " has copies (chain ", c.id, "); affinity needs a single copy");
-    BI_CHECK(binder->residues.size() == 1, w, "affinity: the binder ", binder->id,
-             " has ", binder->residues.size(), " residues; affinity needs a single-residue ligand");
+    BI_CHECK(binder->residues.size() == 1, w, "affinity: the binder ", binder->id, " has ",
+             binder->residues.size(), " residues; affinity needs a single-residue ligand");
 }
 
 // ---- FASTA --------------------------------------------------------------------------------------

@@ -85,10 +85,10 @@ struct BoltzTarget {
 // YAML syntax, an unknown key or entity type, a ligand without exactly one of `smiles` and `ccd`,
 // a malformed modification or constraint, templates ("not supported yet"), an affinity binder
 // that is not one single-copy, single-residue ligand chain (or more than one binder), a
-// duplicated chain id, a letter outside the chain type's alphabet, a protein without an `msa` key (boltz's "missing MSA" error; `msa: empty` runs
-// single-sequence), and entries of one entity that give different MSAs.
-// Relative MSA paths are looked up next to the input file first, then in the working directory
-// (boltz resolves them against the working directory only).
+// duplicated chain id, a letter outside the chain type's alphabet, a protein without an `msa` key
+// (boltz's "missing MSA" error; `msa: empty` runs single-sequence), and entries of one entity that
+// give different MSAs. Relative MSA paths are looked up next to the input file first, then in the
+// working directory (boltz resolves them against the working directory only).
 BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source);
 BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source);
 // By extension: .yaml/.yml or .fasta/.fa/.fas (case-insensitive), as boltz dispatches.

@@ -744,7 +744,8 @@ std::vector<float> boltz_confidence_scores(const std::vector<float>& complex_pld
 std::string boltz_affinity_json(const std::vector<std::pair<std::string, double>>& values) {
     std::string o = "{";
     for (size_t i = 0; i < values.size(); ++i)
-        o += cat(i ? "," : "", "\n    \"", values[i].first, "\": ", python_float_repr(values[i].second));
+        o += cat(i ? "," : "", "\n    \"", values[i].first,
+                 "\": ", python_float_repr(values[i].second));
     return o + (values.empty() ? "}" : "\n}");
 }
 

@@ -68,7 +68,7 @@ struct BoltzWriteOptions {
     bool write_pde = true;
     // The affinity stage's outputs (key, value) in boltz's order: written as
     // affinity_<name>.json when given.
-    std::vector<std::pair<std::string, double>> affinity;
+    std::vector<std::pair<std::string, double>> affinity = {};
 };
 
 // boltz's ranking: rank[sample] = position of the sample when sorted by confidence_score,

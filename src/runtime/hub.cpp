@@ -52,7 +52,12 @@ const std::vector<KnownModel>& known_models() {
         // boltz2_conf.ckpt (2.3 GB) and mols.tar (1.9 GB, unpacked to mols/ next to it)
         v.push_back({"boltz2", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~4.2 GB", "MIT"});
         // the affinity model: the structure model's layout with two affinity modules
-        v.push_back({"boltz2-affinity", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~2.1 GB", "MIT",
+        v.push_back({"boltz2-affinity",
+                     {kBoltz2Repo},
+                     "Boltz-2",
+                     "~0.5B",
+                     "~2.1 GB",
+                     "MIT",
                      {kBoltz2AffinityCheckpoint}});
         return v;
     }();
@@ -176,9 +181,9 @@ CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap,
     c.repo = repo;
     c.snapshot = snap.string();
     const std::vector<std::string> listing = list_files(snap);
-    Selection s = select_files([&](const std::string& f) { return fs::exists(snap / f); }, listing,
-                               [&](const std::string& f) { return io::read_file((snap / f).string()); },
-                               only);
+    Selection s = select_files(
+        [&](const std::string& f) { return fs::exists(snap / f); }, listing,
+        [&](const std::string& f) { return io::read_file((snap / f).string()); }, only);
     c.files = s.files;
     c.missing = s.missing;
     std::error_code dir_ec;
@@ -192,7 +197,6 @@ CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap,
     }
     return c;
 }
-
 
 // An exclusive lock on .locks/<repo folder>/<name>.lock, as huggingface_hub takes, so that two
 // processes do not write one blob at once.
@@ -475,7 +479,8 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
     }
     // Boltz-2 that `boltz predict` already downloaded into its own cache
     const bool boltz2 = repos == std::vector<std::string>{kBoltz2Repo};
-    if (boltz2 && only.empty() && is_boltz2_model_dir(boltz_cache_path())) return boltz_cache_path();
+    if (boltz2 && only.empty() && is_boltz2_model_dir(boltz_cache_path()))
+        return boltz_cache_path();
     if (boltz2 && !only.empty()) {
         bool all = true;
         for (const auto& f : only) all &= fs::is_regular_file(fs::path(boltz_cache_path()) / f);

@@ -55,8 +55,7 @@ std::string free_ligand_chain(const std::string& input_path, const fold::ModelSp
 std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
                                                   const std::vector<ScreeningLigand>& ligands,
                                                   const std::string& chain,
-                                                  const fold::ModelSpec& spec,
-                                                  bool affinity) {
+                                                  const fold::ModelSpec& spec, bool affinity) {
     std::vector<FoldRecord> out;
     for (const ScreeningLigand& l : ligands) {
         FoldRecord r;

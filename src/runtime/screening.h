@@ -35,7 +35,8 @@ std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
 
 // screening.csv in out_dir: per ligand in file order its name, SMILES, status, the best
 // sample's confidence scores from its confidence JSON (boltz's layout), its affinity values from
-// affinity_<name>.json (empty without one), and the error of a ligand that failed. Written to a temporary name and renamed.
+// affinity_<name>.json (empty without one), and the error of a ligand that failed. Written to a
+// temporary name and renamed.
 std::string write_screening_summary(const std::vector<ScreeningLigand>& ligands,
                                     const std::vector<TargetResult>& results,
                                     const std::string& out_dir);

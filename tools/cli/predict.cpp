@@ -17,7 +17,8 @@
 
 namespace bioinfer::cli {
 
-static const char* kPredictHelp = R"(usage: bioinfer predict INPUT (--model esmfold|boltz2 | --weights DIR) --out-dir DIR [options]
+static const char* kPredictHelp =
+    R"(usage: bioinfer predict INPUT (--model esmfold|boltz2 | --weights DIR) --out-dir DIR [options]
 
 ESMFold: INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence. Chains of a
 complex are separated by ':' (joined by a 25-glycine linker that the outputs leave out). Writes
@@ -84,13 +85,13 @@ Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --sam
 )";
 
 int predict_main(int argc, char** argv) {
-    Args a = parse_job_args(argc, argv,
-                            {"model", "weights", "out-dir", "output-format", "num-recycles",
-                             "chunk-size", "max-memory", "sampling-steps", "diffusion-samples",
-                             "max-parallel-samples", "step-scale", "seed", "max-msa-seqs",
-                             "ligands", "ligand-chain", "affinity-checkpoint",
-                             "sampling-steps-affinity", "diffusion-samples-affinity"},
-                            {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction"});
+    Args a = parse_job_args(
+        argc, argv,
+        {"model", "weights", "out-dir", "output-format", "num-recycles", "chunk-size", "max-memory",
+         "sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
+         "max-msa-seqs", "ligands", "ligand-chain", "affinity-checkpoint",
+         "sampling-steps-affinity", "diffusion-samples-affinity"},
+        {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         std::fputs(job_options_help(), stdout);
@@ -153,10 +154,10 @@ int predict_main(int argc, char** argv) {
         if (format_given.empty()) opts.format = "cif";
         opts.out_dir = io::boltz_results_dir(opts.out_dir, a.positional[0]);
     } else {
-        for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
-                              "step-scale", "seed", "max-msa-seqs", "ligands", "ligand-chain",
-                              "affinity", "affinity-checkpoint", "sampling-steps-affinity",
-                              "diffusion-samples-affinity", "affinity-mw-correction"})
+        for (const char* k :
+             {"sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
+              "max-msa-seqs", "ligands", "ligand-chain", "affinity", "affinity-checkpoint",
+              "sampling-steps-affinity", "diffusion-samples-affinity", "affinity-mw-correction"})
             BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
     }
     BI_CHECK(a.has("ligands") || !a.has("ligand-chain"), "--ligand-chain", "needs --ligands");
@@ -172,8 +173,8 @@ int predict_main(int argc, char** argv) {
         const std::string input = a.positional[0];
         const std::string chain =
             a.has("ligand-chain") ? a.get("ligand-chain") : runtime::free_ligand_chain(input, *spec);
-        records = runtime::collect_screening_records(input, ligands, chain, *spec,
-                                                     a.has("affinity"));
+        records =
+            runtime::collect_screening_records(input, ligands, chain, *spec, a.has("affinity"));
     } else {
         records = runtime::collect_fold_records(a.positional[0], *spec);
     }
@@ -202,11 +203,12 @@ int predict_main(int argc, char** argv) {
             // --model boltz2: the registry's affinity checkpoint (the same repository or boltz's
             // cache; downloaded on first use)
             if (b->affinity_checkpoint().empty() && a.has("model"))
-                b->set_affinity_checkpoint(
-                    (std::filesystem::path(runtime::ensure_model(hub_options(a), "boltz2-affinity")) /
-                     runtime::kBoltz2AffinityCheckpoint)
-                        .string());
-            // the affinity model loads with the structure model: a missing one fails before any work
+                b->set_affinity_checkpoint((std::filesystem::path(runtime::ensure_model(
+                                                hub_options(a), "boltz2-affinity")) /
+                                            runtime::kBoltz2AffinityCheckpoint)
+                                               .string());
+            // the affinity model loads with the structure model: a missing one fails before any
+            // work
             progress.stage(opts.model_label, "loading the affinity model", 0, /*plain_line=*/false);
             b->affinity_model();
         }

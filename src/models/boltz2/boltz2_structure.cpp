@@ -101,7 +101,9 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
     in.affinity_binder = t.affinity_binder;
     // What the entities do not say: modified residues, cyclic chains, constraints.
     std::string v;
-    const auto ref = [](const io::BoltzRef& r) { return cat(r.chain, '/', r.residue, '/', r.atom); };
+    const auto ref = [](const io::BoltzRef& r) {
+        return cat(r.chain, '/', r.residue, '/', r.atom);
+    };
     for (const io::BoltzChain& c : t.chains) {
         v += cat(c.id, c.cyclic ? " cyclic" : "", ':');
         for (const std::string& r : c.residues) v += cat(r, ' ');
@@ -114,7 +116,8 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
         v += '\n';
     }
     for (const auto& k : t.contacts)
-        v += cat("contact ", ref(k.token1), ' ', ref(k.token2), ' ', k.max_distance, ' ', k.force, '\n');
+        v += cat("contact ", ref(k.token1), ' ', ref(k.token2), ' ', k.max_distance, ' ', k.force,
+                 '\n');
     in.variant = v;
     return in;
 }
@@ -340,7 +343,8 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
         ra.seed = sampler_seed(opts.seed + 1);
         ra.progress = [&](const std::string& what, int step, int steps) {
             if (opts.progress)
-                opts.progress(what.rfind("affinity", 0) == 0 ? what : "affinity " + what, step, steps);
+                opts.progress(what.rfind("affinity", 0) == 0 ? what : "affinity " + what, step,
+                              steps);
         };
         double mw = 0;
         if (opts.affinity_mw_correction) {

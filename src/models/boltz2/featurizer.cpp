@@ -131,9 +131,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         ResidueMol m;
         if (!c.smiles.empty()) {
             // boltz builds an affinity binder from its standardised SMILES (standardize.h)
-            const std::string smiles = c.id == target.affinity_binder
-                                           ? standardize_smiles(c.smiles, where)
-                                           : c.smiles;
+            const std::string smiles =
+                c.id == target.affinity_binder ? standardize_smiles(c.smiles, where) : c.smiles;
             m = ligand_from_smiles(smiles, res, where, opt.ligand_seed);
         } else {
             m = ccd_molecule(res, lib, opt.mols_dir, where);
@@ -167,143 +166,147 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     // Tokens and atoms of the residues `keep` marks (by global residue index; null: all). Skipped
     // residues draw no conformer and take no ref_space_uid, as in boltz's crop.
     const auto build = [&](const std::vector<char>* keep) {
-    tokens.clear();
-    atom_names.clear(), atom_element.clear(), atom_charge.clear(), atom_chirality.clear();
-    atom_uid.clear(), atom_backbone.clear(), atom_pos.clear(), bonds.clear(), res_atoms.clear();
-    src_atom.clear();
-    meta = StructureMeta();
-    for (auto& c : chain_res_types) c.clear();
-    NumpyGenerator conformer_rng(opt.conformer_seed);
-    atom_idx = 0;
-    int64_t full_atom = 0;
-    int next_uid = 0;
-    for (size_t ci = 0; ci < target.chains.size(); ++ci) {
-        const io::BoltzChain& c = target.chains[ci];
-        const bool ligand = c.type == io::BoltzEntityType::Ligand;
-        const std::string type_upper = c.type == io::BoltzEntityType::Protein ? "PROTEIN"
-                                       : c.type == io::BoltzEntityType::Dna   ? "DNA"
-                                       : c.type == io::BoltzEntityType::Rna   ? "RNA"
-                                                                              : "NONPOLYMER";
-        ChainMeta cm;
-        cm.id = c.id;
-        cm.type = io::boltz_entity_name(c.type);
-        cm.asym_id = int(ci);
-        cm.entity_id = c.entity_id;
-        cm.sym_id = c.sym_id;
-        cm.token_begin = int64_t(tokens.size());
-        cm.atom_begin = atom_idx;
-        for (size_t r = 0; r < c.residues.size(); ++r) {
-            const std::string& res = c.residues[r];
-            // A polymer residue outside boltz's residue tokens is a modification (a CCD code).
-            const bool modified = !ligand && v.ref_atoms.count(res) == 0;
-            const ResidueMol& mol = ligand || modified ? ligand_mol(c, res) : lib.at(res);
-            // The residue's atoms as indices into the molecule: standard residues in
-            // const.ref_atoms order; ligands every heavy atom in the molecule's order; modified
-            // residues those the CCD does not flag as leaving atoms.
-            std::vector<int> mol_atoms;
-            if (ligand || modified) {
-                for (size_t k = 0; k < mol.atoms.size(); ++k)
-                    if (ligand || !mol.atoms[k].leaving) mol_atoms.push_back(int(k));
-            } else {
-                for (const std::string& n : v.ref_atoms.at(res)) {
-                    const int k = mol.atom_index(n);
-                    BI_CHECK(k >= 0, kWhere, "canonical molecule ", res, " has no atom ", n);
-                    mol_atoms.push_back(k);
-                }
-            }
-            BI_CHECK(!mol_atoms.empty(), kWhere, "chain ", c.id, ": molecule ", res,
-                     " has no heavy atoms");
-            chain_res_types[ci].push_back(ligand || modified ? unk_type : v.token_id(res));
-            if (keep && !(*keep)[res_atoms.size()]) {
-                res_atoms.push_back({int(ci), int(r), -1, 0});
-                full_atom += int64_t(mol_atoms.size());
-                continue;
-            }
-            // boltz draws random.choice(conformer ids) once per (chain, residue), in token order,
-            // from np.random.default_rng(42); nothing else draws from it before at inference. A
-            // single conformer draws nothing (numpy returns at once for a range of one).
-            const auto& conf = mol.conformers[size_t(conformer_rng.choice_index(
-                int64_t(mol.conformers.size())))];
-            const int uid = next_uid++;  // (chain, residue) counter
-            const int64_t res_begin = atom_idx;
-            const int64_t first_token = int64_t(tokens.size());
-            for (size_t j = 0; j < mol_atoms.size(); ++j) {
-                const int k = mol_atoms[j];
-                const MolAtom& a = mol.atoms[size_t(k)];
-                atom_names.push_back(a.name);
-                atom_element.push_back(a.element);
-                atom_charge.push_back(a.charge);
-                atom_chirality.push_back(a.chirality);
-                atom_pos.push_back({float(conf[size_t(k)][0]), float(conf[size_t(k)][1]),
-                                    float(conf[size_t(k)][2])});
-                atom_uid.push_back(uid);
-                src_atom.push_back(full_atom + int64_t(j));
-                int bb = 0;
-                if (type_upper == "PROTEIN") {
-                    auto it = std::find(v.protein_backbone.begin(), v.protein_backbone.end(), a.name);
-                    if (it != v.protein_backbone.end())
-                        bb = int(it - v.protein_backbone.begin()) + 1;
-                } else if (!ligand) {
-                    auto it = std::find(v.nucleic_backbone.begin(), v.nucleic_backbone.end(), a.name);
-                    if (it != v.nucleic_backbone.end())
-                        bb = int(it - v.nucleic_backbone.begin()) + 1 +
-                             int(v.protein_backbone.size());
-                }
-                atom_backbone.push_back(bb);
-                meta.atoms.push_back(
-                    {a.name, a.element, a.symbol, first_token + (ligand ? int64_t(j) : 0)});
-            }
-            atom_idx += int64_t(mol_atoms.size());
-            full_atom += int64_t(mol_atoms.size());
-            res_atoms.push_back({int(ci), int(r), res_begin, int64_t(mol_atoms.size())});
-            // Tokens: one per standard residue, one per atom of a ligand (UNK, the atom its own
-            // center and representative).
-            const int64_t n_tok = ligand ? int64_t(mol_atoms.size()) : 1;
-            for (int64_t j = 0; j < n_tok; ++j) {
-                Token t;
-                t.chain = int(ci);
-                t.res_idx = int(r);
-                t.res_name = res;
-                t.res_type = ligand     ? unk_type
-                             : modified ? v.token_id(v.unk_token.at(type_upper))
-                                        : v.token_id(res);
-                t.mol_type = v.chain_type_id(type_upper);
-                t.modified = modified;
-                if (ligand) {
-                    t.atom_begin = res_begin + j;
-                    t.atom_count = 1;
-                } else if (modified) {  // center and representative: the first kept atom
-                    t.atom_begin = res_begin;
-                    t.atom_count = int64_t(mol_atoms.size());
+        tokens.clear();
+        atom_names.clear(), atom_element.clear(), atom_charge.clear(), atom_chirality.clear();
+        atom_uid.clear(), atom_backbone.clear(), atom_pos.clear(), bonds.clear(), res_atoms.clear();
+        src_atom.clear();
+        meta = StructureMeta();
+        for (auto& c : chain_res_types) c.clear();
+        NumpyGenerator conformer_rng(opt.conformer_seed);
+        atom_idx = 0;
+        int64_t full_atom = 0;
+        int next_uid = 0;
+        for (size_t ci = 0; ci < target.chains.size(); ++ci) {
+            const io::BoltzChain& c = target.chains[ci];
+            const bool ligand = c.type == io::BoltzEntityType::Ligand;
+            const std::string type_upper = c.type == io::BoltzEntityType::Protein ? "PROTEIN"
+                                           : c.type == io::BoltzEntityType::Dna   ? "DNA"
+                                           : c.type == io::BoltzEntityType::Rna   ? "RNA"
+                                                                                  : "NONPOLYMER";
+            ChainMeta cm;
+            cm.id = c.id;
+            cm.type = io::boltz_entity_name(c.type);
+            cm.asym_id = int(ci);
+            cm.entity_id = c.entity_id;
+            cm.sym_id = c.sym_id;
+            cm.token_begin = int64_t(tokens.size());
+            cm.atom_begin = atom_idx;
+            for (size_t r = 0; r < c.residues.size(); ++r) {
+                const std::string& res = c.residues[r];
+                // A polymer residue outside boltz's residue tokens is a modification (a CCD code).
+                const bool modified = !ligand && v.ref_atoms.count(res) == 0;
+                const ResidueMol& mol = ligand || modified ? ligand_mol(c, res) : lib.at(res);
+                // The residue's atoms as indices into the molecule: standard residues in
+                // const.ref_atoms order; ligands every heavy atom in the molecule's order; modified
+                // residues those the CCD does not flag as leaving atoms.
+                std::vector<int> mol_atoms;
+                if (ligand || modified) {
+                    for (size_t k = 0; k < mol.atoms.size(); ++k)
+                        if (ligand || !mol.atoms[k].leaving) mol_atoms.push_back(int(k));
                 } else {
-                    const auto& names = v.ref_atoms.at(res);
-                    const auto find = [&](const std::string& n) {
-                        return int64_t(std::find(names.begin(), names.end(), n) - names.begin());
-                    };
-                    t.atom_begin = res_begin;
-                    t.atom_count = int64_t(mol_atoms.size());
-                    t.center = find(v.center_atom.at(res));
-                    t.disto = find(v.disto_atom.at(res));
+                    for (const std::string& n : v.ref_atoms.at(res)) {
+                        const int k = mol.atom_index(n);
+                        BI_CHECK(k >= 0, kWhere, "canonical molecule ", res, " has no atom ", n);
+                        mol_atoms.push_back(k);
+                    }
                 }
-                meta.tokens.push_back({int(ci), res, int(r), t.atom_begin, t.atom_count,
-                                       t.atom_begin + t.center, t.atom_begin + t.disto});
-                tokens.push_back(std::move(t));
+                BI_CHECK(!mol_atoms.empty(), kWhere, "chain ", c.id, ": molecule ", res,
+                         " has no heavy atoms");
+                chain_res_types[ci].push_back(ligand || modified ? unk_type : v.token_id(res));
+                if (keep && !(*keep)[res_atoms.size()]) {
+                    res_atoms.push_back({int(ci), int(r), -1, 0});
+                    full_atom += int64_t(mol_atoms.size());
+                    continue;
+                }
+                // boltz draws random.choice(conformer ids) once per (chain, residue), in token
+                // order, from np.random.default_rng(42); nothing else draws from it before at
+                // inference. A single conformer draws nothing (numpy returns at once for a range of
+                // one).
+                const auto& conf = mol.conformers[size_t(
+                    conformer_rng.choice_index(int64_t(mol.conformers.size())))];
+                const int uid = next_uid++;  // (chain, residue) counter
+                const int64_t res_begin = atom_idx;
+                const int64_t first_token = int64_t(tokens.size());
+                for (size_t j = 0; j < mol_atoms.size(); ++j) {
+                    const int k = mol_atoms[j];
+                    const MolAtom& a = mol.atoms[size_t(k)];
+                    atom_names.push_back(a.name);
+                    atom_element.push_back(a.element);
+                    atom_charge.push_back(a.charge);
+                    atom_chirality.push_back(a.chirality);
+                    atom_pos.push_back({float(conf[size_t(k)][0]), float(conf[size_t(k)][1]),
+                                        float(conf[size_t(k)][2])});
+                    atom_uid.push_back(uid);
+                    src_atom.push_back(full_atom + int64_t(j));
+                    int bb = 0;
+                    if (type_upper == "PROTEIN") {
+                        auto it =
+                            std::find(v.protein_backbone.begin(), v.protein_backbone.end(), a.name);
+                        if (it != v.protein_backbone.end())
+                            bb = int(it - v.protein_backbone.begin()) + 1;
+                    } else if (!ligand) {
+                        auto it =
+                            std::find(v.nucleic_backbone.begin(), v.nucleic_backbone.end(), a.name);
+                        if (it != v.nucleic_backbone.end())
+                            bb = int(it - v.nucleic_backbone.begin()) + 1 +
+                                 int(v.protein_backbone.size());
+                    }
+                    atom_backbone.push_back(bb);
+                    meta.atoms.push_back(
+                        {a.name, a.element, a.symbol, first_token + (ligand ? int64_t(j) : 0)});
+                }
+                atom_idx += int64_t(mol_atoms.size());
+                full_atom += int64_t(mol_atoms.size());
+                res_atoms.push_back({int(ci), int(r), res_begin, int64_t(mol_atoms.size())});
+                // Tokens: one per standard residue, one per atom of a ligand (UNK, the atom its own
+                // center and representative).
+                const int64_t n_tok = ligand ? int64_t(mol_atoms.size()) : 1;
+                for (int64_t j = 0; j < n_tok; ++j) {
+                    Token t;
+                    t.chain = int(ci);
+                    t.res_idx = int(r);
+                    t.res_name = res;
+                    t.res_type = ligand     ? unk_type
+                                 : modified ? v.token_id(v.unk_token.at(type_upper))
+                                            : v.token_id(res);
+                    t.mol_type = v.chain_type_id(type_upper);
+                    t.modified = modified;
+                    if (ligand) {
+                        t.atom_begin = res_begin + j;
+                        t.atom_count = 1;
+                    } else if (modified) {  // center and representative: the first kept atom
+                        t.atom_begin = res_begin;
+                        t.atom_count = int64_t(mol_atoms.size());
+                    } else {
+                        const auto& names = v.ref_atoms.at(res);
+                        const auto find = [&](const std::string& n) {
+                            return int64_t(std::find(names.begin(), names.end(), n) -
+                                           names.begin());
+                        };
+                        t.atom_begin = res_begin;
+                        t.atom_count = int64_t(mol_atoms.size());
+                        t.center = find(v.center_atom.at(res));
+                        t.disto = find(v.disto_atom.at(res));
+                    }
+                    meta.tokens.push_back({int(ci), res, int(r), t.atom_begin, t.atom_count,
+                                           t.atom_begin + t.center, t.atom_begin + t.disto});
+                    tokens.push_back(std::move(t));
+                }
+                // The residue's own bonds between kept atoms: ligands and modified residues (boltz
+                // stores none for standard residues).
+                if (ligand || modified) {
+                    std::vector<int64_t> at(mol.atoms.size(), -1);
+                    for (size_t j = 0; j < mol_atoms.size(); ++j)
+                        at[size_t(mol_atoms[j])] = res_begin + int64_t(j);
+                    for (const MolBond& b : mol.bonds)
+                        if (at[size_t(b.a)] >= 0 && at[size_t(b.b)] >= 0)
+                            bonds.push_back({at[size_t(b.a)], at[size_t(b.b)], int64_t(b.type)});
+                }
             }
-            // The residue's own bonds between kept atoms: ligands and modified residues (boltz
-            // stores none for standard residues).
-            if (ligand || modified) {
-                std::vector<int64_t> at(mol.atoms.size(), -1);
-                for (size_t j = 0; j < mol_atoms.size(); ++j)
-                    at[size_t(mol_atoms[j])] = res_begin + int64_t(j);
-                for (const MolBond& b : mol.bonds)
-                    if (at[size_t(b.a)] >= 0 && at[size_t(b.b)] >= 0)
-                        bonds.push_back({at[size_t(b.a)], at[size_t(b.b)], int64_t(b.type)});
-            }
+            cm.token_count = int64_t(tokens.size()) - cm.token_begin;
+            cm.atom_count = atom_idx - cm.atom_begin;
+            meta.chains.push_back(cm);
         }
-        cm.token_count = int64_t(tokens.size()) - cm.token_begin;
-        cm.atom_count = atom_idx - cm.atom_begin;
-        meta.chains.push_back(cm);
-    }
     };
     build(nullptr);
     // The affinity stage: boltz's AffinityCropper on the predicted coordinates picks the tokens,
@@ -317,8 +320,9 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                  "' is not a chain of the input");
         BI_CHECK(target.chains[size_t(binder_chain)].type == io::BoltzEntityType::Ligand, kWhere,
                  target.source, ": the affinity binder '", aff->binder, "' is not a ligand");
-        BI_CHECK(int64_t(aff->coords.size()) == atom_idx, kWhere, target.source, ": the structure has ",
-                 aff->coords.size(), " atom coordinates for ", atom_idx, " atoms");
+        BI_CHECK(int64_t(aff->coords.size()) == atom_idx, kWhere, target.source,
+                 ": the structure has ", aff->coords.size(), " atom coordinates for ", atom_idx,
+                 " atoms");
         std::vector<CropToken> crop_tokens;
         for (const Token& t : tokens)
             crop_tokens.push_back({t.chain, t.res_idx, t.mol_type, t.chain == binder_chain,
@@ -669,8 +673,9 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                         for (int e = 0; e < 3; ++e) s2 += (x[e] - y[e]) * (x[e] - y[e]);
                         d.push_back({std::sqrt(s2), k});
                     }
-                    std::stable_sort(d.begin(), d.end(),
-                                     [](const auto& a, const auto& b) { return a.first < b.first; });
+                    std::stable_sort(d.begin(), d.end(), [](const auto& a, const auto& b) {
+                        return a.first < b.first;
+                    });
                     for (int k = 0; k < 3; ++k) order[k] = d[size_t(k)].second;
                 }
                 const int64_t f0 = cm.atom_begin + order[1], f1 = cm.atom_begin + order[0],

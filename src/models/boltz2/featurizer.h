@@ -33,8 +33,9 @@ AugmentationSource seeded_augmentation(uint64_t seed);
 // the binder's affinity_token_mask, and the affinity profile (profile_affinity,
 // deletion_mean_affinity: the MSA's first row).
 struct AffinityInputs {
-    std::string binder;                        // the binder ligand's chain
-    std::vector<std::array<float, 3>> coords;  // every atom of the uncropped target, in featurize's order
+    std::string binder;  // the binder ligand's chain
+    std::vector<std::array<float, 3>>
+        coords;  // every atom of the uncropped target, in featurize's order
     CropLimits limits;
 };
 

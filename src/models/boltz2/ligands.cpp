@@ -4,10 +4,10 @@
 
 #include <GraphMol/AtomIterators.h>
 #include <GraphMol/DistGeomHelpers/Embedder.h>
-#include <GraphMol/PeriodicTable.h>
 #include <GraphMol/ForceFieldHelpers/UFF/UFF.h>
 #include <GraphMol/GraphMol.h>
 #include <GraphMol/MolOps.h>
+#include <GraphMol/PeriodicTable.h>
 #include <GraphMol/SmilesParse/SmilesParse.h>
 #include <GraphMol/new_canon.h>
 #include <RDGeneral/RDLog.h>
@@ -21,13 +21,12 @@
 #include <sstream>
 
 #include "bioinfer/error.h"
-#include "models/boltz2/rdkit_log.h"
 #include "io/rdkit_pickle.h"
 #include "io/torch_checkpoint.h"
+#include "models/boltz2/rdkit_log.h"
 
 namespace bioinfer::boltz2 {
 namespace {
-
 
 std::string upper(std::string s) {
     for (char& c : s) c = char(std::toupper((unsigned char)c));

@@ -33,7 +33,6 @@
 namespace bioinfer::boltz2 {
 namespace {
 
-
 // exclude_flag.py's METAL_LIST (Zn is left out on purpose there: ChEMBL has simple zinc salts).
 const std::set<std::string>& metal_list() {
     static const std::set<std::string> metals = {
@@ -110,8 +109,8 @@ std::unique_ptr<RDKit::ROMol> remove_hs_from_mol(RDKit::RWMol& m) {
             preserve = true;
         } else {
             const int default_valence = table->getDefaultValence(nbr->getAtomicNum());
-            const bool is_protonated = nbr->getFormalCharge() == 1 &&
-                                       nbr->getExplicitValence() == default_valence + 1;
+            const bool is_protonated =
+                nbr->getFormalCharge() == 1 && nbr->getExplicitValence() == default_valence + 1;
             if (nbr->getChiralTag() == RDKit::Atom::CHI_TETRAHEDRAL_CCW ||
                 nbr->getChiralTag() == RDKit::Atom::CHI_TETRAHEDRAL_CW) {
                 preserve = true;
@@ -128,7 +127,8 @@ std::unique_ptr<RDKit::ROMol> remove_hs_from_mol(RDKit::RWMol& m) {
         }
         if (preserve) atom->setIsotope(kSentinel);
     }
-    std::unique_ptr<RDKit::ROMol> res(RDKit::MolOps::removeHs(static_cast<const RDKit::ROMol&>(m), false, false, /*sanitize=*/false));
+    std::unique_ptr<RDKit::ROMol> res(RDKit::MolOps::removeHs(static_cast<const RDKit::ROMol&>(m),
+                                                              false, false, /*sanitize=*/false));
     for (RDKit::Atom* atom : res->atoms())
         if (atom->getAtomicNum() == 1 && atom->getIsotope() == kSentinel) atom->setIsotope(0);
     return res;
@@ -161,7 +161,8 @@ void flatten_tartrate_mol(RDKit::RWMol& m) {
         auto params = RDKit::MolOps::AdjustQueryParameters::noAdjustments();
         params.adjustDegree = true;
         params.adjustDegreeFlags = RDKit::MolOps::ADJUST_IGNORENONE;
-        return std::unique_ptr<RDKit::ROMol>(RDKit::MolOps::adjustQueryProperties(static_cast<const RDKit::ROMol&>(*pattern), &params));
+        return std::unique_ptr<RDKit::ROMol>(RDKit::MolOps::adjustQueryProperties(
+            static_cast<const RDKit::ROMol&>(*pattern), &params));
     }();
     std::vector<RDKit::MatchVectType> matches;
     RDKit::SubstructMatch(m, *tartrate, matches);
@@ -207,7 +208,8 @@ void cleanup_drawing_mol(RDKit::RWMol& m) {
     for (const RDKit::MatchVectType& match : matches) {
         const unsigned i = match[0].second, j = match[1].second, k = match[2].second;
         const double angle = MolTransforms::getAngleRad(conf, i, j, k);
-        if (std::abs(std::abs(angle) - M_PI) > 0.017) MolTransforms::setAngleRad(conf, i, j, k, M_PI);
+        if (std::abs(std::abs(angle) - M_PI) > 0.017)
+            MolTransforms::setAngleRad(conf, i, j, k, M_PI);
     }
 }
 
@@ -220,7 +222,8 @@ std::unique_ptr<RDKit::RWMol> standardize_mol(const RDKit::ROMol& in) {
     const auto no_hs = remove_hs_from_mol(*m);
     const auto normalized = normalize_mol(*no_hs);
     RDKit::MolStandardize::Uncharger uncharger(/*canonicalOrdering=*/true);
-    auto res = std::make_unique<RDKit::RWMol>(*std::unique_ptr<RDKit::ROMol>(uncharger.uncharge(*normalized)));
+    auto res = std::make_unique<RDKit::RWMol>(
+        *std::unique_ptr<RDKit::ROMol>(uncharger.uncharge(*normalized)));
     res->updatePropertyCache(false);
     flatten_tartrate_mol(*res);
     cleanup_drawing_mol(*res);
@@ -229,7 +232,8 @@ std::unique_ptr<RDKit::RWMol> standardize_mol(const RDKit::ROMol& in) {
 }
 
 // The molecule of a SMILES, or an error naming `where` with RDKit's own message.
-std::unique_ptr<RDKit::RWMol> parse(const std::string& smiles, const RDKit::SmilesParserParams& params,
+std::unique_ptr<RDKit::RWMol> parse(const std::string& smiles,
+                                    const RDKit::SmilesParserParams& params,
                                     const RdkitLogCapture& logs, const std::string& where) {
     std::unique_ptr<RDKit::RWMol> mol;
     try {
@@ -260,7 +264,8 @@ std::string standardize_smiles(const std::string& smiles, const std::string& whe
     try {
         RDKit::MolStandardize::LargestFragmentChooser chooser;  // default parameters
         const std::unique_ptr<RDKit::ROMol> largest(chooser.choose(*mol));
-        // standardize_mol checks the exclusion again: a fragment of a molecule that passed does too.
+        // standardize_mol checks the exclusion again: a fragment of a molecule that passed does
+        // too.
         const auto standardized = standardize_mol(*largest);
         out = RDKit::MolToSmiles(*standardized);
     } catch (const std::exception& e) {  // RDKit's own: kekulisation, valence, precondition, ...
@@ -271,8 +276,8 @@ std::string standardize_smiles(const std::string& smiles, const std::string& whe
         check.reset(RDKit::SmilesToMol(out));
     } catch (const std::exception&) {
     }
-    BI_CHECK(check != nullptr, where, "SMILES '", smiles, "': standardization broke the molecule ('",
-             out, "' does not parse)");
+    BI_CHECK(check != nullptr, where, "SMILES '", smiles,
+             "': standardization broke the molecule ('", out, "' does not parse)");
     return out;
 }
 
