@@ -300,6 +300,12 @@ TEST_F(Boltz2Cli, BadAffinityInputIsRefusedCleanly) {
           "      msa: empty\n  - ligand:\n      id: L\n      smiles: '" +
               std::string(130, 'C') + "'\nproperties:\n  - affinity:\n      binder: L\n");
     expect_clean_failure("predict " + p("big.yaml") + kFast, "has 130 heavy atoms");
+    // a binder the ChEMBL standardizer boltz runs excludes (a metal complex)
+    write("metal.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+                        "      msa: empty\n  - ligand:\n      id: L\n      smiles: 'Cl[Pt](Cl)(N)N'\n"
+                        "properties:\n  - affinity:\n      binder: L\n");
+    expect_clean_failure("predict " + p("metal.yaml") + kFast,
+                         "metal.yaml:7:5: chain L] SMILES 'Cl[Pt](Cl)(N)N' is excluded");
     // a model folder without boltz2_aff.ckpt: refused before weights load or anything is written
     fs::create_directories(tmp / "noaff");
     fs::copy_file(kBoltz2 + "/boltz2_conf.ckpt", tmp / "noaff" / "boltz2_conf.ckpt");
