@@ -179,6 +179,10 @@ def build_original(name, out_root):
     print(f"wrote {out}")
 
 
+class AttributeDict(dict):
+    """A dict subclass, as Lightning's AttributeDict among a trainer checkpoint's options."""
+
+
 class _Hostile:
     """Unpickling this runs a shell command: what a malicious checkpoint does."""
 
@@ -195,10 +199,8 @@ def build_hostile(out_root):
     # A trainer checkpoint may carry objects among its options, never among its weights.
     torch.save({"state_dict": {"embed.weight": torch.zeros(2, 2), "payload": _Hostile()},
                 "hyper_parameters": {"token_s": 8}}, os.path.join(out, "trainer_os_system.ckpt"))
-    # Lightning's AttributeDict (a dict subclass) among a trainer checkpoint's options: read past,
-    # its items dropped, never constructed.
-    from lightning_fabric.utilities.data import AttributeDict
-
+    # A dict subclass (as Lightning's AttributeDict) among a trainer checkpoint's options: read
+    # past, its items dropped, never constructed.
     torch.save({"state_dict": {"embed.weight": torch.zeros(2, 2)},
                 "hyper_parameters": {"token_s": 8, "training_args": AttributeDict(max_lr=0.1),
                                      "tags": AttributeDict(a=[1, 2])}},
