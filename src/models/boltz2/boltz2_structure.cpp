@@ -334,6 +334,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
             ai.coords.push_back({best.f32()[a * 3], best.f32()[a * 3 + 1], best.f32()[a * 3 + 2]});
         FeaturizeOptions fa = fo;
         fa.affinity = &ai;
+        fa.extra_mols = &fz.ligands;  // stage 1's molecules: embedded and standardised once
         const Featurized fz_aff = featurize(target, fa);
         RunOptions ra = affinity_run_options();
         if (opts.affinity_sampling_steps > 0) ra.sampling_steps = opts.affinity_sampling_steps;
@@ -353,8 +354,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
                 if (c.id == target.affinity_binder) binder = &c;
             mw = binder->smiles.empty()
                      ? ccd_molecular_weight(binder->residues.front(), spec_->mols_dir(), in.where)
-                     : smiles_molecular_weight(standardize_smiles(binder->smiles, in.where),
-                                               in.where);
+                     : molecular_weight(fz.ligands.at(binder->residues.front()));
         }
         const AffinityResult ar =
             am.predict_affinity(fz_aff.feats, ra, opts.affinity_mw_correction ? &mw : nullptr);

@@ -124,12 +124,13 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     // entity: copies share LIG<k>), then CCD codes from the canonical set or boltz's mols folder.
     std::map<std::string, ResidueMol> ligand_mols;
     const auto ligand_mol = [&](const io::BoltzChain& c, const std::string& res) -> const ResidueMol& {
-        if (opt.extra_mols && opt.extra_mols->has(res)) return opt.extra_mols->at(res);
         auto it = ligand_mols.find(res);
         if (it != ligand_mols.end()) return it->second;
         const std::string where = cat(target.source, ": chain ", c.id);
         ResidueMol m;
-        if (!c.smiles.empty()) {
+        if (opt.extra_mols && opt.extra_mols->has(res)) {
+            m = opt.extra_mols->at(res);
+        } else if (!c.smiles.empty()) {
             // boltz builds an affinity binder from its standardised SMILES (standardize.h)
             const std::string smiles =
                 c.id == target.affinity_binder ? standardize_smiles(c.smiles, where) : c.smiles;
@@ -919,6 +920,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         f.set("query_to_template", Tensor::zeros({1, N}));
         f.set("visibility_ids", Tensor::zeros({1, N}));
     }
+    for (auto& [res, m] : ligand_mols) out.ligands.add(std::move(m));
     return out;
 }
 

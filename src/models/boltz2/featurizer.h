@@ -95,6 +95,9 @@ struct StructureMeta {
 struct Featurized {
     Features feats;
     StructureMeta meta;
+    // The ligand and modified-residue molecules the target took (by residue name): as
+    // FeaturizeOptions::extra_mols they featurise the same target again without remaking them.
+    ConformerLibrary ligands;
 };
 
 // Every feature Boltz-2's inference reads, named and shaped as the reference's batch (batch dim

@@ -23,7 +23,7 @@
 #include "bioinfer/error.h"
 #include "io/rdkit_pickle.h"
 #include "io/torch_checkpoint.h"
-#include "models/boltz2/rdkit_log.h"
+#include "models/boltz2/rdkit_util.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -33,20 +33,9 @@ std::string upper(std::string s) {
     return s;
 }
 
-// RDKit's sanitised molecule of a SMILES, or an error with RDKit's own message.
-std::unique_ptr<RDKit::RWMol> parse_smiles(const std::string& smiles, const std::string& where) {
-    RdkitLogCapture logs;
-    std::unique_ptr<RDKit::RWMol> mol;
-    try {
-        mol.reset(RDKit::SmilesToMol(smiles));
-    } catch (const std::exception& e) {  // sanitisation: valence, kekulisation, ...
-        const std::string msg = logs.text();
-        fail(where, cat("invalid SMILES '", smiles, "': ", msg.empty() ? e.what() : msg));
-    }
-    if (!mol) {
-        const std::string msg = logs.text();
-        fail(where, cat("invalid SMILES '", smiles, "'", msg.empty() ? "" : ": ", msg));
-    }
+// RDKit's sanitised molecule of a SMILES with at least one atom, or an error naming `where`.
+std::unique_ptr<RDKit::RWMol> parse_ligand(const std::string& smiles, const std::string& where) {
+    std::unique_ptr<RDKit::RWMol> mol = parse_smiles(smiles, where);
     BI_CHECK(mol->getNumAtoms() > 0, where, "SMILES '", smiles, "' has no atoms");
     return mol;
 }
@@ -54,18 +43,16 @@ std::unique_ptr<RDKit::RWMol> parse_smiles(const std::string& smiles, const std:
 }  // namespace
 
 int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where) {
-    const auto mol = parse_smiles(smiles, where);
+    const auto mol = parse_ligand(smiles, where);
     int64_t n = 0;
     for (const RDKit::Atom* a : mol->atoms()) n += a->getAtomicNum() != 1 ? 1 : 0;
     return n;
 }
 
-double smiles_molecular_weight(const std::string& smiles, const std::string& where) {
-    const auto mol = parse_smiles(smiles, where);
+double molecular_weight(const ResidueMol& mol) {
     const RDKit::PeriodicTable* table = RDKit::PeriodicTable::getTable();
     double w = 0;
-    for (const RDKit::Atom* a : mol->atoms())
-        if (a->getAtomicNum() != 1) w += table->getAtomicWeight(a->getAtomicNum());
+    for (const MolAtom& a : mol.atoms) w += table->getAtomicWeight(a.element);
     return w;
 }
 
@@ -99,7 +86,7 @@ ResidueMol ccd_molecule(const std::string& code, const ConformerLibrary& canonic
 
 ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
                               const std::string& where, int seed) {
-    std::unique_ptr<RDKit::RWMol> mol = parse_smiles(smiles, where);
+    std::unique_ptr<RDKit::RWMol> mol = parse_ligand(smiles, where);
     RdkitLogCapture logs;  // RDKit's warnings while embedding stay off stderr
 
     // Hydrogens are appended after the heavy atoms, which keep their SMILES indices.

@@ -27,9 +27,10 @@ ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_
 int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where);
 
 // The binder's molecular weight boltz's affinity correction reads (RDKit's average atomic
-// weights): a SMILES ligand's heavy atoms (boltz weighs the molecule with its hydrogens removed
-// unsanitised, which counts none), a CCD component's every atom as its cached molecule holds them.
-double smiles_molecular_weight(const std::string& smiles, const std::string& where);
+// weights): a SMILES ligand's heavy atoms, the molecule ligand_from_smiles made (boltz weighs it
+// with its hydrogens removed unsanitised, which counts none); a CCD component's every atom as its
+// cached molecule holds them.
+double molecular_weight(const ResidueMol& mol);
 double ccd_molecular_weight(const std::string& code, const std::string& mols_dir,
                             const std::string& where);
 

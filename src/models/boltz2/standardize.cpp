@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bioinfer/error.h"
-#include "models/boltz2/rdkit_log.h"
+#include "models/boltz2/rdkit_util.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -231,33 +231,15 @@ std::unique_ptr<RDKit::RWMol> standardize_mol(const RDKit::ROMol& in) {
     return res;
 }
 
-// The molecule of a SMILES, or an error naming `where` with RDKit's own message.
-std::unique_ptr<RDKit::RWMol> parse(const std::string& smiles,
-                                    const RDKit::SmilesParserParams& params,
-                                    const RdkitLogCapture& logs, const std::string& where) {
-    std::unique_ptr<RDKit::RWMol> mol;
-    try {
-        mol.reset(RDKit::SmilesToMol(smiles, params));
-    } catch (const std::exception& e) {
-        const std::string msg = logs.text();
-        fail(where, cat("invalid SMILES '", smiles, "': ", msg.empty() ? e.what() : msg));
-    }
-    if (!mol) {
-        const std::string msg = logs.text();
-        fail(where, cat("invalid SMILES '", smiles, "'", msg.empty() ? "" : ": ", msg));
-    }
-    return mol;
-}
-
 }  // namespace
 
 std::string standardize_smiles(const std::string& smiles, const std::string& where) {
-    RdkitLogCapture logs;
+    RdkitLogCapture logs;  // the standardisation steps' RDKit messages stay off stderr
     // Chem.MolFromSmiles(smiles, sanitize=False): no sanitisation, explicit hydrogens kept.
     RDKit::SmilesParserParams params;
     params.sanitize = false;
     params.removeHs = false;
-    const std::unique_ptr<RDKit::RWMol> mol = parse(smiles, params, logs, where);
+    const std::unique_ptr<RDKit::RWMol> mol = parse_smiles(smiles, where, params);
     BI_CHECK(!exclude_flag(*mol), where, "SMILES '", smiles,
              "' is excluded by the ChEMBL standardizer (metal or more than 7 borons)");
     std::string out;
@@ -282,10 +264,9 @@ std::string standardize_smiles(const std::string& smiles, const std::string& whe
 }
 
 std::string canonical_smiles(const std::string& smiles, const std::string& where) {
-    RdkitLogCapture logs;
     RDKit::SmilesParserParams params;
     params.removeHs = false;
-    return RDKit::MolToSmiles(*parse(smiles, params, logs, where));
+    return RDKit::MolToSmiles(*parse_smiles(smiles, where, params));
 }
 
 }  // namespace bioinfer::boltz2

@@ -1,13 +1,18 @@
-// RDKit's error and warning logs captured while RDKit works, so its messages become part of
-// bioinfer's one-line errors instead of timestamped lines on stderr (the ligand and SMILES
-// standardisation code share it).
+// RDKit helpers the ligand and SMILES standardisation code share: RDKit's error and warning logs
+// captured while it works, and SMILES parsing with RDKit's own message in a one-line error.
 #pragma once
+#include <GraphMol/RWMol.h>
+#include <GraphMol/SmilesParse/SmilesParse.h>
 #include <RDGeneral/RDLog.h>
 
 #include <cctype>
+#include <exception>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
+
+#include "bioinfer/error.h"
 
 namespace bioinfer::boltz2 {
 
@@ -54,5 +59,24 @@ class RdkitLogCapture {
     std::ostream* old_err_ = nullptr;
     std::ostream* old_warn_ = nullptr;
 };
+
+// The molecule of a SMILES parsed with `params` (RDKit's defaults sanitise it), or an error naming
+// `where` with RDKit's own message (an exception's, else what it logged).
+inline std::unique_ptr<RDKit::RWMol> parse_smiles(const std::string& smiles, const std::string& where,
+                                                  const RDKit::SmilesParserParams& params = {}) {
+    RdkitLogCapture logs;
+    std::unique_ptr<RDKit::RWMol> mol;
+    try {
+        mol.reset(RDKit::SmilesToMol(smiles, params));
+    } catch (const std::exception& e) {  // sanitisation: valence, kekulisation, ...
+        const std::string msg = logs.text();
+        fail(where, cat("invalid SMILES '", smiles, "': ", msg.empty() ? e.what() : msg));
+    }
+    if (!mol) {
+        const std::string msg = logs.text();
+        fail(where, cat("invalid SMILES '", smiles, "'", msg.empty() ? "" : ": ", msg));
+    }
+    return mol;
+}
 
 }  // namespace bioinfer::boltz2
