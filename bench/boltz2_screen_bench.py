@@ -2,7 +2,7 @@
 """Boltz-2 affinity screening on the CPU: 20 ligands against one protein, bioinfer vs the boltz
 package, same machine, same run, same threads, fp32 on both sides, random weights at the released
 shapes (boltz2_conf.ckpt as tools/reference/boltz2_tiny.RELEASED, boltz2_aff.ckpt the same with
-two affinity modules of AFFINITY_RELEASED).
+two affinity modules of boltz2_tiny.AFFINITY_RELEASED).
 
     .venv-reference/bin/python bench/boltz2_screen_bench.py [--ligands 20] [--residues 48]
         [--steps 10] [--affinity-steps 10] [--threads 2] [--workdir DIR]
@@ -67,17 +67,6 @@ SCREEN = [
     ("benzocaine", "CCOC(=O)c1ccc(N)cc1"),
     ("indomethacin", "COc1ccc2n(C(=O)c3ccc(Cl)cc3)c(C)c(CC(=O)O)c2c1"),
 ]
-# The affinity modules' depth is not in boltz's code (it comes with boltz2_aff.ckpt's
-# hyper_parameters, which cannot be downloaded here): 8 pairformer blocks each is assumed, with
-# the trunk's pair widths. The modules are a small part of the affinity stage either way.
-AFFINITY_RELEASED = dict(
-    pairformer_args=dict(num_blocks=8, num_heads=16, dropout=0.0, pairwise_head_width=32,
-                         pairwise_num_heads=4, activation_checkpointing=False,
-                         offload_to_cpu=False, v2=True),
-    transformer_args=dict(token_s=384, num_blocks=4, num_heads=16, activation_checkpointing=False),
-    num_dist_bins=64, max_dist=22)
-
-
 def sequence(n, seed):
     rng = random.Random(seed)
     return "".join(rng.choice(AA) for _ in range(n))
@@ -91,7 +80,6 @@ def receptor_yaml(residues):
 def make_cache(workdir):
     """workdir/boltz2_cache as `boltz predict --cache` expects it, with random weights."""
     from pathlib import Path
-    import copy
 
     import boltz2_tiny as bt
 
@@ -99,37 +87,17 @@ def make_cache(workdir):
     cache.mkdir(parents=True, exist_ok=True)
     conf = cache / "boltz2_conf.ckpt"
     if not conf.exists():
-        bt.write_checkpoint(bt.build_model(0, bt.RELEASED), conf, bt.RELEASED, hp=released_hp(False))
+        bt.write_checkpoint(bt.build_model(0, bt.RELEASED), conf, bt.RELEASED)
     aff = cache / "boltz2_aff.ckpt"
     if not aff.exists():
-        import torch
-        from boltz.model.models.boltz2 import Boltz2
-
-        hp = released_hp(True)
-        torch.manual_seed(1)
-        model = Boltz2(**hp)
-        bt.randomize_(model, 1)
-        model.eval()
-        bt.write_checkpoint(model, aff, bt.RELEASED, hp=hp)
-        del model
+        bt.write_checkpoint(bt.make_affinity_model(1, bt.RELEASED, bt.AFFINITY_RELEASED), aff,
+                            bt.RELEASED,
+                            hp=bt.affinity_hyper_parameters(bt.RELEASED, bt.AFFINITY_RELEASED))
     if not (cache / "mols" / "ALA.pkl").exists():
         bt.make_mols_dir(cache / "mols")
     # boltz's download_boltz2 fetches mols.tar unless the file exists (mols/ is what it reads)
     (cache / "mols.tar").touch()
     return str(cache)
-
-
-def released_hp(affinity):
-    import copy
-
-    import boltz2_tiny as bt
-
-    hp = bt.hyper_parameters(bt.RELEASED)
-    if affinity:
-        hp.update(affinity_prediction=True, affinity_ensemble=True,
-                  affinity_model_args1=copy.deepcopy(AFFINITY_RELEASED),
-                  affinity_model_args2=copy.deepcopy(AFFINITY_RELEASED))
-    return hp
 
 
 def write_inputs(workdir, n_ligands, residues):
@@ -269,8 +237,8 @@ def main():
            "command": shlex.join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:]),
            "date": time.strftime("%Y-%m-%d"), "machine": machine,
            "model": {"shapes": "boltz2_conf.ckpt as released (boltz2_tiny.RELEASED); boltz2_aff.ckpt "
-                               "the same with two affinity modules (AFFINITY_RELEASED, 8 pairformer "
-                               "blocks each: assumed, see the script)",
+                               "the same with two affinity modules (boltz2_tiny.AFFINITY_RELEASED, 8 "
+                               "pairformer blocks each: assumed, see there)",
                      "weights": "random, one boltz cache folder read by both sides",
                      "compute": "fp32 on both sides (boltz's Lightning precision set to 32)"},
            "inputs": {"receptor_residues": args.residues, "ligands": [n for n, _ in SCREEN[:args.ligands]],

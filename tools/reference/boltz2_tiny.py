@@ -127,26 +127,50 @@ def hyper_parameters(dims: dict = TINY) -> dict:
     )
 
 
+def affinity_args(blocks: int, head_width: int, heads: int, token_s: int, seq_heads: int,
+                  head_blocks: int, head_heads: int) -> dict:
+    """One affinity module's Boltz2 arguments (affinity_model_args<k>): a pair-only pairformer of
+    `blocks` blocks (triangle attention of `heads` heads of `head_width`; `seq_heads` is the
+    unused single-track setting), and heads of width `token_s` (transformer_args' other
+    settings are not read)."""
+    return dict(
+        pairformer_args=dict(num_blocks=blocks, num_heads=seq_heads, dropout=0.0,
+                             pairwise_head_width=head_width, pairwise_num_heads=heads,
+                             activation_checkpointing=False, offload_to_cpu=False, v2=True),
+        transformer_args=dict(token_s=token_s, num_blocks=head_blocks, num_heads=head_heads,
+                              activation_checkpointing=False),
+        num_dist_bins=64, max_dist=22)
+
+
 # The tiny affinity model's two modules: 2 pairformer blocks (head width 6, 2 heads), heads of
-# width 22 (transformer_args' token_s).
-AFFINITY_ARGS = dict(
-    pairformer_args=dict(num_blocks=2, num_heads=4, dropout=0.0, pairwise_head_width=6,
-                         pairwise_num_heads=2, activation_checkpointing=False,
-                         offload_to_cpu=False, v2=True),
-    transformer_args=dict(token_s=22, num_blocks=1, num_heads=2, activation_checkpointing=False),
-    num_dist_bins=64, max_dist=22)
+# width 22.
+AFFINITY_ARGS = affinity_args(2, 6, 2, 22, seq_heads=4, head_blocks=1, head_heads=2)
+# At the released shapes, for benchmarks. The modules' depth is not in boltz's code (it comes with
+# boltz2_aff.ckpt's hyper_parameters, which cannot be downloaded here): 8 pairformer blocks each
+# is assumed, with the trunk's pair widths; the modules are a small part of the affinity stage.
+AFFINITY_RELEASED = affinity_args(8, 32, 4, 384, seq_heads=16, head_blocks=4, head_heads=16)
 
 
-def affinity_hyper_parameters(dims: dict = TINY) -> dict:
-    """Boltz2.__init__ arguments of the tiny affinity model (boltz2_aff.ckpt's layout): the
-    structure model's with an ensemble of two affinity modules."""
+def affinity_hyper_parameters(dims: dict = TINY, args: dict = AFFINITY_ARGS) -> dict:
+    """Boltz2.__init__ arguments of an affinity model (boltz2_aff.ckpt's layout): the structure
+    model's with an ensemble of two affinity modules."""
     import copy
 
     hp = hyper_parameters(dims)
     hp.update(affinity_prediction=True, affinity_ensemble=True,
-              affinity_model_args1=copy.deepcopy(AFFINITY_ARGS),
-              affinity_model_args2=copy.deepcopy(AFFINITY_ARGS))
+              affinity_model_args1=copy.deepcopy(args), affinity_model_args2=copy.deepcopy(args))
     return hp
+
+
+def make_affinity_model(seed: int, dims: dict = TINY, args: dict = AFFINITY_ARGS):
+    """A random-weight affinity model (see affinity_hyper_parameters)."""
+    from boltz.model.models.boltz2 import Boltz2
+
+    torch.manual_seed(seed)
+    model = Boltz2(**affinity_hyper_parameters(dims, args))
+    randomize_(model, seed)
+    model.eval()
+    return model
 
 
 _AFFINITY_MODEL = None
@@ -156,13 +180,7 @@ def build_affinity_model(seed: int = 1):
     """The tiny affinity model (built once per process; the same weights every time)."""
     global _AFFINITY_MODEL
     if _AFFINITY_MODEL is None:
-        from boltz.model.models.boltz2 import Boltz2
-
-        torch.manual_seed(seed)
-        model = Boltz2(**affinity_hyper_parameters())
-        randomize_(model, seed)
-        model.eval()
-        _AFFINITY_MODEL = model
+        _AFFINITY_MODEL = make_affinity_model(seed)
     return _AFFINITY_MODEL
 
 
@@ -483,6 +501,22 @@ def write_case(name: str, workdir: Path) -> Path:
     return path
 
 
+def save_ligand_mols(processed: Path, out: Path) -> None:
+    """The molecules boltz's input processing made for SMILES ligands (processed/mols, one pickle
+    per input mapping residue names to molecules), one pickled molecule per file out/<RES>.pkl."""
+    from rdkit import Chem
+
+    if not (processed / "mols").exists():
+        return
+    Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
+    for f in sorted((processed / "mols").glob("*.pkl")):
+        with open(f, "rb") as fh:
+            for res, mol in pickle.load(fh).items():
+                out.mkdir(parents=True, exist_ok=True)
+                with open(out / f"{res}.pkl", "wb") as o:
+                    pickle.dump(mol, o)
+
+
 def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
               ligand_mols_out: Path | None = None) -> dict:
     """The batch boltz's predict loop hands the model for case `name` (fp32 CPU tensors). With
@@ -511,16 +545,8 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
     finally:
         os.chdir(cwd)
     processed = out_dir / "processed"
-    if ligand_mols_out is not None and (processed / "mols").exists():
-        from rdkit import Chem
-
-        Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
-        for f in sorted((processed / "mols").glob("*.pkl")):
-            with open(f, "rb") as fh:
-                for res, mol in pickle.load(fh).items():
-                    ligand_mols_out.mkdir(parents=True, exist_ok=True)
-                    with open(ligand_mols_out / f"{res}.pkl", "wb") as out:
-                        pickle.dump(mol, out)
+    if ligand_mols_out is not None:
+        save_ligand_mols(processed, ligand_mols_out)
     manifest = Manifest.load(processed / "manifest.json")
     dm = Boltz2InferenceDataModule(
         manifest=manifest, target_dir=processed / "structures", msa_dir=processed / "msa",

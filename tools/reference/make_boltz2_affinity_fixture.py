@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -134,7 +133,6 @@ def onehot_or_dense(name: str, t: torch.Tensor) -> dict:
 def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     """boltz's stage-1 processing of the case, the synthetic prediction saved as boltz saves it,
     and the affinity stage's batch; the random motions of ref_pos recorded."""
-    from rdkit import Chem
     from rdkit.Chem import AllChem, Descriptors
 
     # boltz reads AllChem.Descriptors, which older RDKit releases imported as a side effect
@@ -166,13 +164,7 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     record = manifest.records[0]
     assert record.affinity is not None, "the case asks for affinity"
 
-    Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
-    for f in sorted((processed / "mols").glob("*.pkl")):
-        with open(f, "rb") as fh:
-            for res, mol in pickle.load(fh).items():
-                ligand_mols_out.mkdir(parents=True, exist_ok=True)
-                with open(ligand_mols_out / f"{res}.pkl", "wb") as o:
-                    pickle.dump(mol, o)
+    bt.save_ligand_mols(processed, ligand_mols_out)
 
     # The stage-1 prediction: the processed structure with coordinates, every atom present.
     structure = StructureV2.load(processed / "structures" / f"{record.id}.npz")
