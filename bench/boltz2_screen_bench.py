@@ -44,7 +44,7 @@ from boltz2_bench import machine_info, portable, versions  # noqa: E402
 from lm_bench import write_json  # noqa: E402
 
 AA = "ACDEFGHIKLMNPQRSTVWY"
-# Drug-like ligands of 8 to 33 heavy atoms (name, SMILES).
+# Drug-like ligands of 9 to 29 heavy atoms (name, SMILES).
 SCREEN = [
     ("aspirin", "CC(=O)Oc1ccccc1C(=O)O"),
     ("ibuprofen", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"),
