@@ -5,7 +5,9 @@ structure pipeline's clean-up boltz runs on an affinity binder's SMILES) on a se
 
 Writes standardize.tsv: a header line, then one line per case: the input SMILES, a tab, and
 boltz's output SMILES, or the literal ERROR where boltz's standardize raises (an excluded
-molecule, a SMILES RDKit cannot parse, a step RDKit refuses).
+molecule, a SMILES RDKit cannot parse, a step RDKit refuses). And standardize_salts.tsv, the same
+for SALTS: boltz's steps with the molecule's property cache updated before the largest fragment is
+chosen (see SALTS).
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ CASES = [
     # the valences), and bioinfer returns CC(=O)O, CCN(CC)CC, O=C(O)c1ccccc1, NCCC(=O)O, CCO: what
     # the reference's own pipeline gives for them once the molecule's property cache is updated
     # (UpdatePropertyCache(strict=False)) before choose. An RDKit-version difference, so these
-    # stay out of the fixture (test_boltz2_standardize.cpp checks bioinfer's answers for them).
+    # stay out of this list (SALTS below writes the reference's answers for them apart).
     "[NH4+].[Cl-]",
     "[Na+].[Br-]",
     # alkali alkoxide: the bond is broken into ions (normalize_mol), the ions stay
@@ -78,22 +80,54 @@ CASES = [
 ]
 
 
+# The salts boltz's standardize raises on with the reference's RDKit (see CASES): the reference
+# pipeline's answer once the unsanitised molecule's property cache is updated before
+# LargestFragmentChooser, what Debian's RDKit 2022.09 computes on its own.
+SALTS = ["CC(=O)[O-].[Na+]", "Cl.CCN(CC)CC", "O.O.OC(=O)c1ccccc1", "OC(=O)CC[NH3+].[Cl-]",
+         "CC[O-].[Na+]"]
+
+
+def standardize_with_valences(smiles: str) -> str:
+    """boltz's standardize (schema.py) step for step, with UpdatePropertyCache(strict=False) before
+    the largest fragment is chosen."""
+    from chembl_structure_pipeline.exclude_flag import exclude_flag
+    from chembl_structure_pipeline.standardizer import standardize_mol
+    from rdkit import Chem
+    from rdkit.Chem.MolStandardize import rdMolStandardize
+
+    mol = Chem.MolFromSmiles(smiles, sanitize=False)
+    assert not exclude_flag(mol, includeRDKitSanitization=False), smiles
+    mol.UpdatePropertyCache(strict=False)
+    mol = rdMolStandardize.LargestFragmentChooser().choose(mol)
+    out = Chem.MolToSmiles(standardize_mol(mol))
+    assert Chem.MolFromSmiles(out) is not None, smiles
+    return out
+
+
+def write_tsv(path: Path, header: str, rows: list[tuple[str, str]]) -> None:
+    path.write_text("\n".join([header] + [f"{a}\t{b}" for a, b in rows]) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="tests/fixtures/boltz2_tiny")
     args = parser.parse_args()
     RDLogger.DisableLog("rdApp.*")
-    lines = ["smiles\tboltz_standardize"]
+    rows = []
     for smiles in CASES:
         try:
             out = standardize(smiles)
         except Exception:  # noqa: BLE001 (boltz raises ValueError, RDKit's errors, AttributeError)
             out = "ERROR"
-        lines.append(f"{smiles}\t{out}")
+        rows.append((smiles, out))
     os.makedirs(args.out, exist_ok=True)
     path = Path(args.out) / "standardize.tsv"
-    path.write_text("\n".join(lines) + "\n")
+    write_tsv(path, "smiles\tboltz_standardize", rows)
     print(f"wrote {path} ({len(CASES)} cases)")
+    path = Path(args.out) / "standardize_salts.tsv"
+    write_tsv(path, "smiles\tboltz_standardize_valences_updated",
+              [(smiles, standardize_with_valences(smiles)) for smiles in SALTS])
+    print(f"wrote {path} ({len(SALTS)} cases)")
 
 
 if __name__ == "__main__":
