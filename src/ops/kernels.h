@@ -174,7 +174,7 @@ enum BinaryOp : int { kBinaryAdd = 0, kBinaryMul = 1, kBinaryAddMul = 2 };
 
 const KernelTable& ref_kernels();
 const KernelTable* cpu_kernels_avx2();
-const KernelTable* cpu_kernels_avx512();  // null when the build has no AVX-512 variant
+const KernelTable* cpu_kernels_avx512();  // call only where cpu_runs_avx512() holds
 // The best table this CPU runs (AVX-512 where present, else AVX2, else the reference).
 const KernelTable& cpu_kernels();
 // Whether this CPU runs a table (its ISA is present).

@@ -8,9 +8,11 @@
 namespace bioinfer::kernels {
 
 bool cpu_runs_avx512() {
+    // Ask the CPU first: building the AVX-512 table runs AVX-512 instructions.
     __builtin_cpu_init();
-    return cpu_kernels_avx512() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512dq");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           cpu_kernels_avx512();
 }
 
 bool cpu_runs_avx2() {
