@@ -36,6 +36,14 @@ Tensor minus(const Tensor& a, const Tensor& b) {
     return plus(a, nb);
 }
 
+// z into pass p's MSA module: the pass's z plus the template module's output (0 without
+// templates, and then not stored).
+Tensor msa_input(const Boltz2Case& c, int p) {
+    const std::string pre = "trunk.pass" + std::to_string(p) + ".";
+    const Tensor z = c.get0(pre + "z");
+    return c.has(pre + "template_out") ? plus(z, c.get0(pre + "template_out")) : z;
+}
+
 class Boltz2TrunkCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
@@ -89,7 +97,7 @@ TEST_P(Boltz2TrunkCase, MsaModule) {
     const Tensor m0 = c.get0("trunk.pass0.msa.m0");
     expect_parity(t.msa.embed(c.feats, s_inputs), m0, "msa embedding");
     // The first layer's sub-modules, each from the reference's own input.
-    const Tensor z = c.get0("trunk.pass0.z");  // the template module adds 0
+    const Tensor z = msa_input(c, 0);
     const MsaLayer& l0 = t.msa.layers[0];
     Tensor m = m0.clone();
     l0.pair_weighted_averaging.add_to(m, z);
@@ -106,7 +114,7 @@ TEST_P(Boltz2TrunkCase, MsaModule) {
     // The whole module in each pass, from the pass's z.
     for (int p = 0; p < 2; ++p) {
         const std::string pre = "trunk.pass" + std::to_string(p) + ".";
-        Tensor zz = c.get0(pre + "z");
+        Tensor zz = msa_input(c, p);
         std::map<std::string, Tensor> seen;
         t.msa.run(zz, s_inputs, c.feats,
                   [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
@@ -127,7 +135,7 @@ TEST_P(Boltz2TrunkCase, PairformerBlocks) {
     {
         const PairformerLayer& b0 = t.pairformer.layers[0];
         const std::string pre = "trunk.pass0.pf.b0.";
-        Tensor z = plus(c.get0("trunk.pass0.z"), c.get0("trunk.pass0.msa_out"));
+        Tensor z = plus(msa_input(c, 0), c.get0("trunk.pass0.msa_out"));
         const auto step = [&](const char* name, const std::function<void(Tensor&)>& f) {
             Tensor zz = z.clone();
             f(zz);
@@ -155,7 +163,7 @@ TEST_P(Boltz2TrunkCase, PairformerBlocks) {
     for (int p = 0; p < 2; ++p) {
         const std::string pre = "trunk.pass" + std::to_string(p) + ".";
         Tensor s_in = c.get0(pre + "s");
-        Tensor z_in = plus(c.get0(pre + "z"), c.get0(pre + "msa_out"));
+        Tensor z_in = plus(msa_input(c, p), c.get0(pre + "msa_out"));
         for (size_t k = 0; k < t.pairformer.layers.size(); ++k) {
             const std::string b = pre + "pf.block" + std::to_string(k);
             Tensor s = s_in.clone(), z = z_in.clone();
@@ -208,6 +216,55 @@ TEST_P(Boltz2TrunkCase, WrongChainBucketFailsTheBar) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Boltz2TrunkCase, ::testing::ValuesIn(boltz2_cases()));
+
+// The template module on the case with two templates (7ROA for chain A, 9OBN's nanobody for B,
+// chain C untemplated), from each pass's z; its pair features are rebuilt per template.
+TEST(Boltz2Templates, TemplateModuleMatchesReference) {
+    const Boltz2Case c = load_boltz2_case("template");
+    const Trunk& t = tiny_trunk();
+    ASSERT_TRUE(t.templates.defined());
+    ASSERT_TRUE(TemplateModule::any_template(c.feats));
+    for (int p = 0; p < 2; ++p) {
+        const std::string pre = "trunk.pass" + std::to_string(p) + ".";
+        expect_parity(t.templates.run(c.get0(pre + "z"), c.feats), c.get0(pre + "template_out"),
+                      pre + "template_out");
+    }
+}
+
+// Each template alone, and a wrong visibility rule (every pair visible), move the output off
+// the bar: both templates and the group mask reach the result.
+TEST(Boltz2Templates, DroppedTemplateOrVisibilityFailsTheBar) {
+    const Boltz2Case c = load_boltz2_case("template");
+    const Trunk& t = tiny_trunk();
+    const Tensor z = c.get0("trunk.pass0.z"), ref = c.get0("trunk.pass0.template_out");
+    for (int drop = 0; drop < 2; ++drop) {
+        Features f = c.feats;
+        Tensor mask = f.at("template_mask").clone();
+        std::fill(mask.f32() + drop * mask.size(1), mask.f32() + (drop + 1) * mask.size(1), 0.0f);
+        f.set("template_mask", mask);
+        EXPECT_TRUE(fails_bar(t.templates.run(z, f), ref)) << "template " << drop << " dropped";
+    }
+    Features f = c.feats;
+    f.set("visibility_ids", Tensor::zeros(f.at("visibility_ids").shape()));
+    EXPECT_TRUE(fails_bar(t.templates.run(z, f), ref));
+}
+
+// The whole trunk with templates: every pass's template output and the trunk's result.
+TEST(Boltz2Templates, WholeTrunkWithTemplates) {
+    const Boltz2Case c = load_boltz2_case("template");
+    const Trunk& t = tiny_trunk();
+    std::map<std::string, Tensor> seen;
+    const TrunkOutput out =
+        t.run(c.feats, c.get0("trunk.s_inputs"), 1,
+              [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
+    for (int p = 0; p < 2; ++p) {
+        const std::string pre = "pass" + std::to_string(p) + ".";
+        for (const char* n : {"z", "template_out", "msa_out", "pf.block1.z"})
+            expect_parity(seen.at(pre + n), c.get0("trunk." + pre + n), pre + n);
+    }
+    expect_parity(out.z, c.get0("trunk.z"), "trunk z");
+    expect_parity(out.pdistogram, c.get0("trunk.pdistogram"), "pdistogram");
+}
 
 const ConfidenceModule& tiny_confidence() {
     static const ConfidenceModule c = ConfidenceModule::load(boltz2_weights(), boltz2_config());

@@ -10,6 +10,8 @@ Names (batch dimension kept as the reference has it):
   trunk.pass<p>.s / .z                  s, z after recycling (the pass's start)
   trunk.pass<p>.template_absmax         max |template module output| (0 without templates:
                                         z into the MSA module is then trunk.pass<p>.z)
+  trunk.pass<p>.template_out            the template module's output, with templates (z into the
+                                        MSA module is trunk.pass<p>.z + this)
   trunk.pass<p>.msa_out                 the MSA module's output (z into the pairformer is
                                         trunk.pass<p>.z + this)
   trunk.pass0.msa.layer<k>.z / .m       each MSA layer's outputs (first pass)
@@ -90,6 +92,8 @@ def dump(model, feats: dict, case: str) -> dict:
 
     def template_post(mod, args, kwargs, result):
         put(f"pass{state['pass']}.template_absmax", result.abs().max().reshape(1))
+        if feats["template_mask"].any():
+            put(f"pass{state['pass']}.template_out", result)
 
     hooks += [(model.template_module, "pre", template_pre),
               (model.template_module, "post", template_post)]

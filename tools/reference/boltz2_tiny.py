@@ -491,11 +491,46 @@ MKSCYLAKQRQISF
 }
 
 
+# Real structures for template inputs (the project's shared test data, next to the repository).
+STRUCTURES = Path(__file__).resolve().parents[3] / "shared" / "data" / "structures"
+
+CASES["template"] = (
+    # Chain A: 7ROA's residues 11-30 with one substitution (T25S), its selenomethionine at 19;
+    # template given with both chain ids. Chain B: 9OBN's nanobody tail (the His tag unresolved),
+    # template chain found by global alignment over the template's protein chains. Chain C: no
+    # template (its own visibility group).
+    """version: 1
+sequences:
+  - protein:
+      id: A
+      sequence: AVAKGLEEMYANGVSEDNFK
+      msa: empty
+  - protein:
+      id: B
+      sequence: WGQGTQVTVSSHHHHHH
+      msa: empty
+  - protein:
+      id: C
+      sequence: GSPEEK
+      msa: empty
+templates:
+  - cif: 7roa.cif
+    chain_id: A
+    template_id: A
+  - cif: 9obn.cif
+    chain_id: [B]
+""",
+    {"7roa.cif": STRUCTURES / "prot.cif", "9obn.cif": STRUCTURES / "9obn.cif"})
+
+
 def write_case(name: str, workdir: Path) -> Path:
-    yaml_text, msas = CASES[name]
+    yaml_text, files = CASES[name]
     workdir.mkdir(parents=True, exist_ok=True)
-    for fname, text in msas.items():
-        (workdir / fname).write_text(text)
+    for fname, content in files.items():
+        if isinstance(content, Path):
+            shutil.copyfile(content, workdir / fname)
+        else:
+            (workdir / fname).write_text(content)
     path = workdir / f"{name}.yaml"
     path.write_text(yaml_text)
     return path

@@ -24,17 +24,6 @@ std::vector<float> bin_centres(int64_t n, double end) {
     return c;
 }
 
-// torch.linspace(start, end, steps) in fp32 as its CPU kernel computes it: the first half from
-// the start, the second half back from the end.
-std::vector<float> linspace(float start, float end, int64_t steps) {
-    std::vector<float> v(static_cast<size_t>(steps));
-    const float step = (end - start) / float(steps - 1);
-    const int64_t half = steps / 2;
-    for (int64_t i = 0; i < steps; ++i)
-        v[size_t(i)] = i < half ? start + step * float(i) : end - step * float(steps - i - 1);
-    return v;
-}
-
 // softmax(logits (R, K)) . values (K) -> (R), logits left as they are.
 Tensor expectation(const Tensor& logits, const std::vector<float>& values) {
     const int64_t K = logits.size(-1), R = logits.numel() / K;
@@ -87,9 +76,10 @@ ConfidenceModule ConfidenceModule::load(const io::ModelDir& m, const Config& cfg
     const int64_t nb = cfg.confidence_dist_bins;
     c.dist_embed = m.get_f32(p + "dist_bin_pairwise_embed.weight", {nb, cz});
     // The boundaries buffer when the checkpoint stores it, else linspace(2, max_dist, nb - 1).
-    const Tensor bounds = m.has(p + "boundaries")
-                              ? m.get_f32(p + "boundaries", {nb - 1})
-                              : Tensor::of(linspace(2.0f, float(cfg.confidence_max_dist), nb - 1));
+    const Tensor bounds =
+        m.has(p + "boundaries")
+            ? m.get_f32(p + "boundaries", {nb - 1})
+            : Tensor::of(torch_linspace(2.0f, float(cfg.confidence_max_dist), nb - 1));
     c.bounds_sq = Tensor::empty({nb - 1});
     ops::mul(bounds, bounds, c.bounds_sq);
     c.pairformer = PairformerModule::load(m, p + "pairformer_stack", cfg.confidence_blocks, cs, cz,

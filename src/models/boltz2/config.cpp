@@ -88,6 +88,14 @@ Config Config::load(const io::ModelDir& m) {
     take(hp, "max_dist", c.max_dist);
     take(hp, "conditioning_cutoff_min", c.conditioning_cutoff_min);
     take(hp, "conditioning_cutoff_max", c.conditioning_cutoff_max);
+    take(hp, "use_templates_v2", c.use_templates_v2);
+    const auto& tmpl = section(hp, "template_args");
+    take(tmpl, "template_dim", c.template_dim);
+    take(tmpl, "pairwise_head_width", c.template_head_width);
+    take(tmpl, "pairwise_num_heads", c.template_num_heads);
+    take(tmpl, "min_dist", c.template_min_dist);
+    take(tmpl, "max_dist", c.template_max_dist);
+    take(tmpl, "num_bins", c.template_num_bins);
     // Optional modules and block counts: what the tensors hold decides.
     c.bond_type_feature = m.has("token_bonds_type.weight");
     c.predict_bfactor = m.has("bfactor_module.bfactor.weight");
@@ -95,6 +103,7 @@ Config Config::load(const io::ModelDir& m) {
                       m.has("template_module.z_proj.weight");
     c.confidence_prediction = c.confidence_prediction &&
                               count_layers(m, "confidence_module.pairformer_stack.layers.") > 0;
+    c.template_blocks = count_layers(m, "template_module.pairformer.layers.");
     c.pairformer_blocks = count_layers(m, "pairformer_module.layers.");
     c.msa_blocks = count_layers(m, "msa_module.layers.");
     if (c.confidence_prediction)

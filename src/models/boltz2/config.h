@@ -49,6 +49,12 @@ struct Config {
     bool fix_sym_check = true, cyclic_pos_enc = true, bond_type_feature = true;
     bool predict_bfactor = true, use_templates = true;
     double min_dist = 2.0, max_dist = 22.0;  // distogram range
+    // template module (template_args): v2 is Boltz-2's TemplateV2Module
+    bool use_templates_v2 = true;
+    int64_t template_dim = 64, template_blocks = 2;
+    int64_t template_head_width = 32, template_num_heads = 4;
+    double template_min_dist = 3.25, template_max_dist = 50.75;
+    int64_t template_num_bins = 38;
     double conditioning_cutoff_min = 4.0, conditioning_cutoff_max = 20.0;
 
     // From a checkpoint's hyper_parameters (m.config()) and its tensors; `where` names the file.

@@ -52,6 +52,15 @@ Tensor linear_out(const nn::Linear& lin, const Tensor& x) {
 
 }  // namespace
 
+std::vector<float> torch_linspace(float start, float end, int64_t steps) {
+    std::vector<float> v(static_cast<size_t>(steps));
+    const float step = (end - start) / float(steps - 1);
+    const int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; ++i)
+        v[size_t(i)] = i < half ? start + step * float(i) : end - step * float(steps - i - 1);
+    return v;
+}
+
 nn::ChainRelativePosition::Tokens relpos_tokens(const Features& f) {
     nn::ChainRelativePosition::Tokens t;
     t.asym_id = f.at("asym_id");
@@ -398,6 +407,174 @@ void MsaModule::run(Tensor& z, const Tensor& s_inputs, const Features& f, const 
     }
 }
 
+// ---- template module --------------------------------------------------------------------------
+
+TemplateModule TemplateModule::load(const io::ModelDir& m, const Config& cfg) {
+    TemplateModule t;
+    if (!cfg.use_templates) return t;
+    BI_CHECK(cfg.use_templates_v2, "template_module",
+             "the checkpoint's template module is Boltz-1's (use_templates_v2 false)");
+    const int64_t cz = cfg.token_z, d = cfg.template_dim;
+    t.dim = d;
+    t.num_bins = cfg.template_num_bins;
+    t.min_dist = float(cfg.template_min_dist);
+    t.max_dist = float(cfg.template_max_dist);
+    t.z_norm = nn::LayerNorm::load(m, "template_module.z_norm", cz, 1e-5f);
+    t.v_norm = nn::LayerNorm::load(m, "template_module.v_norm", d, 1e-5f);
+    t.z_proj = nn::Linear::load(m, "template_module.z_proj", cz, d, false);
+    t.a_proj =
+        nn::Linear::load(m, "template_module.a_proj", 2 * kNumTokens + t.num_bins + 5, d, false);
+    t.u_proj = nn::Linear::load(m, "template_module.u_proj", d, cz, false);
+    for (int64_t k = 0; k < cfg.template_blocks; ++k)
+        t.layers.push_back(
+            PairformerNoSeqLayer::load(m, "template_module.pairformer.layers." + std::to_string(k),
+                                       d, cfg.template_head_width, cfg.template_num_heads));
+    return t;
+}
+
+bool TemplateModule::any_template(const Features& f) {
+    return f.has("template_mask") && f.at("template_mask").numel() > 0 &&
+           ops::max_value(f.at("template_mask")) != 0.0f;
+}
+
+namespace {
+
+// torch.cdist(x, x) for x (N, 3) fp32 as its CPU kernel computes it: for N > 25 through the
+// matrix product of [-2 x, |x|^2, 1] and [x, 1, |x|^2], clamped at 0, else directly.
+std::vector<float> cdist_self(const float* x, int64_t n) {
+    std::vector<float> d(static_cast<size_t>(n * n));
+    if (n > 25) {
+        std::vector<float> sq(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+            const float* p = x + 3 * i;
+            sq[size_t(i)] = p[0] * p[0] + p[1] * p[1] + p[2] * p[2];
+        }
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                const float* a = x + 3 * i;
+                const float* b = x + 3 * j;
+                float r = (-2.0f * a[0]) * b[0];
+                r += (-2.0f * a[1]) * b[1];
+                r += (-2.0f * a[2]) * b[2];
+                r += sq[size_t(i)];
+                r += sq[size_t(j)];
+                d[size_t(i * n + j)] = std::sqrt(std::max(r, 0.0f));
+            }
+    } else {
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                float r = 0.0f;
+                for (int c = 0; c < 3; ++c) {
+                    const float e = x[3 * i + c] - x[3 * j + c];
+                    r += e * e;
+                }
+                d[size_t(i * n + j)] = std::sqrt(r);
+            }
+    }
+    return d;
+}
+
+}  // namespace
+
+Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) const {
+    const int64_t L = z.size(0), Cz = z.size(2), D = dim, nb = num_bins;
+    const int64_t F = 2 * kNumTokens + nb + 5;
+    const Tensor& restype = f.at("template_restype");
+    const int64_t T = restype.size(0);
+    const auto check = [&](const char* name, std::vector<int64_t> shape) {
+        BI_CHECK(f.at(name).shape() == shape, "template_module", name, ": expected ",
+                 shape_str(shape), ", got ", shape_str(f.at(name).shape()));
+    };
+    check("template_restype", {T, L, kNumTokens});
+    check("template_frame_rot", {T, L, 3, 3});
+    check("template_frame_t", {T, L, 3});
+    check("template_cb", {T, L, 3});
+    check("template_ca", {T, L, 3});
+    check("template_mask_cb", {T, L});
+    check("template_mask_frame", {T, L});
+    check("template_mask", {T, L});
+    check("visibility_ids", {T, L});
+    const std::vector<float> bounds = torch_linspace(min_dist, max_dist, nb - 1);
+
+    // z_proj(z_norm(z)), shared by every template
+    Tensor zp = Tensor::empty({L, L, D});
+    {
+        Tensor zn = Tensor::empty({L * L, Cz});
+        z_norm(z.reshape({L * L, Cz}), zn);
+        Tensor dst = zp.reshape({L * L, D});
+        z_proj(zn, dst);
+    }
+    Tensor u = Tensor::zeros({L, L, D});
+    int64_t present = 0;
+    for (int64_t t = 0; t < T; ++t) {
+        const float* tmask = f.at("template_mask").f32() + t * L;
+        if (std::all_of(tmask, tmask + L, [](float v) { return v == 0.0f; })) continue;
+        ++present;
+        const float* rt = restype.f32() + t * L * kNumTokens;
+        const float* rot = f.at("template_frame_rot").f32() + t * L * 9;
+        const float* ft = f.at("template_frame_t").f32() + t * L * 3;
+        const float* cb = f.at("template_cb").f32() + t * L * 3;
+        const float* ca = f.at("template_ca").f32() + t * L * 3;
+        const float* cbm = f.at("template_mask_cb").f32() + t * L;
+        const float* frm = f.at("template_mask_frame").f32() + t * L;
+        const float* vis = f.at("visibility_ids").f32() + t * L;
+        const std::vector<float> dist = cdist_self(cb, L);
+        // a[i, j] = [one-hot bin, cb pair, "unit vector", frame pair] * same group, restype i, j;
+        // vector[i, j] = R_j^T (ca_i - t_j)
+        Tensor a = Tensor::zeros({L, L, F});
+        float* ap = a.f32();
+        for (int64_t i = 0; i < L; ++i)
+            for (int64_t j = 0; j < L; ++j) {
+                float* row = ap + (i * L + j) * F;
+                if (vis[i] == vis[j]) {
+                    const float d = dist[size_t(i * L + j)];
+                    int64_t bin = 0;
+                    for (float b : bounds) bin += d > b;
+                    row[bin] = 1.0f;
+                    row[nb] = cbm[i] * cbm[j];
+                    const float* R = rot + 9 * j;
+                    float e[3] = {ca[3 * i] - ft[3 * j], ca[3 * i + 1] - ft[3 * j + 1],
+                                  ca[3 * i + 2] - ft[3 * j + 2]};
+                    float v[3];
+                    for (int r = 0; r < 3; ++r)  // (R^T e)_r = sum_c R[c][r] e_c
+                        v[r] = R[0 * 3 + r] * e[0] + R[1 * 3 + r] * e[1] + R[2 * 3 + r] * e[2];
+                    // The reference normalises over the matmul's trailing unit dimension, so
+                    // each component is divided by its own magnitude: its sign, or 0.
+                    for (int r = 0; r < 3; ++r)
+                        row[nb + 1 + r] = v[r] > 0.0f ? 1.0f : (v[r] < 0.0f ? -1.0f : 0.0f);
+                    row[nb + 4] = frm[i] * frm[j];
+                }
+                std::copy(rt + i * kNumTokens, rt + (i + 1) * kNumTokens, row + nb + 5);
+                std::copy(rt + j * kNumTokens, rt + (j + 1) * kNumTokens,
+                          row + nb + 5 + kNumTokens);
+            }
+        if (tap) tap("template.a" + std::to_string(t), a);
+        // v = z_proj(LN(z)) + a_proj(a); v += pairformer(v) (= v + its updates); LN
+        Tensor v = zp.clone();
+        {
+            Tensor dst = v.reshape({L * L, D});
+            a_proj(a.reshape({L * L, F}), dst, {.accumulate = true});
+        }
+        a = Tensor();
+        Tensor w = v.clone();
+        for (const PairformerNoSeqLayer& layer : layers) layer.run(w);
+        ops::add_into(w, v);
+        w = Tensor();
+        Tensor vn = Tensor::empty({L * L, D});
+        v_norm(v.reshape({L * L, D}), vn);
+        if (tap) tap("template.v" + std::to_string(t), vn.reshape({L, L, D}));
+        ops::add_into(vn.reshape({L, L, D}), u);
+    }
+    // u_proj(relu(u / max(count, 1)))
+    Tensor r = Tensor::empty({L * L, D});
+    ops::scale(u.reshape({L * L, D}), 1.0f / float(std::max<int64_t>(present, 1)), r);
+    ops::activation(r, Act::Relu, r);
+    Tensor out = Tensor::empty({L, L, Cz});
+    Tensor dst = out.reshape({L * L, Cz});
+    u_proj(r, dst);
+    return out;
+}
+
 // ---- trunk ----------------------------------------------------------------------------------
 
 Trunk Trunk::load(const io::ModelDir& m, const Config& cfg) {
@@ -412,6 +589,7 @@ Trunk Trunk::load(const io::ModelDir& m, const Config& cfg) {
     t.z_norm = nn::LayerNorm::load(m, "z_norm", cz, 1e-5f);
     t.s_recycle = nn::Linear::load(m, "s_recycle", cs, cs, false);
     t.z_recycle = nn::Linear::load(m, "z_recycle", cz, cz, false);
+    t.templates = TemplateModule::load(m, cfg);
     t.msa = MsaModule::load(m, cfg);
     t.pairformer = PairformerModule::load(m, "pairformer_module", cfg.pairformer_blocks, cs, cz,
                                           cfg.pairformer_heads, cfg.pairwise_head_width,
@@ -437,10 +615,10 @@ TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_
     BI_CHECK(s_inputs.ndim() == 2 && s_inputs.size(1) == Cs && L == f.num_tokens(), "boltz2 trunk",
              "s_inputs: expected (", f.num_tokens(), ", ", Cs, "), got ", shape_str(s_inputs.shape()));
     check_all_ones(f, "token_pad_mask", "boltz2 trunk");
-    // Without templates (template_mask all 0) the template module adds exactly 0.
-    if (cfg.use_templates && f.has("template_mask"))
-        BI_CHECK(f.at("template_mask").numel() == 0 || ops::max_value(f.at("template_mask")) == 0.0f,
-                 "boltz2 trunk", "templates are not supported (template_mask has entries)");
+    // Without templates (template_mask all 0) the template module adds exactly 0: skipped.
+    const bool with_templates = TemplateModule::any_template(f);
+    BI_CHECK(!with_templates || templates.defined(), "boltz2 trunk",
+             "templates are given but the checkpoint has no template module");
     TrunkOutput out;
     out.relpos = relpos(f);
     const Tensor s0 = linear_out(s_init, s_inputs);  // (L, Cs)
@@ -470,6 +648,14 @@ TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_
         if (tap) {
             tap(pre + "s", s);
             tap(pre + "z", z);
+        }
+        // z = z + TemplateModule(z)
+        if (with_templates) {
+            const Tap tt =
+                tap ? Tap([&](const std::string& n, const Tensor& x) { tap(pre + n, x); }) : Tap();
+            const Tensor zt = templates.run(z, f, tt);
+            if (tap) tap(pre + "template_out", zt);
+            ops::add_into(zt, z);
         }
         // z = z + MSAModule(z)
         Tensor zm = z.clone();

@@ -1,7 +1,8 @@
 // Boltz-2's trunk (boltz 2.2.1, inference): s_init / z_init from the input embedding s_inputs and
-// the pair features, the recycling passes (template module skipped: without templates its output
-// is exactly 0), the MSA module, the pairformer, and the distogram and b-factor heads. Every piece
-// loads on its own from boltz's state_dict names and runs on one target (no token padding).
+// the pair features, the recycling passes (the template module runs only where a template is
+// given: without one its output is exactly 0), the MSA module, the pairformer, and the distogram
+// and b-factor heads. Every piece loads on its own from boltz's state_dict names and runs on one
+// target (no token padding).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,10 @@ namespace bioinfer::boltz2 {
 
 // Observer of named intermediates (tests compare them with the reference's).
 using Tap = std::function<void(const std::string& name, const Tensor& t)>;
+
+// torch.linspace(start, end, steps) in fp32 as its CPU kernel computes it: the first half from
+// the start, the second half back from the end.
+std::vector<float> torch_linspace(float start, float end, int64_t steps);
 
 // The token features the relative position encoding reads (asym_id, residue_index, entity_id,
 // token_index, sym_id, cyclic_period).
@@ -149,6 +154,30 @@ struct MsaModule {
     void run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap = {}) const;
 };
 
+// TemplateV2Module: per template t, v_t = z_proj(LN(z)) + a_proj(a_t) with a_t[i, j] the
+// template's pair features [CB distogram (num_bins), CB mask pair, the vector from frame j to
+// CA i in frame j's axes (the reference's "unit vector" is its componentwise sign: it divides by
+// the norm over a trailing dimension of size 1), frame mask pair] masked to token pairs of one
+// visibility group, then [restype_i, restype_j]; v_t += PairformerNoSeq(v_t) (the stack returns v_t
+// plus its updates, so v_t is counted twice), LN; the result is u_proj(relu(mean over present
+// templates of v_t)).
+struct TemplateModule {
+    int64_t dim = 64;
+    int64_t num_bins = 38;
+    float min_dist = 3.25f, max_dist = 50.75f;
+    nn::LayerNorm z_norm, v_norm;
+    nn::Linear z_proj, a_proj, u_proj;  // no biases
+    std::vector<PairformerNoSeqLayer> layers;
+    bool defined() const { return z_proj.w.defined(); }
+    static TemplateModule load(const io::ModelDir& m, const Config& cfg);
+    // Whether f holds a template (template_mask has an entry); without one the output is 0.
+    static bool any_template(const Features& f);
+    // The module's output (L, L, token_z) for z (L, L, token_z) and f's template_* features
+    // (T templates) and visibility_ids. The tap sees "template.a<t>" (the pair features of
+    // template t before a_proj, (L, L, 2 * 33 + num_bins + 5)) and "template.v<t>" (after v_norm).
+    Tensor run(const Tensor& z, const Features& f, const Tap& tap = {}) const;
+};
+
 struct TrunkOutput {
     Tensor s;           // (L, token_s)
     Tensor z;           // (L, L, token_z)
@@ -163,6 +192,7 @@ struct Trunk {
     PairInputEmbedding pair_inputs;
     nn::LayerNorm s_norm, z_norm;
     nn::Linear s_recycle, z_recycle;        // no biases
+    TemplateModule templates;               // undefined without template weights
     MsaModule msa;
     PairformerModule pairformer;
     nn::DistogramHead distogram;            // W (z + z^T) + b
@@ -174,7 +204,8 @@ struct Trunk {
     // relpos, when given, is relpos(f) already computed.
     Tensor z_init(const Features& f, const Tensor& s_inputs, const Tensor* relpos = nullptr) const;
     // recycling_steps + 1 passes from s_inputs (L, token_s). The tap sees "s_init", "z_init",
-    // "pass<p>.s" / ".z" (after recycling), "pass<p>.msa_out", "pass<p>.msa.layer<k>.z/.m",
+    // "pass<p>.s" / ".z" (after recycling), "pass<p>.template_out" (with templates),
+    // "pass<p>.msa_out", "pass<p>.msa.layer<k>.z/.m",
     // "pass<p>.pf.block<k>.s/.z". on_pass, when set, is called as each pass starts.
     TrunkOutput run(const Features& f, const Tensor& s_inputs, int recycling_steps, const Tap& tap = {},
                     const std::function<void(int pass, int passes)>& on_pass = {}) const;
