@@ -38,8 +38,8 @@ inline const boltz2::Config& boltz2_config() {
 #endif
 
 inline const std::vector<std::string>& boltz2_cases() {
-    static const std::vector<std::string> c = {"monomer", "heterodimer", "protein_rna",
-                                               "protein_ligand", "constrained"};
+    static const std::vector<std::string> c = {"monomer",        "heterodimer", "protein_rna",
+                                               "protein_ligand", "constrained", "template"};
     return c;
 }
 

@@ -201,12 +201,12 @@ boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
 // Runs the sampler on the reference's draws with a denoiser that returns the reference's
 // denoised coordinates of each step; returns the final coordinates' error relative to the
 // reference's coordinate spread (std).
-// The case's forced constraints as the model steers with them (none: no steering).
+// The case's forced constraints and templates as the model steers with them (none: no steering).
 boltz2::Guidance case_guidance(const Boltz2Case& c, int64_t steps) {
-    auto terms = std::make_shared<boltz2::ContactTerms>(boltz2::ContactTerms::from(c.feats));
+    auto terms = std::make_shared<boltz2::SteeringTerms>(boltz2::SteeringTerms::from(c.feats));
     if (terms->empty()) return {};
     return [terms, steps](int64_t step, Tensor& den) {
-        boltz2::apply_contact_guidance(*terms, 1.0 - double(step) / double(steps), den);
+        boltz2::apply_guidance(*terms, 1.0 - double(step) / double(steps), den);
     };
 }
 
@@ -268,6 +268,17 @@ TEST(Boltz2Sampler, ReplayedRunMatchesReference) {
 TEST(Boltz2Sampler, ForcedConstraintsSteerTheSampler) {
     const Boltz2Case c = load_boltz2_case("constrained");
     ASSERT_FALSE(boltz2::ContactTerms::from(c.feats).empty());
+    EXPECT_LE(replay_sampler(c, tiny_sampler(c), false, true), 1e-3);
+    EXPECT_GT(replay_sampler(c, tiny_sampler(c), false, false), 1e-2);
+}
+
+// Forced templates steer every step's denoised coordinates towards the aligned template CBs:
+// the same run without the steering misses the reference's coordinates.
+TEST(Boltz2Sampler, ForcedTemplatesSteerTheSampler) {
+    const Boltz2Case c = load_boltz2_case("template");
+    const boltz2::SteeringTerms terms = boltz2::SteeringTerms::from(c.feats);
+    ASSERT_TRUE(terms.contacts.empty());
+    ASSERT_EQ(terms.templates.ref.size(), 2u);
     EXPECT_LE(replay_sampler(c, tiny_sampler(c), false, true), 1e-3);
     EXPECT_GT(replay_sampler(c, tiny_sampler(c), false, false), 1e-2);
 }

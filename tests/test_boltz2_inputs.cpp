@@ -3,16 +3,21 @@
 // injected); bad inputs give one clear error each.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "boltz2_fixture.h"
 #include "io/boltz_inputs.h"
 #include "io/msa.h"
 #include "models/boltz2/featurizer.h"
 #include "models/boltz2/ligands.h"
+#include "models/boltz2/templates.h"
+#include "ops/ops.h"
 #include "test_util.h"
 
 namespace bioinfer::test {
@@ -512,6 +517,134 @@ TEST(Boltz2Inputs, PairedCsvMsaMatchesReference) {
                          ? 1e-5
                          : 0.0)
             << k;
+    }
+}
+
+// boltz's alignment helpers (Biopython's blastp global score and ungapped local alignments) and
+// scipy's assignment, on seeded pairs with many ties (make_boltz2_template_fixture.py).
+TEST(Boltz2Templates, AlignmentsMatchBiopythonAndScipy) {
+    std::ifstream in(boltz2_fixture_dir() + "/template_alignments.tsv");
+    ASSERT_TRUE(in.good());
+    std::string line;
+    std::getline(in, line);  // header
+    const auto split = [](const std::string& s, char sep) {
+        std::vector<std::string> out;
+        std::stringstream ss(s);
+        std::string x;
+        while (std::getline(ss, x, sep)) out.push_back(x);
+        return out;
+    };
+    int n_global = 0, n_local = 0, n_assign = 0;
+    while (std::getline(in, line)) {
+        const std::vector<std::string> f = split(line, '\t');
+        ASSERT_EQ(f.size(), f[0] == "assign" ? 3u : 4u) << line;
+        if (f[0] == "global") {
+            EXPECT_EQ(boltz2::blastp_global_score(f[1], f[2], "test"), std::stod(f[3])) << line;
+            ++n_global;
+        } else if (f[0] == "local") {
+            std::string got;
+            for (const auto& a : boltz2::ungapped_local_alignments(f[1], f[2], "test"))
+                got += (got.empty() ? "" : ",") + std::to_string(a.query_st) + "-" +
+                       std::to_string(a.query_en) + "-" + std::to_string(a.template_st) + "-" +
+                       std::to_string(a.template_en);
+            EXPECT_EQ(got.empty() ? "-" : got, f[3]) << line;
+            ++n_local;
+        } else {
+            std::vector<std::vector<double>> m;
+            for (const std::string& row : split(f[1], ';')) {
+                m.emplace_back();
+                for (const std::string& v : split(row, ',')) m.back().push_back(std::stod(v));
+            }
+            std::string got;
+            for (const auto& [r, c] : boltz2::max_assignment(m))
+                got += (got.empty() ? "" : ",") + std::to_string(r) + "-" + std::to_string(c);
+            EXPECT_EQ(got, f[2]) << line;
+            ++n_assign;
+        }
+    }
+    EXPECT_GT(n_global, 100);
+    EXPECT_GT(n_local, 100);
+    EXPECT_GT(n_assign, 100);
+}
+
+// A PDB-format template goes through boltz's renamed-subchain route (chain A is template chain
+// A1): its features equal boltz's.
+TEST(Boltz2Templates, PdbTemplateMatchesReference) {
+    auto ref = io::SafetensorsFile::open(boltz2_fixture_dir() + "/template_pdb.safetensors");
+    FeaturizeOptions opt;
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    const Featurized got = boltz2::featurize(io::read_boltz_input(case_yaml("template_pdb")), opt);
+    int compared = 0;
+    for (const auto& [k, info] : ref->tensors()) {
+        const std::string name = k.substr(5);  // feat.
+        ASSERT_TRUE(got.feats.has(name)) << name;
+        const Tensor r = ref->get(k).to_f32();
+        if (name == "template_force_threshold") {
+            EXPECT_TRUE(std::isinf(got.feats.at(name).f32()[0]) && std::isinf(r.f32()[0]));
+            continue;
+        }
+        EXPECT_EQ(max_diff(got.feats.at(name), r), 0.0) << name;
+        ++compared;
+    }
+    EXPECT_EQ(compared, 10);
+    EXPECT_GT(ops::max_value(got.feats.at("template_mask")), 0.0f);
+}
+
+// The records follow the chains named; a wrong template chain changes the features; bad entries
+// name the file, the line and the template.
+TEST(Boltz2Templates, TemplatesResolveAndFailCleanly) {
+    const Boltz2Case c = load_boltz2_case("template");
+    const io::BoltzTarget t = io::read_boltz_input(case_yaml("template"));
+    ASSERT_EQ(t.templates.size(), 2u);
+    EXPECT_EQ(t.templates[0].name, "7roa");
+    EXPECT_EQ(t.templates[1].name, "9obn");
+    EXPECT_TRUE(t.templates[1].template_ids.empty());
+    const auto structure = boltz2::read_template_structure(t.templates[1].path, false,
+                                                           boltz2::ConformerLibrary::builtin(), "");
+    const auto recs = boltz2::template_records(t.templates[1], t, structure);
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].template_chain, "G");  // the nanobody, by global alignment score
+    FeaturizeOptions opt;
+    opt.augmentation = reference_motions(c);
+    opt.mols_dir = boltz2_fixture_dir() + "/mols";
+    io::BoltzTarget wrong = t;
+    wrong.templates[1].template_ids = {"A"};
+    const Featurized w = boltz2::featurize(wrong, opt);
+    EXPECT_GT(max_diff(w.feats.at("template_restype"), c.feats.at("template_restype")), 0.5);
+    io::BoltzTarget one = t;
+    one.templates.pop_back();
+    const Featurized o = boltz2::featurize(one, opt);
+    EXPECT_EQ(o.feats.at("template_mask").size(0), 1);
+
+    const auto feat_err = [&](auto edit) {
+        io::BoltzTarget x = t;
+        edit(x);
+        return error_of([&] { boltz2::featurize(x, opt); });
+    };
+    EXPECT_NE(feat_err([](auto& x) {
+                  x.templates[0].template_ids = {"Q"};
+              }).find("chain Q is not a protein chain of"),
+              std::string::npos);
+    EXPECT_NE(
+        feat_err([](auto& x) { x.templates[0].path += ".missing"; }).find("cannot read structure"),
+        std::string::npos);
+    const std::string head =
+        "version: 1\nsequences:\n  - protein:\n      id: A\n"
+        "      sequence: MKV\n      msa: empty\n  - ligand:\n      id: L\n"
+        "      ccd: EOH\ntemplates:\n";
+    const auto yaml_err = [&](const std::string& body) {
+        return error_of([&] { io::parse_boltz_yaml(head + body, "t.yaml"); });
+    };
+    for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+             {"  - chain_id: A\n", "missing the structure path"},
+             {"  - cif: x.cif\n    chain_id: L\n", "chain L is not one of the protein chains"},
+             {"  - cif: x.cif\n    chain_id: [A]\n    template_id: [A, B]\n", "the two must match"},
+             {"  - cif: x.cif\n    force: true\n", "needs a `threshold`"},
+             {"  - cif: x.cif\n    colour: red\n", "colour"},
+         }) {
+        const std::string e = yaml_err(body);
+        EXPECT_NE(e.find(want), std::string::npos) << "want '" << want << "' in: " << e;
+        EXPECT_NE(e.find("t.yaml:"), std::string::npos) << e;
     }
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -454,6 +455,63 @@ void parse_yaml_constraint(const YAML::Node& c, const std::string& source, Boltz
     }
 }
 
+// One id or a list of ids (`chain_id: A` or `chain_id: [A, B]`).
+std::vector<std::string> id_list(const YAML::Node& n, const std::string& source,
+                                 const std::string& what) {
+    std::vector<std::string> out;
+    if (!n.IsDefined() || n.IsNull()) return out;
+    if (n.IsSequence()) {
+        for (const auto& x : n) out.push_back(scalar(x, source, what));
+    } else {
+        out.push_back(scalar(n, source, what));
+    }
+    return out;
+}
+
+// boltz's checks (schema.py): a `cif` or `pdb` path; chain_id and template_id lists of one
+// length when both are given; query chains that are protein chains; `threshold` with `force`.
+// The template chains are checked against the file when it is read.
+BoltzTemplate parse_yaml_template(const YAML::Node& e, const std::string& source,
+                                  const BoltzTarget& t) {
+    const std::string w = mark(source, e);
+    BI_CHECK(e.IsMap(), w, "a template is a mapping with `cif` or `pdb`");
+    check_keys(e, source, "template",
+               {"cif", "pdb", "chain_id", "template_id", "force", "threshold"});
+    BoltzTemplate k;
+    k.where = w;
+    BI_CHECK(e["cif"].IsDefined() || e["pdb"].IsDefined(), w,
+             "template: missing the structure path (`cif:` or `pdb:`)");
+    BI_CHECK(!(e["cif"].IsDefined() && e["pdb"].IsDefined()), w,
+             "template: give one of `cif` and `pdb`");
+    k.pdb = !e["cif"].IsDefined();
+    const std::string given = scalar(k.pdb ? e["pdb"] : e["cif"], source, "template path");
+    BI_CHECK(!given.empty(), w, "template: empty structure path");
+    k.path = resolve_msa_path(given, source);
+    k.name = fs::path(given).stem().string();
+    k.chain_ids = id_list(e["chain_id"], source, "template chain_id");
+    k.template_ids = id_list(e["template_id"], source, "template template_id");
+    BI_CHECK(k.chain_ids.empty() || k.template_ids.empty() ||
+                 k.chain_ids.size() == k.template_ids.size(),
+             w, "template ", k.name, ": chain_id lists ", k.chain_ids.size(),
+             " chains and template_id ", k.template_ids.size(), "; the two must match");
+    for (const std::string& id : k.chain_ids) {
+        const BoltzChain* c = nullptr;
+        for (const BoltzChain& x : t.chains)
+            if (x.id == id) c = &x;
+        BI_CHECK(c && c->type == BoltzEntityType::Protein, w, "template ", k.name, ": chain ", id,
+                 " is not one of the protein chains of the input");
+    }
+    k.force = parse_bool(e["force"], source, "template force");
+    if (k.force) {
+        BI_CHECK(e["threshold"].IsDefined(), w, "template ", k.name,
+                 ": `force: true` needs a `threshold` (A)");
+        k.threshold = parse_distance(e["threshold"], source, "template threshold");
+    } else {
+        k.threshold = std::numeric_limits<double>::infinity();
+    }
+    return k;
+}
+
 }  // namespace
 
 BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
@@ -467,11 +525,6 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
     BI_CHECK(root.IsMap(), source, "expected a YAML mapping with `version` and `sequences`");
     check_keys(root, source, "input",
                {"version", "sequences", "constraints", "templates", "properties"});
-    {
-        const YAML::Node n = root["templates"];
-        if (n.IsDefined() && !n.IsNull() && !(n.IsSequence() && n.size() == 0))
-            fail(mark(source, n), "`templates` are not supported yet");
-    }
     const YAML::Node version = root["version"];
     if (version.IsDefined()) {
         const std::string v = scalar(version, source, "version");
@@ -487,6 +540,11 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
     if (cons.IsDefined() && !cons.IsNull()) {
         BI_CHECK(cons.IsSequence(), mark(source, cons), "`constraints` must be a list");
         for (const auto& c : cons) parse_yaml_constraint(c, source, t);
+    }
+    const YAML::Node tmpl = root["templates"];
+    if (tmpl.IsDefined() && !tmpl.IsNull()) {
+        BI_CHECK(tmpl.IsSequence(), mark(source, tmpl), "`templates` must be a list");
+        for (const auto& e : tmpl) t.templates.push_back(parse_yaml_template(e, source, t));
     }
     const YAML::Node props = root["properties"];
     if (props.IsDefined() && !props.IsNull()) {

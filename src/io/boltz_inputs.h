@@ -65,6 +65,19 @@ struct BoltzContactConstraint {  // two tokens within max_distance
     std::string where;
 };
 
+// `templates:` entry: a structure file whose protein chains template the target's protein chains.
+// chain_ids empty: every protein chain of the target; template_ids empty: each query chain takes
+// the template chain found by global alignment (an optimal one-to-one assignment), as boltz.
+struct BoltzTemplate {
+    std::string path;  // resolved like an MSA path
+    bool pdb = false;  // `pdb:` (PDB format) rather than `cif:`
+    std::string name;  // the file's stem: boltz's template id (one template per distinct stem)
+    std::vector<std::string> chain_ids, template_ids;
+    bool force = false;      // steer the sampler to the template (needs threshold)
+    double threshold = 0.0;  // with force: the distance (A) the potential allows; else inf
+    std::string where;       // file:line:col
+};
+
 struct BoltzTarget {
     std::string name;    // the input file's stem, as boltz names the record
     std::string source;  // the input file
@@ -75,6 +88,7 @@ struct BoltzTarget {
     std::vector<BoltzBondConstraint> bonds;
     std::vector<BoltzPocketConstraint> pockets;
     std::vector<BoltzContactConstraint> contacts;
+    std::vector<BoltzTemplate> templates;  // `templates`, in file order
     // `properties: - affinity: binder: <chain>`: the ligand chain whose binding affinity the
     // affinity stage predicts (empty: none), and where it was given.
     std::string affinity_binder;
@@ -83,7 +97,9 @@ struct BoltzTarget {
 
 // Reading. Errors name the file, the line (and column for YAML) and the chain:
 // YAML syntax, an unknown key or entity type, a ligand without exactly one of `smiles` and `ccd`,
-// a malformed modification or constraint, templates ("not supported yet"), an affinity binder
+// a malformed modification or constraint, a template without `cif`/`pdb`, naming a chain that is
+// not a protein of the input, with chain_id and template_id lists of different lengths or
+// `force` without `threshold`, an affinity binder
 // that is not one single-copy, single-residue ligand chain (or more than one binder), a
 // duplicated chain id, a letter outside the chain type's alphabet, a protein without an `msa` key
 // (boltz's "missing MSA" error; `msa: empty` runs single-sequence), and entries of one entity that

@@ -498,7 +498,9 @@ CASES["template"] = (
     # Chain A: 7ROA's residues 11-30 with one substitution (T25S), its selenomethionine at 19;
     # template given with both chain ids. Chain B: 9OBN's nanobody tail (the His tag unresolved),
     # template chain found by global alignment over the template's protein chains. Chain C: no
-    # template (its own visibility group).
+    # template (its own visibility group). Both templates forced: the template potential steers
+    # the sampler (with two forced templates, the reference's gradient mixes them; see
+    # potentials.h).
     """version: 1
 sequences:
   - protein:
@@ -517,8 +519,12 @@ templates:
   - cif: 7roa.cif
     chain_id: A
     template_id: A
+    force: true
+    threshold: 2.5
   - cif: 9obn.cif
     chain_id: [B]
+    force: true
+    threshold: 3.0
 """,
     {"7roa.cif": STRUCTURES / "prot.cif", "9obn.cif": STRUCTURES / "9obn.cif"})
 

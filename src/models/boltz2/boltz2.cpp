@@ -90,13 +90,13 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     p.step_scale = o.step_scale;
     SeededNormal seeded(o.seed);
     NormalSource& rng = o.rng ? *o.rng : static_cast<NormalSource&>(seeded);
-    // Forced pocket and contact constraints steer the denoised coordinates (boltz's default
-    // contact guidance); without them nothing is added.
-    const ContactTerms contacts = o.steering ? ContactTerms::from(f) : ContactTerms();
+    // Forced pocket and contact constraints and forced templates steer the denoised coordinates
+    // (boltz's default contact guidance); without them nothing is added.
+    const SteeringTerms steering = o.steering ? SteeringTerms::from(f) : SteeringTerms();
     Guidance guide;
-    if (!contacts.empty())
+    if (!steering.empty())
         guide = [&](int64_t step, Tensor& den) {
-            apply_contact_guidance(contacts, 1.0 - double(step) / double(o.sampling_steps), den);
+            apply_guidance(steering, 1.0 - double(step) / double(o.sampling_steps), den);
         };
     out.coords = sample(
         [&](const Tensor& x, float sigma) { return score_.denoise(x, sigma, ctx, atoms); },

@@ -16,6 +16,7 @@
 #include "models/boltz2/ligands.h"
 #include "models/boltz2/numpy_rng.h"
 #include "models/boltz2/standardize.h"
+#include "models/boltz2/templates.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -905,8 +906,28 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         }
     }
 
-    // ---- the dummy template set (load_dummy_templates_features, tdim 1) -------------------------
-    {
+    // ---- templates: their features, or the dummy set (load_dummy_templates_features, tdim 1) ---
+    if (!target.templates.empty() && !opt.affinity) {
+        std::vector<TemplateStructure> structures;
+        structures.reserve(target.templates.size());
+        std::map<std::string, const TemplateStructure*> by_name;  // the last file of a name
+        std::vector<TemplateRecord> records;
+        for (const io::BoltzTemplate& e : target.templates) {
+            structures.push_back(read_template_structure(e.path, e.pdb, lib, opt.mols_dir));
+            by_name[e.name] = &structures.back();
+            for (TemplateRecord& r : template_records(e, target, structures.back()))
+                records.push_back(std::move(r));
+        }
+        TemplateQuery q;
+        q.chains.resize(meta.chains.size());
+        for (const ChainMeta& c : meta.chains) q.chains[size_t(c.asym_id)] = c.id;
+        for (const TokenMeta& t : meta.tokens) {
+            q.token_chain.push_back(meta.chains[size_t(t.chain)].id);
+            q.token_res_idx.push_back(t.res_idx);
+        }
+        if (!records.empty()) set_template_features(records, by_name, q, f);
+    }
+    if (!f.has("template_mask")) {
         std::vector<float> restype(size_t(N * num_classes), 0.f);
         for (int64_t i = 0; i < N; ++i) restype[size_t(i * num_classes)] = 1.f;  // one_hot(0)
         f.set("template_restype", make(restype, {1, N, num_classes}));

@@ -1,7 +1,9 @@
-// Boltz-2's inference-time steering of the sampler's denoised coordinates by forced pocket and
-// contact constraints (boltz's ContactPotential under contact_guidance_update, on by default):
-// every forced constraint is a group of atom pairs with an upper distance bound, and the
-// gradient of a soft-min over each group's flat-bottom energies pulls the closest pair in.
+// Boltz-2's inference-time steering of the sampler's denoised coordinates (boltz's
+// contact_guidance_update, on by default) by forced pocket and contact constraints
+// (ContactPotential: every forced constraint is a group of atom pairs with an upper distance
+// bound, and the gradient of a soft-min over each group's flat-bottom energies pulls the closest
+// pair in) and by forced templates (TemplateReferencePotential: each token's representative atom
+// is pulled towards the template's CB rigidly aligned onto the prediction, beyond a threshold).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -32,9 +34,40 @@ double contact_union_lambda(double t);
 // `grad` (A, 3) times `scale`.
 void contact_gradient(const ContactTerms& c, const float* x, double t, float scale, float* grad);
 
+// The forced templates (template_force) of the features: per template its CB coordinates and mask
+// and threshold; each token's representative atom and each atom's token (padding atoms: token 0).
+struct TemplateTerms {
+    int64_t tokens = 0;
+    std::vector<Tensor> ref;   // (N, 3) per forced template
+    std::vector<Tensor> mask;  // (N) per forced template
+    std::vector<float> threshold;
+    std::vector<int64_t> rep_atom, atom_token;
+    bool empty() const { return ref.empty(); }
+    static TemplateTerms from(const Features& f);
+};
+
+// d energy / d coordinates of the template potential at `x` (S, A, 3), added into `grad`
+// (S, A, 3) times `scale`. Per sample and forced template f, r[f, n] = P[n] - aligned_f[n] with P
+// the representative atoms and aligned_f the template's CB weighted-rigid-aligned onto P over its
+// mask; the energy is |r| - threshold beyond the threshold. As the reference's tiling forms it,
+// token n's gradient is (sum over f of dE[f, n]) times the first forced template's masked unit
+// vector r_hat[0, n], and every atom of the token takes it.
+void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Tensor& grad);
+
+struct SteeringTerms {
+    ContactTerms contacts;
+    TemplateTerms templates;
+    bool empty() const { return contacts.empty() && templates.empty(); }
+    static SteeringTerms from(const Features& f) {
+        return {ContactTerms::from(f), TemplateTerms::from(f)};
+    }
+};
+
 // The guidance a step applies to the denoised coordinates (S, A, 3) at steering time t: 20
-// gradient steps on a running update, the contact potential's gradient taken every 4th step at
-// the denoised coordinates plus the update so far, times its weight; then denoised += update.
-void apply_contact_guidance(const ContactTerms& c, double t, Tensor& denoised);
+// gradient steps on a running update; at each, the gradients at the denoised coordinates plus the
+// update so far of the contact potential (every 4th step, times its weight schedule) and of the
+// template potential (every 2nd step, times 0.1) are summed and subtracted; then
+// denoised += update.
+void apply_guidance(const SteeringTerms& terms, double t, Tensor& denoised);
 
 }  // namespace bioinfer::boltz2

@@ -507,14 +507,17 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
     Tensor u = Tensor::zeros({L, L, D});
     int64_t present = 0;
     for (int64_t t = 0; t < T; ++t) {
+        // host-side: the template's feature tables (host tensors of the featurizer)
         const float* tmask = f.at("template_mask").f32() + t * L;
         if (std::all_of(tmask, tmask + L, [](float v) { return v == 0.0f; })) continue;
         ++present;
+        // host-side: the template's feature tables, read to build its pair features below
         const float* rt = restype.f32() + t * L * kNumTokens;
         const float* rot = f.at("template_frame_rot").f32() + t * L * 9;
         const float* ft = f.at("template_frame_t").f32() + t * L * 3;
         const float* cb = f.at("template_cb").f32() + t * L * 3;
         const float* ca = f.at("template_ca").f32() + t * L * 3;
+        // host-side: (as above)
         const float* cbm = f.at("template_mask_cb").f32() + t * L;
         const float* frm = f.at("template_mask_frame").f32() + t * L;
         const float* vis = f.at("visibility_ids").f32() + t * L;
@@ -522,6 +525,8 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
         // a[i, j] = [one-hot bin, cb pair, "unit vector", frame pair] * same group, restype i, j;
         // vector[i, j] = R_j^T (ca_i - t_j)
         Tensor a = Tensor::zeros({L, L, F});
+        // host-side: the pair features are a gather and one-hot per pair (O(L^2) writes, no
+        // arithmetic worth an op), then a_proj runs as a GEMM
         float* ap = a.f32();
         for (int64_t i = 0; i < L; ++i)
             for (int64_t j = 0; j < L; ++j) {
