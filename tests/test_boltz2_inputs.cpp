@@ -625,9 +625,16 @@ TEST(Boltz2Templates, TemplatesResolveAndFailCleanly) {
                   x.templates[0].template_ids = {"Q"};
               }).find("chain Q is not a protein chain of"),
               std::string::npos);
-    EXPECT_NE(
-        feat_err([](auto& x) { x.templates[0].path += ".missing"; }).find("cannot read structure"),
-        std::string::npos);
+    EXPECT_NE(feat_err([](auto& x) { x.templates[0].path += ".missing"; })
+                  .find("7roa.cif.missing does not exist"),
+              std::string::npos);
+    // a file gemmi cannot parse
+    const std::string junk = (fs::temp_directory_path() / "bioinfer_junk_template.cif").string();
+    std::ofstream(junk) << "not a cif\n";
+    EXPECT_NE(feat_err([&](auto& x) { x.templates[0].path = junk; })
+                  .find("cannot read structure: " + junk + ":1:1: expected block header"),
+              std::string::npos);
+    fs::remove(junk);
     const std::string head =
         "version: 1\nsequences:\n  - protein:\n      id: A\n"
         "      sequence: MKV\n      msa: empty\n  - ligand:\n      id: L\n"

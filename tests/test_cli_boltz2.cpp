@@ -352,6 +352,13 @@ TEST_F(Boltz2Cli, BadInputIsRefusedCleanly) {
     write("noccd.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
                         "      msa: empty\n  - ligand:\n      id: L\n      ccd: XYZ\n");
     expect_clean_failure("predict " + p("noccd.yaml") + kFast, "CCD component XYZ not found");
+    write("notemplate.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+                             "      msa: empty\ntemplates:\n  - cif: gone.cif\n");
+    expect_clean_failure("predict " + p("notemplate.yaml") + kFast, "template gone: gone.cif does not exist");
+    write("badchain.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n"
+                           "      msa: empty\ntemplates:\n  - cif: " +
+                               kBoltz2 + "/inputs/template/7roa.cif\n    template_id: Z\n");
+    expect_clean_failure("predict " + p("badchain.yaml") + kFast, "chain Z is not a protein chain");
     // Boltz-2's options do not apply to ESMFold
     expect_clean_failure("predict MKV --weights " + test::kEsmFoldTiny + " --seed 3", "--seed");
 }

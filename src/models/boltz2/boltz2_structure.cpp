@@ -10,6 +10,7 @@
 #include "models/boltz2/featurizer.h"
 #include "models/boltz2/ligands.h"
 #include "models/boltz2/standardize.h"
+#include "models/boltz2/templates.h"
 
 namespace bioinfer::boltz2 {
 namespace {
@@ -97,6 +98,9 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
                      "affinity: the binder ", c.id, " has ", in.tokens - before,
                      " heavy atoms; the affinity module takes at most 128");
     }
+    // every template file readable and its chains resolvable, before any work
+    for (const io::BoltzTemplate& e : t.templates)
+        template_records(e, t, read_template(e, ConformerLibrary::builtin(), mols_dir_));
     in.residues = in.tokens;
     in.affinity_binder = t.affinity_binder;
     // What the entities do not say: modified residues, cyclic chains, constraints.
@@ -118,6 +122,14 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
     for (const auto& k : t.contacts)
         v += cat("contact ", ref(k.token1), ' ', ref(k.token2), ' ', k.max_distance, ' ', k.force,
                  '\n');
+    const auto list = [](const std::vector<std::string>& ids) {
+        std::string x;
+        for (const std::string& id : ids) x += cat(id, ',');
+        return x;
+    };
+    for (const auto& e : t.templates)
+        v += cat("template ", e.path, ' ', e.name, ' ', list(e.chain_ids), ' ', list(e.template_ids),
+                 ' ', e.force, ' ', e.threshold, '\n');
     in.variant = v;
     return in;
 }

@@ -913,7 +913,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         std::map<std::string, const TemplateStructure*> by_name;  // the last file of a name
         std::vector<TemplateRecord> records;
         for (const io::BoltzTemplate& e : target.templates) {
-            structures.push_back(read_template_structure(e.path, e.pdb, lib, opt.mols_dir));
+            structures.push_back(read_template(e, lib, opt.mols_dir));
             by_name[e.name] = &structures.back();
             for (TemplateRecord& r : template_records(e, target, structures.back()))
                 records.push_back(std::move(r));

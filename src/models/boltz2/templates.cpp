@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -425,6 +426,15 @@ TemplateStructure read_template_structure(const std::string& path, bool pdb,
         out.chains.push_back(parse_protein_chain(sub, e, id, canonical, mols_dir, where));
     }
     return out;
+}
+
+TemplateStructure read_template(const io::BoltzTemplate& entry, const ConformerLibrary& canonical,
+                                const std::string& mols_dir) {
+    std::error_code ec;
+    BI_CHECK(std::filesystem::is_regular_file(entry.path, ec), entry.where, "template ",
+             entry.name, ": ", entry.path,
+             " does not exist (looked next to the input file and in the working directory)");
+    return read_template_structure(entry.path, entry.pdb, canonical, mols_dir);
 }
 
 // ---- records --------------------------------------------------------------------------------

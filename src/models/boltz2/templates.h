@@ -68,6 +68,10 @@ TemplateStructure read_template_structure(const std::string& path, bool pdb,
                                           const ConformerLibrary& canonical,
                                           const std::string& mols_dir);
 
+// The structure of a `templates:` entry; a missing file is an error naming the entry.
+TemplateStructure read_template(const io::BoltzTemplate& entry, const ConformerLibrary& canonical,
+                                const std::string& mols_dir);
+
 // ---- records and features -------------------------------------------------------------------
 
 // schema.py's TemplateInfo: query chain residues [query_st, query_en) aligned to template chain
