@@ -523,44 +523,48 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
         const float* vis = f.at("visibility_ids").f32() + t * L;
         const std::vector<float> dist = cdist_self(cb, L);
         // a[i, j] = [one-hot bin, cb pair, "unit vector", frame pair] * same group, restype i, j;
-        // vector[i, j] = R_j^T (ca_i - t_j)
-        Tensor a = Tensor::zeros({L, L, F});
-        // host-side: the pair features are a gather and one-hot per pair (O(L^2) writes, no
-        // arithmetic worth an op), then a_proj runs as a GEMM
-        float* ap = a.f32();
-        for (int64_t i = 0; i < L; ++i)
-            for (int64_t j = 0; j < L; ++j) {
-                float* row = ap + (i * L + j) * F;
-                if (vis[i] == vis[j]) {
-                    const float d = dist[size_t(i * L + j)];
-                    int64_t bin = 0;
-                    for (float b : bounds) bin += d > b;
-                    row[bin] = 1.0f;
-                    row[nb] = cbm[i] * cbm[j];
-                    const float* R = rot + 9 * j;
-                    float e[3] = {ca[3 * i] - ft[3 * j], ca[3 * i + 1] - ft[3 * j + 1],
-                                  ca[3 * i + 2] - ft[3 * j + 2]};
-                    float v[3];
-                    for (int r = 0; r < 3; ++r)  // (R^T e)_r = sum_c R[c][r] e_c
-                        v[r] = R[0 * 3 + r] * e[0] + R[1 * 3 + r] * e[1] + R[2 * 3 + r] * e[2];
-                    // The reference normalises over the matmul's trailing unit dimension, so
-                    // each component is divided by its own magnitude: its sign, or 0.
-                    for (int r = 0; r < 3; ++r)
-                        row[nb + 1 + r] = v[r] > 0.0f ? 1.0f : (v[r] < 0.0f ? -1.0f : 0.0f);
-                    row[nb + 4] = frm[i] * frm[j];
-                }
-                std::copy(rt + i * kNumTokens, rt + (i + 1) * kNumTokens, row + nb + 5);
-                std::copy(rt + j * kNumTokens, rt + (j + 1) * kNumTokens,
-                          row + nb + 5 + kNumTokens);
-            }
-        if (tap) tap("template.a" + std::to_string(t), a);
-        // v = z_proj(LN(z)) + a_proj(a); v += pairformer(v) (= v + its updates); LN
+        // vector[i, j] = R_j^T (ca_i - t_j). v = z_proj(LN(z)) + a_proj(a), `rows` rows of a at
+        // a time (a holds 2 * 33 + num_bins + 5 values per pair).
         Tensor v = zp.clone();
-        {
-            Tensor dst = v.reshape({L * L, D});
-            a_proj(a.reshape({L * L, F}), dst, {.accumulate = true});
+        const int64_t rows = std::max<int64_t>(1, (int64_t(8) << 20) / std::max<int64_t>(1, L * F));
+        Tensor a = Tensor::empty({std::min(rows, L) * L, F});
+        for (int64_t r0 = 0; r0 < L; r0 += rows) {
+            const int64_t r1 = std::min(L, r0 + rows), n = (r1 - r0) * L;
+            Tensor ac = a.narrow0(0, n);
+            ops::scale(ac, 0.0f, ac);
+            // host-side: the pair features are a gather and one-hot per pair (O(L^2) writes, no
+            // arithmetic worth an op), then a_proj runs as a GEMM
+            float* ap = ac.f32();
+            for (int64_t i = r0; i < r1; ++i)
+                for (int64_t j = 0; j < L; ++j) {
+                    float* row = ap + ((i - r0) * L + j) * F;
+                    if (vis[i] == vis[j]) {
+                        const float d = dist[size_t(i * L + j)];
+                        int64_t bin = 0;
+                        for (float b : bounds) bin += d > b;
+                        row[bin] = 1.0f;
+                        row[nb] = cbm[i] * cbm[j];
+                        const float* R = rot + 9 * j;
+                        float e[3] = {ca[3 * i] - ft[3 * j], ca[3 * i + 1] - ft[3 * j + 1],
+                                      ca[3 * i + 2] - ft[3 * j + 2]};
+                        float vec[3];
+                        for (int c = 0; c < 3; ++c)  // (R^T e)_c = sum_k R[k][c] e_k
+                            vec[c] = R[0 * 3 + c] * e[0] + R[1 * 3 + c] * e[1] + R[2 * 3 + c] * e[2];
+                        // The reference normalises over the matmul's trailing unit dimension, so
+                        // each component is divided by its own magnitude: its sign, or 0.
+                        for (int c = 0; c < 3; ++c)
+                            row[nb + 1 + c] = vec[c] > 0.0f ? 1.0f : (vec[c] < 0.0f ? -1.0f : 0.0f);
+                        row[nb + 4] = frm[i] * frm[j];
+                    }
+                    std::copy(rt + i * kNumTokens, rt + (i + 1) * kNumTokens, row + nb + 5);
+                    std::copy(rt + j * kNumTokens, rt + (j + 1) * kNumTokens,
+                              row + nb + 5 + kNumTokens);
+                }
+            Tensor dst = v.narrow0(r0, r1).reshape({n, D});
+            a_proj(ac, dst, {.accumulate = true});
         }
         a = Tensor();
+        // v += pairformer(v) (= v + its updates); LN
         Tensor w = v.clone();
         for (const PairformerNoSeqLayer& layer : layers) layer.run(w);
         ops::add_into(w, v);

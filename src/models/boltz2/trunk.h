@@ -173,8 +173,7 @@ struct TemplateModule {
     // Whether f holds a template (template_mask has an entry); without one the output is 0.
     static bool any_template(const Features& f);
     // The module's output (L, L, token_z) for z (L, L, token_z) and f's template_* features
-    // (T templates) and visibility_ids. The tap sees "template.a<t>" (the pair features of
-    // template t before a_proj, (L, L, 2 * 33 + num_bins + 5)) and "template.v<t>" (after v_norm).
+    // (T templates) and visibility_ids. The tap sees "template.v<t>" (template t after v_norm).
     Tensor run(const Tensor& z, const Features& f, const Tap& tap = {}) const;
 };
 
