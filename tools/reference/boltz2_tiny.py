@@ -591,7 +591,8 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
     manifest = Manifest.load(processed / "manifest.json")
     dm = Boltz2InferenceDataModule(
         manifest=manifest, target_dir=processed / "structures", msa_dir=processed / "msa",
-        mol_dir=mol_dir, num_workers=0, constraints_dir=None,
+        mol_dir=mol_dir, num_workers=0,
+        constraints_dir=processed / "constraints" if (processed / "constraints").exists() else None,
         template_dir=processed / "templates" if (processed / "templates").exists() else None,
         extra_mols_dir=processed / "mols" if (processed / "mols").exists() else None,
         override_method=None)
