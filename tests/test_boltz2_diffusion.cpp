@@ -3,6 +3,8 @@
 // gate half or mask fails the bar.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <string>
 
 #include "boltz2_fixture.h"
@@ -281,6 +283,63 @@ TEST(Boltz2Sampler, ForcedTemplatesSteerTheSampler) {
     ASSERT_EQ(terms.templates.ref.size(), 2u);
     EXPECT_LE(replay_sampler(c, tiny_sampler(c), false, true), 1e-3);
     EXPECT_GT(replay_sampler(c, tiny_sampler(c), false, false), 1e-2);
+}
+
+// The physical potentials of --use_potentials, on the reference's constraint features and seeded
+// coordinates (fixture part `potentials`): every potential's energy and gradient at two steering
+// times on every case, and the homomer and planar-bond potentials on feature variants.
+TEST(Boltz2Potentials, EnergiesAndGradientsMatchReference) {
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {"com", "SymmetricChainCOMPotential"},   {"vdw", "VDWOverlapPotential"},
+        {"connections", "ConnectionsPotential"}, {"posebusters", "PoseBustersPotential"},
+        {"chiral", "ChiralAtomPotential"},       {"stereo", "StereoBondPotential"},
+        {"planar", "PlanarBondPotential"}};
+    int nonzero = 0;
+    const auto compare = [&](const Boltz2Case& c, const boltz2::PhysicalTerms& terms,
+                             const Tensor& x, const std::string& pre, const std::string& mine,
+                             const std::string& ref) {
+        const Tensor re = x.to_f32();
+        const int64_t S = x.size(0), A = x.size(1);
+        std::vector<float> grad(static_cast<size_t>(S * A * 3), 0.f);
+        std::vector<float> energy(static_cast<size_t>(S), 0.f);
+        for (int64_t s = 0; s < S; ++s)
+            energy[size_t(s)] =
+                float(terms.evaluate(mine, re.f32() + s * A * 3, grad.data() + s * A * 3));
+        const Tensor want_e = c.get(pre + ref + ".energy");
+        const Tensor want_g = c.get(pre + ref + ".gradient");
+        for (int64_t s = 0; s < S; ++s) {
+            const float w = want_e.f32()[s];
+            EXPECT_NEAR(energy[size_t(s)], w, 1e-4 * std::max(1.0f, std::fabs(w)))
+                << pre << ref << " sample " << s;
+            nonzero += w != 0.f;
+        }
+        double scale = 0, err = 0;
+        for (int64_t i = 0; i < S * A * 3; ++i) {
+            scale = std::max(scale, double(std::fabs(want_g.f32()[i])));
+            err = std::max(err, double(std::fabs(grad[size_t(i)] - want_g.f32()[i])));
+        }
+        EXPECT_LE(err, 1e-4 * std::max(1.0, scale)) << pre << ref << " gradient";
+    };
+    for (const auto& name : boltz2_cases()) {
+        const Boltz2Case c = load_boltz2_case(name);
+        boltz2::Features f = c.feats;
+        for (const auto& [k, info] : c.file->tensors())
+            if (k.rfind("potentials.feat.", 0) == 0) f.set(k.substr(16), c.get(k));
+        const Tensor x = c.get("potentials.coords");
+        for (const auto& [t, tag] : {std::pair{0.9, "t90"}, std::pair{0.3, "t30"}}) {
+            const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(f, t);
+            for (const auto& [mine, ref] : names)
+                compare(c, terms, x, "potentials." + std::string(tag) + ".", mine, ref);
+        }
+        if (!c.has("potentials.variant.symmetric_chain_index")) continue;
+        boltz2::Features v = f;
+        v.set("symmetric_chain_index", c.get("potentials.variant.symmetric_chain_index"));
+        v.set("planar_bond_index", c.get("potentials.variant.planar_bond_index"));
+        const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(v, 0.3);
+        compare(c, terms, x, "potentials.variant.", "com", "SymmetricChainCOMPotential");
+        compare(c, terms, x, "potentials.variant.", "planar", "PlanarBondPotential");
+    }
+    EXPECT_GT(nonzero, 40);  // the cases reach every potential
 }
 
 // Boltz-2 centers on the mean of all atoms, padding included. The network input is not

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "bioinfer/error.h"
 #include "models/boltz2/sampler.h"
@@ -193,6 +194,316 @@ void apply_guidance(const SteeringTerms& terms, double t, Tensor& denoised) {
         ops::axpy(-1.0f, grad, update);
     }
     ops::add_into(update, denoised);
+}
+
+// ---- physical potentials ------------------------------------------------------------------
+
+namespace {
+
+// boltz's const.vdw_radii for elements 1..118 (Angstrom).
+constexpr float kVdwRadii[118] = {
+    1.2f,  1.4f,  2.2f,  1.9f,  1.8f,  1.7f,  1.6f, 1.55f, 1.5f,  1.54f, 2.4f,  2.2f,  2.1f,  2.1f,
+    1.95f, 1.8f,  1.8f,  1.88f, 2.8f,  2.4f,  2.3f, 2.15f, 2.05f, 2.05f, 2.05f, 2.05f, 2.0f,  2.0f,
+    2.0f,  2.1f,  2.1f,  2.1f,  2.05f, 1.9f,  1.9f, 2.02f, 2.9f,  2.55f, 2.4f,  2.3f,  2.15f, 2.1f,
+    2.05f, 2.05f, 2.0f,  2.05f, 2.1f,  2.2f,  2.2f, 2.25f, 2.2f,  2.1f,  2.1f,  2.16f, 3.0f,  2.7f,
+    2.5f,  2.48f, 2.47f, 2.45f, 2.43f, 2.42f, 2.4f, 2.38f, 2.37f, 2.35f, 2.33f, 2.32f, 2.3f,  2.28f,
+    2.27f, 2.25f, 2.2f,  2.1f,  2.05f, 2.0f,  2.0f, 2.05f, 2.1f,  2.05f, 2.2f,  2.3f,  2.3f,  2.0f,
+    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.4f,  2.0f, 2.3f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,
+    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f, 2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,
+    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f};
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Vec3 {
+    float x, y, z;
+};
+Vec3 sub(const float* a, const float* b) {
+    return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
+}
+Vec3 cross(const Vec3& a, const Vec3& b) {
+    return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
+}
+float dot(const Vec3& a, const Vec3& b) {
+    return a.x * b.x + a.y * b.y + a.z * b.z;
+}
+float norm(const Vec3& a) {
+    return std::sqrt(dot(a, a));
+}
+
+// Integer rows of an index feature (K, E) as k-major E-wide rows; empty features give none.
+std::vector<int64_t> index_rows(const Features& f, const std::string& name, int64_t K, int64_t& E) {
+    E = 0;
+    if (!f.has(name)) return {};
+    const Tensor t = f.at(name).to_f32();
+    if (t.numel() == 0) return {};
+    BI_CHECK(t.ndim() == 2 && t.size(0) == K, "boltz2 potentials", name, ": expected (", K,
+             ", E), got ", shape_str(t.shape()));
+    E = t.size(1);
+    std::vector<int64_t> out(size_t(K * E));
+    // host-side: a small index table read once per target
+    for (int64_t i = 0; i < K * E; ++i) out[size_t(i)] = int64_t(std::lrint(t.f32()[i]));
+    return out;
+}
+
+std::vector<float> values(const Features& f, const std::string& name) {
+    if (!f.has(name)) return {};
+    const Tensor t = f.at(name).to_f32();
+    // host-side: a small per-constraint table read once per target
+    return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+}  // namespace
+
+double FlatBottomTerms::evaluate(const float* x, float* grad, float scale) const {
+    const int64_t E = size();
+    double total = 0.0;
+    for (int64_t e = 0; e < E; ++e) {
+        const float* p[4] = {};
+        for (int k = 0; k < arity; ++k) p[k] = x + 3 * index[size_t(k * E + e)];
+        float v = 0.f;
+        Vec3 g[4] = {};
+        if (variable == Variable::Distance) {
+            const Vec3 r = sub(p[0], p[1]);
+            v = norm(r);
+            g[0] = {r.x / v, r.y / v, r.z / v};
+            g[1] = {-g[0].x, -g[0].y, -g[0].z};
+        } else {
+            const Vec3 r_ij = sub(p[0], p[1]), r_kj = sub(p[2], p[1]), r_kl = sub(p[2], p[3]);
+            const Vec3 n_ijk = cross(r_ij, r_kj), n_jkl = cross(r_kj, r_kl);
+            const float r_kj_n = norm(r_kj), n_ijk_n = norm(n_ijk), n_jkl_n = norm(n_jkl);
+            const float sd = dot(r_kj, cross(n_ijk, n_jkl));
+            const float sign = sd > 0.f ? 1.f : (sd < 0.f ? -1.f : 0.f);
+            const float c =
+                std::clamp(dot(n_ijk, n_jkl) / (n_ijk_n * n_jkl_n), -1.0f + 1e-8f, 1.0f - 1e-8f);
+            v = sign * std::acos(c);
+            if (grad) {
+                const float a = dot(r_ij, r_kj) / (r_kj_n * r_kj_n);
+                const float b = dot(r_kl, r_kj) / (r_kj_n * r_kj_n);
+                const float gi = r_kj_n / (n_ijk_n * n_ijk_n), gl = r_kj_n / (n_jkl_n * n_jkl_n);
+                g[0] = {n_ijk.x * gi, n_ijk.y * gi, n_ijk.z * gi};
+                g[3] = {-n_jkl.x * gl, -n_jkl.y * gl, -n_jkl.z * gl};
+                g[1] = {(a - 1) * g[0].x - b * g[3].x, (a - 1) * g[0].y - b * g[3].y,
+                        (a - 1) * g[0].z - b * g[3].z};
+                g[2] = {(b - 1) * g[3].x - a * g[0].x, (b - 1) * g[3].y - a * g[0].y,
+                        (b - 1) * g[3].z - a * g[0].z};
+            }
+            if (variable == Variable::AbsDihedral && v < 0.f) {
+                v = -v;
+                for (Vec3& q : g) q = {-q.x, -q.y, -q.z};
+            }
+        }
+        float energy = 0.f, de = 0.f;
+        if (v < lower[size_t(e)]) {
+            energy = lower[size_t(e)] - v;
+            de = -1.f;
+        } else if (v > upper[size_t(e)]) {
+            energy = v - upper[size_t(e)];
+            de = 1.f;
+        }
+        total += double(energy);
+        if (!grad || de == 0.f) continue;
+        for (int k = 0; k < arity; ++k) {
+            float* o = grad + 3 * index[size_t(k * E + e)];
+            o[0] += scale * de * g[k].x;
+            o[1] += scale * de * g[k].y;
+            o[2] += scale * de * g[k].z;
+        }
+    }
+    return total;
+}
+
+PhysicalTerms PhysicalTerms::from(const Features& f, double t) {
+    PhysicalTerms p;
+    const int64_t A = f.num_atoms(), N = f.num_tokens();
+    // per atom: chain (atom_to_token . asym_id; padding rows give 0), real, vdW radius
+    const Tensor a2t = f.at("atom_to_token").to_f32(), asym = f.at("asym_id").to_f32();
+    const Tensor pad = f.at("atom_pad_mask").to_f32(), elem = f.at("ref_element").to_f32();
+    const int64_t n_elem = elem.size(1);
+    p.atom_chain.assign(size_t(A), 0);
+    p.atom_real.assign(size_t(A), 0);
+    std::vector<float> vdw(size_t(A), 0.f);
+    // host-side: per-atom tables read once per target from the one-hot features
+    for (int64_t a = 0; a < A; ++a) {
+        for (int64_t n = 0; n < N; ++n)
+            if (a2t.f32()[a * N + n] != 0.f)
+                p.atom_chain[size_t(a)] = int64_t(std::lrint(asym.f32()[n]));
+        p.atom_real[size_t(a)] = pad.f32()[a] != 0.f;
+        // host-side: (as above) the element one-hot
+        for (int64_t k = 1; k < std::min<int64_t>(n_elem, 119); ++k)
+            if (elem.f32()[a * n_elem + k] != 0.f) vdw[size_t(a)] = kVdwRadii[k - 1];
+    }
+    for (int64_t a = 0; a < A; ++a) p.chains = std::max(p.chains, p.atom_chain[size_t(a)] + 1);
+    std::vector<int64_t> chain_size(size_t(p.chains), 0);
+    for (int64_t a = 0; a < A; ++a)
+        if (p.atom_real[size_t(a)]) ++chain_size[size_t(p.atom_chain[size_t(a)])];
+    const auto multi = [&](int64_t c) { return chain_size[size_t(c)] > 1; };
+
+    // SymmetricChainCOM: copies' centres of mass at least buffer(t) apart
+    {
+        int64_t E = 0;
+        const std::vector<int64_t> idx = index_rows(f, "symmetric_chain_index", 2, E);
+        const float buffer =
+            float(1.0 + (5.0 - 1.0) * (std::exp(-2.0 * t) - 1.0) / (std::exp(-2.0) - 1.0));
+        p.com.variable = FlatBottomTerms::Variable::Distance;
+        std::vector<int64_t> a, b;
+        for (int64_t e = 0; e < E; ++e)
+            if (multi(idx[size_t(e)]) && multi(idx[size_t(E + e)])) {
+                a.push_back(idx[size_t(e)]);
+                b.push_back(idx[size_t(E + e)]);
+            }
+        p.com.index = a;
+        p.com.index.insert(p.com.index.end(), b.begin(), b.end());
+        p.com.lower.assign(a.size(), buffer);
+        p.com.upper.assign(a.size(), kInf);
+    }
+    // VDWOverlap: atom pairs (i < j) of different, unconnected chains of more than one atom
+    {
+        std::vector<char> connected(size_t(p.chains * p.chains), 0);
+        for (int64_t c = 0; c < p.chains; ++c) connected[size_t(c * p.chains + c)] = 1;
+        int64_t E = 0;
+        const std::vector<int64_t> cc = index_rows(f, "connected_chain_index", 2, E);
+        for (int64_t e = 0; e < E; ++e) {
+            const int64_t x = cc[size_t(e)], y = cc[size_t(E + e)];
+            connected[size_t(x * p.chains + y)] = connected[size_t(y * p.chains + x)] = 1;
+        }
+        std::vector<int64_t> a, b;
+        for (int64_t i = 0; i < A; ++i) {
+            const int64_t ci = p.atom_chain[size_t(i)];
+            if (!p.atom_real[size_t(i)] || !multi(ci)) continue;
+            for (int64_t j = i + 1; j < A; ++j) {
+                const int64_t cj = p.atom_chain[size_t(j)];
+                if (!p.atom_real[size_t(j)] || !multi(cj) || connected[size_t(ci * p.chains + cj)])
+                    continue;
+                a.push_back(i);
+                b.push_back(j);
+                p.vdw.lower.push_back((vdw[size_t(i)] + vdw[size_t(j)]) * float(1.0 - 0.225));
+            }
+        }
+        p.vdw.index = a;
+        p.vdw.index.insert(p.vdw.index.end(), b.begin(), b.end());
+        p.vdw.upper.assign(a.size(), kInf);
+    }
+    // Connections: covalently connected atoms of different chains within 2 A
+    {
+        int64_t E = 0;
+        p.connections.index = index_rows(f, "connected_atom_index", 2, E);
+        p.connections.lower.assign(size_t(E), -kInf);
+        p.connections.upper.assign(size_t(E), 2.0f);
+    }
+    // PoseBusters: RDKit's bounds with buffers, clashes below the vdW cutoff
+    {
+        int64_t E = 0;
+        p.posebusters.index = index_rows(f, "rdkit_bounds_index", 2, E);
+        std::vector<float> lo = values(f, "rdkit_lower_bounds"),
+                           up = values(f, "rdkit_upper_bounds");
+        const std::vector<float> bond = values(f, "rdkit_bounds_bond_mask"),
+                                 angle = values(f, "rdkit_bounds_angle_mask");
+        constexpr double kBond = 0.125, kAngle = 0.125, kClash = 0.10;
+        for (int64_t e = 0; e < E; ++e) {
+            const bool bo = bond[size_t(e)] != 0.f, an = angle[size_t(e)] != 0.f;
+            float& l = lo[size_t(e)];
+            float& u = up[size_t(e)];
+            if (bo && !an) {
+                l *= float(1.0 - kBond);
+                u *= float(1.0 + kBond);
+            } else if (!bo && an) {
+                l *= float(1.0 - kAngle);
+                u *= float(1.0 + kAngle);
+            } else if (bo && an) {
+                l *= float(1.0 - std::min(kBond, kAngle));
+                u *= float(1.0 + std::min(kBond, kAngle));
+            } else {
+                l *= float(1.0 - kClash);
+                u = kInf;
+            }
+            const float cutoff = 0.35f + (vdw[size_t(p.posebusters.index[size_t(e)])] +
+                                          vdw[size_t(p.posebusters.index[size_t(E + e)])]) /
+                                             2.0f;
+            if (!bo) l = std::max(l, cutoff);
+            if (bo) u = std::min(u, cutoff);
+        }
+        p.posebusters.lower = lo;
+        p.posebusters.upper = up;
+    }
+    constexpr double kChiral = 0.52360, kStereo = 0.52360, kPlanar = 0.26180;
+    // ChiralAtom: the signed dihedral beyond +buffer (R) or below -buffer (S)
+    {
+        int64_t E = 0;
+        p.chiral.variable = FlatBottomTerms::Variable::Dihedral;
+        p.chiral.arity = 4;
+        p.chiral.index = index_rows(f, "chiral_atom_index", 4, E);
+        const std::vector<float> is_r = values(f, "chiral_atom_orientations");
+        for (int64_t e = 0; e < E; ++e) {
+            const bool r = is_r[size_t(e)] != 0.f;
+            p.chiral.lower.push_back(r ? float(kChiral) : -kInf);
+            p.chiral.upper.push_back(r ? kInf : float(-kChiral));
+        }
+    }
+    // StereoBond: |dihedral| above pi - buffer (E) or below buffer (Z)
+    {
+        int64_t E = 0;
+        p.stereo.variable = FlatBottomTerms::Variable::AbsDihedral;
+        p.stereo.arity = 4;
+        p.stereo.index = index_rows(f, "stereo_bond_index", 4, E);
+        const std::vector<float> is_e = values(f, "stereo_bond_orientations");
+        for (int64_t e = 0; e < E; ++e) {
+            const bool ee = is_e[size_t(e)] != 0.f;
+            p.stereo.lower.push_back(ee ? float(M_PI - kStereo) : -kInf);
+            p.stereo.upper.push_back(ee ? kInf : float(kStereo));
+        }
+    }
+    // PlanarBond: per double bond (b0..b5) the impropers (b1, b2, b3, b0) and (b4, b5, b0, b3),
+    // interleaved, |dihedral| within buffer
+    {
+        int64_t E = 0;
+        const std::vector<int64_t> idx = index_rows(f, "planar_bond_index", 6, E);
+        p.planar.variable = FlatBottomTerms::Variable::AbsDihedral;
+        p.planar.arity = 4;
+        constexpr int kImproper[2][4] = {{1, 2, 3, 0}, {4, 5, 0, 3}};
+        p.planar.index.assign(size_t(4 * 2 * E), 0);
+        for (int64_t e = 0; e < E; ++e)
+            for (int m = 0; m < 2; ++m)
+                for (int k = 0; k < 4; ++k)
+                    p.planar.index[size_t(k * 2 * E + e * 2 + m)] =
+                        idx[size_t(kImproper[m][k] * E + e)];
+        p.planar.lower.assign(size_t(2 * E), -kInf);
+        p.planar.upper.assign(size_t(2 * E), float(kPlanar));
+    }
+    return p;
+}
+
+double PhysicalTerms::evaluate(const std::string& potential, const float* x, float* grad,
+                               float scale) const {
+    if (potential == "com") {
+        if (com.size() == 0) return 0.0;
+        const int64_t A = int64_t(atom_chain.size());
+        // boltz's scatter mean over real atoms into zeros counts the zero start: sum / (n + 1)
+        std::vector<float> centre(size_t(chains * 3), 0.f), count(size_t(chains), 1.f);
+        for (int64_t a = 0; a < A; ++a) {
+            if (!atom_real[size_t(a)]) continue;
+            const int64_t c = atom_chain[size_t(a)];
+            for (int k = 0; k < 3; ++k) centre[size_t(c * 3 + k)] += x[a * 3 + k];
+            count[size_t(c)] += 1.f;
+        }
+        for (int64_t c = 0; c < chains; ++c)
+            for (int k = 0; k < 3; ++k) centre[size_t(c * 3 + k)] /= count[size_t(c)];
+        std::vector<float> g(size_t(chains * 3), 0.f);
+        const double e = com.evaluate(centre.data(), grad ? g.data() : nullptr, scale);
+        if (grad)  // every atom (padding: chain 0) takes its chain's centre's gradient
+            for (int64_t a = 0; a < A; ++a)
+                for (int k = 0; k < 3; ++k)
+                    grad[a * 3 + k] += g[size_t(atom_chain[size_t(a)] * 3 + k)];
+        return e;
+    }
+    const FlatBottomTerms* t = potential == "vdw"           ? &vdw
+                               : potential == "connections" ? &connections
+                               : potential == "posebusters" ? &posebusters
+                               : potential == "chiral"      ? &chiral
+                               : potential == "stereo"      ? &stereo
+                               : potential == "planar"      ? &planar
+                                                            : nullptr;
+    BI_CHECK(t, "boltz2 potentials", "unknown potential '", potential, "'");
+    return t->evaluate(x, grad, scale);
 }
 
 }  // namespace bioinfer::boltz2

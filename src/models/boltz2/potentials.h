@@ -6,6 +6,7 @@
 // is pulled towards the template's CB rigidly aligned onto the prediction, beyond a threshold).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bioinfer/tensor.h"
@@ -53,6 +54,45 @@ struct TemplateTerms {
 // token n's gradient is (sum over f of dE[f, n]) times the first forced template's masked unit
 // vector r_hat[0, n], and every atom of the token takes it.
 void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Tensor& grad);
+
+// ---- the physical potentials of --use_potentials (boltz's get_potentials with fk_steering and
+// physical_guidance_update) --------------------------------------------------------------------
+
+// A flat-bottom potential over a geometric variable of `arity` atoms per term: energy
+// max(lower - v, 0) + max(v - upper, 0) (k = 1), summed over terms; bounds are +-inf when absent.
+// Distance: v = |x_0 - x_1|. Dihedral: boltz's signed dihedral of (x_0, x_1, x_2, x_3) (acos of the
+// normals' cosine, sign from r_kj . (n_ijk x n_jkl)) with its closed-form gradient; AbsDihedral:
+// its magnitude, the gradient negated where the angle is negative.
+struct FlatBottomTerms {
+    enum class Variable { Distance, Dihedral, AbsDihedral };
+    Variable variable = Variable::Distance;
+    int arity = 2;
+    std::vector<int64_t> index;  // arity x E, row k at [k * E, (k + 1) * E)
+    std::vector<float> lower, upper;
+    int64_t size() const { return int64_t(lower.size()); }
+    // Energy at points x (P, 3); with grad, dE/dx added into grad (P, 3) times `scale`.
+    double evaluate(const float* x, float* grad = nullptr, float scale = 1.0f) const;
+};
+
+// The seven physical potentials, built from the features at steering time t (the chain centre of
+// mass potential's buffer follows t): SymmetricChainCOM (copies' centres of mass, through boltz's
+// scatter mean that counts its zero start, at least buffer apart), VDWOverlap (atoms of different
+// unconnected chains with more than one atom each, at least 0.775 of their vdW radii sum apart),
+// Connections (covalently connected atoms of different chains within 2 A), PoseBusters (RDKit's
+// distance bounds with bond/angle/clash buffers and vdW cutoffs), ChiralAtom (signed dihedral
+// beyond +-0.5236), StereoBond (|dihedral| within 0.5236 of 0 or pi), PlanarBond (two impropers
+// per planar double bond within 0.2618).
+struct PhysicalTerms {
+    FlatBottomTerms com, vdw, connections, posebusters, chiral, stereo, planar;
+    std::vector<int64_t> atom_chain;  // per atom (padding: chain 0)
+    std::vector<char> atom_real;
+    int64_t chains = 0;
+    static PhysicalTerms from(const Features& f, double t);
+    // The energy of one potential ("com", "vdw", ...) at x (A, 3); with grad, d energy / dx added
+    // into grad (A, 3) times scale (the centre-of-mass gradient reaches every atom of the chain).
+    double evaluate(const std::string& potential, const float* x, float* grad = nullptr,
+                    float scale = 1.0f) const;
+};
 
 struct SteeringTerms {
     ContactTerms contacts;
