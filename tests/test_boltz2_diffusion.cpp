@@ -295,7 +295,7 @@ TEST(Boltz2Potentials, EnergiesAndGradientsMatchReference) {
         {"chiral", "ChiralAtomPotential"},       {"stereo", "StereoBondPotential"},
         {"planar", "PlanarBondPotential"}};
     int nonzero = 0;
-    const auto compare = [&](const Boltz2Case& c, const boltz2::PhysicalTerms& terms,
+    const auto compare = [&](const Boltz2Case& c, const boltz2::PhysicalTerms& terms, double t,
                              const Tensor& x, const std::string& pre, const std::string& mine,
                              const std::string& ref) {
         const Tensor re = x.to_f32();
@@ -304,7 +304,7 @@ TEST(Boltz2Potentials, EnergiesAndGradientsMatchReference) {
         std::vector<float> energy(static_cast<size_t>(S), 0.f);
         for (int64_t s = 0; s < S; ++s)
             energy[size_t(s)] =
-                float(terms.evaluate(mine, re.f32() + s * A * 3, grad.data() + s * A * 3));
+                float(terms.evaluate(mine, re.f32() + s * A * 3, t, grad.data() + s * A * 3));
         const Tensor want_e = c.get(pre + ref + ".energy");
         const Tensor want_g = c.get(pre + ref + ".gradient");
         for (int64_t s = 0; s < S; ++s) {
@@ -327,19 +327,85 @@ TEST(Boltz2Potentials, EnergiesAndGradientsMatchReference) {
             if (k.rfind("potentials.feat.", 0) == 0) f.set(k.substr(16), c.get(k));
         const Tensor x = c.get("potentials.coords");
         for (const auto& [t, tag] : {std::pair{0.9, "t90"}, std::pair{0.3, "t30"}}) {
-            const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(f, t);
+            const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(f);
             for (const auto& [mine, ref] : names)
-                compare(c, terms, x, "potentials." + std::string(tag) + ".", mine, ref);
+                compare(c, terms, t, x, "potentials." + std::string(tag) + ".", mine, ref);
         }
         if (!c.has("potentials.variant.symmetric_chain_index")) continue;
         boltz2::Features v = f;
         v.set("symmetric_chain_index", c.get("potentials.variant.symmetric_chain_index"));
         v.set("planar_bond_index", c.get("potentials.variant.planar_bond_index"));
-        const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(v, 0.3);
-        compare(c, terms, x, "potentials.variant.", "com", "SymmetricChainCOMPotential");
-        compare(c, terms, x, "potentials.variant.", "planar", "PlanarBondPotential");
+        const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(v);
+        compare(c, terms, 0.3, x, "potentials.variant.", "com", "SymmetricChainCOMPotential");
+        compare(c, terms, 0.3, x, "potentials.variant.", "planar", "PlanarBondPotential");
     }
     EXPECT_GT(nonzero, 40);  // the cases reach every potential
+}
+
+// --use_potentials: 3 particles per sample guided by every potential and resampled by their
+// energies (fixture part `steering`, the reference's sampler with its draws recorded, its
+// denoiser's outputs replayed): the resampling weights and the final coordinates match; the run
+// without the physical potentials misses the reference.
+double replay_steering(const Boltz2Case& c, bool physical, std::vector<std::vector<float>>* w) {
+    const Tensor den = c.get("steering.denoised");
+    const int64_t steps = den.size(0), S = den.size(1);
+    std::vector<Tensor> draws = {c.get("steering.x0_randn")};
+    for (int64_t k = 0; k < steps; ++k) {
+        draws.push_back(c.get("steering.quat_randn").narrow0(k, k + 1).clone());
+        draws.push_back(c.get("steering.trans_randn").narrow0(k, k + 1).clone());
+        draws.push_back(c.get("steering.eps_randn").narrow0(k, k + 1).clone());
+    }
+    std::vector<Tensor> picks;
+    while (c.has("steering.resample_draws" + std::to_string(picks.size())))
+        picks.push_back(c.get("steering.resample_draws" + std::to_string(picks.size())));
+    boltz2::ReplayNormal rng(draws, picks);
+    boltz2::SamplerParams p = boltz2::SamplerParams::from(boltz2_config(), steps, S, S);
+    p.fk_particles = 3;
+    boltz2::Features f = c.feats;
+    for (const auto& [k, info] : c.file->tensors())
+        if (k.rfind("potentials.feat.", 0) == 0) f.set(k.substr(16), c.get(k));
+    const auto terms = boltz2::SteeringTerms::from(f, physical);
+    const auto t_of = [&](int64_t step) { return 1.0 - double(step) / double(steps); };
+    int64_t step = 0;
+    const Tensor out = boltz2::sample(
+        [&](const Tensor& x, float) {
+            return den.narrow0(step, step + 1).reshape(x.shape()).clone();
+        },
+        c.feats.at("atom_pad_mask"), p, rng, [&](const boltz2::SamplerStep&) { ++step; },
+        [&](int64_t k, Tensor& d) { boltz2::apply_guidance(terms, t_of(k), d); },
+        [&](int64_t k, const Tensor& d) { return boltz2::steering_energy(terms, t_of(k), d); });
+    if (w) *w = rng.weights_seen();
+    const Tensor ref = c.get("steering.coords");
+    const float* r = ref.f32();
+    const float* g = out.f32();
+    EXPECT_EQ(out.shape(), ref.shape());
+    double mean = 0, var = 0, err = 0;
+    // host-side (test): spread and error of the coordinates
+    for (int64_t i = 0; i < ref.numel(); ++i) mean += r[i];
+    mean /= double(ref.numel());
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+        var += (r[i] - mean) * (r[i] - mean);
+        err = std::max(err, std::abs(double(g[i]) - r[i]));
+    }
+    return err / std::sqrt(var / double(ref.numel()));
+}
+
+TEST(Boltz2Sampler, PotentialSteeringMatchesReference) {
+    for (const auto& name : boltz2_cases()) {
+        const Boltz2Case c = load_boltz2_case(name);
+        std::vector<std::vector<float>> weights;
+        EXPECT_LE(replay_steering(c, true, &weights), 1e-3) << name;
+        for (size_t k = 0; k < weights.size(); ++k) {
+            const Tensor ref = c.get("steering.resample_weights" + std::to_string(k));
+            ASSERT_EQ(int64_t(weights[k].size()), ref.numel()) << name;
+            for (int64_t i = 0; i < ref.numel(); ++i)
+                EXPECT_NEAR(weights[k][size_t(i)], ref.f32()[i], 1e-4)
+                    << name << " resampling " << k;
+        }
+        EXPECT_GE(weights.size(), 2u) << name;  // the first step and the last
+        if (name == "protein_ligand" || name == "constrained")
+            EXPECT_GT(replay_steering(c, false, nullptr), 1e-3) << name;  // off the bar
+    }
 }
 
 // Boltz-2 centers on the mean of all atoms, padding included. The network input is not

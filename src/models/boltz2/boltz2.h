@@ -33,6 +33,9 @@ struct RunOptions {
     NormalSource* rng = nullptr;    // tests replay the reference's draws
     bool confidence = true;         // run the confidence module (when the checkpoint has one)
     bool steering = true;           // forced pocket/contact constraints steer the sampler
+    // boltz's --use_potentials: the physical potentials guide the sampler too, and Feynman-Kac
+    // steering runs 3 particles per sample, resampled by their potentials' energies
+    bool use_potentials = false;
     // Progress: (stage, step, steps), e.g. ("trunk pass", 0, 4), ("diffusion step", 17, 200).
     std::function<void(const std::string&, int, int)> progress;
     Tap tap;                        // named intermediates: "s_inputs", "trunk.<...>", "coords"

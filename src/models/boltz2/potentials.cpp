@@ -122,8 +122,11 @@ TemplateTerms TemplateTerms::from(const Features& f) {
     return t;
 }
 
-void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Tensor& grad) {
+std::vector<double> template_potential(const TemplateTerms& t, const Tensor& x, float scale,
+                                       Tensor* grad) {
     const int64_t S = x.size(0), A = x.size(1), N = t.tokens, F = int64_t(t.ref.size());
+    std::vector<double> energy(static_cast<size_t>(S), 0.0);
+    if (F == 0) return energy;
     // host-side: one gather of N representative atoms per sample
     std::vector<float> p(size_t(S * N * 3));
     for (int64_t s = 0; s < S; ++s)
@@ -131,7 +134,7 @@ void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Ten
             for (int k = 0; k < 3; ++k)
                 p[size_t((s * N + n) * 3 + k)] = x.f32()[(s * A + t.rep_atom[size_t(n)]) * 3 + k];
     const Tensor P = Tensor::of(p, {S, N, 3});
-    std::vector<float> de(size_t(S * N), 0.f), rhat0(size_t(S * N * 3), 0.f);
+    std::vector<float> de(size_t(S * N), 0.f), rhat0(size_t(S * N * 3), 0.f), e32(size_t(S), 0.f);
     for (int64_t f = 0; f < F; ++f) {
         // host-side: per template, N token distances and their flat-bottom derivative
         const float* m = t.mask[size_t(f)].f32();
@@ -149,14 +152,19 @@ void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Ten
                 }
                 const float d = std::sqrt(n2);
                 // upper bound: the threshold where the template has a CB, else none
-                if (m[n] != 0.0f && d > t.threshold[size_t(f)]) de[size_t(s * N + n)] += 1.f;
+                if (m[n] != 0.0f && d > t.threshold[size_t(f)]) {
+                    de[size_t(s * N + n)] += 1.f;
+                    e32[size_t(s)] += d - t.threshold[size_t(f)];
+                }
                 if (f == 0 && d > 0.f)
                     for (int k = 0; k < 3; ++k)
                         rhat0[size_t((s * N + n) * 3 + k)] = r[k] / d * m[n];
             }
     }
+    for (int64_t s = 0; s < S; ++s) energy[size_t(s)] = e32[size_t(s)];
+    if (!grad) return energy;
     // host-side: every atom takes its token's gradient (a gather over A atoms)
-    float* g = grad.f32();
+    float* g = grad->f32();
     for (int64_t s = 0; s < S; ++s)
         for (int64_t a = 0; a < A; ++a) {
             const int64_t n = t.atom_token[size_t(a)];
@@ -164,14 +172,92 @@ void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Ten
                 g[(s * A + a) * 3 + k] +=
                     scale * de[size_t(s * N + n)] * rhat0[size_t((s * N + n) * 3 + k)];
         }
+    return energy;
+}
+
+double contact_energy(const ContactTerms& c, const float* x, double t) {
+    // host-side: a few hundred atom pairs per forced constraint
+    const size_t E = c.i.size();
+    const float lambda = float(contact_union_lambda(t));
+    std::vector<float> energy(E), neg(E), z(size_t(c.groups), 0.f);
+    for (size_t e = 0; e < E; ++e) {
+        float n2 = 0;
+        for (int k = 0; k < 3; ++k) {
+            const float r = x[c.i[e] * 3 + k] - x[c.j[e] * 3 + k];
+            n2 += r * r;
+        }
+        const float d = std::sqrt(n2);
+        energy[e] = d > c.threshold[e] ? d - c.threshold[e] : 0.f;
+        neg[e] = std::exp(-lambda * energy[e]);
+        z[size_t(c.group[e])] += neg[e];
+    }
+    float total = 0.f;
+    for (size_t e = 0; e < E; ++e) {
+        const float zg = z[size_t(c.group[e])];
+        total += energy[e] * (zg == 0.f ? 0.f : neg[e] / zg);
+    }
+    return total;
+}
+
+SteeringTerms SteeringTerms::from(const Features& f, bool physical) {
+    SteeringTerms s;
+    s.contacts = ContactTerms::from(f);
+    s.templates = TemplateTerms::from(f);
+    s.physical = physical;
+    if (physical) s.potentials = PhysicalTerms::from(f);
+    return s;
+}
+
+namespace {
+
+// boltz's physical potentials in get_potentials' order with their guidance and resampling weights
+// at steering time t (a PiecewiseStepFunction takes the value after the thresholds t exceeds) and
+// their guidance intervals.
+struct PotentialSchedule {
+    const char* name;
+    float guidance, resampling;
+    int interval;
+};
+std::vector<PotentialSchedule> physical_schedule(double t) {
+    return {{"com", 0.5f, 0.5f, 4},
+            {"vdw", t > 0.4 ? 0.0f : 0.125f, t > 0.6 ? 0.0f : 0.01f, 5},
+            {"connections", 0.15f, 1.0f, 1},
+            {"posebusters", 0.01f, 0.1f, 1},
+            {"chiral", 0.1f, 1.0f, 1},
+            {"stereo", 0.05f, 1.0f, 1},
+            {"planar", 0.05f, 1.0f, 1}};
+}
+
+}  // namespace
+
+std::vector<double> steering_energy(const SteeringTerms& terms, double t, const Tensor& denoised) {
+    const int64_t S = denoised.size(0), A = denoised.size(1);
+    const Tensor x = denoised.to_f32();
+    std::vector<float> e(static_cast<size_t>(S), 0.f);
+    for (int64_t s = 0; s < S; ++s) {
+        // host-side: per-sample potentials over the denoised coordinates
+        const float* xs = x.f32() + s * A * 3;
+        if (terms.physical)
+            for (const PotentialSchedule& p : physical_schedule(t))
+                if (p.resampling > 0)
+                    e[size_t(s)] += p.resampling * float(terms.potentials.evaluate(p.name, xs, t));
+        if (!terms.contacts.empty())
+            e[size_t(s)] += 1.0f * float(contact_energy(terms.contacts, xs, t));
+    }
+    if (!terms.templates.empty()) {
+        const std::vector<double> te = template_potential(terms.templates, x);
+        for (int64_t s = 0; s < S; ++s) e[size_t(s)] += 1.0f * float(te[size_t(s)]);
+    }
+    return std::vector<double>(e.begin(), e.end());
 }
 
 void apply_guidance(const SteeringTerms& terms, double t, Tensor& denoised) {
     if (terms.empty()) return;
     const double contact_weight = terms.contacts.empty() ? 0.0 : contact_guidance_weight(t);
     constexpr float kTemplateWeight = 0.1f;
-    if (contact_weight <= 0 && terms.templates.empty()) return;
-    // num_gd_steps; each potential's guidance_interval
+    const std::vector<PotentialSchedule> physical =
+        terms.physical ? physical_schedule(t) : std::vector<PotentialSchedule>();
+    // num_gd_steps; the contact and template potentials' guidance_interval
     constexpr int kSteps = 20, kContactInterval = 4, kTemplateInterval = 2;
     BI_CHECK(denoised.ndim() == 3 && denoised.shape()[2] == 3, "boltz2 guidance",
              "expected denoised (S, A, 3), got ", shape_str(denoised.shape()));
@@ -179,18 +265,23 @@ void apply_guidance(const SteeringTerms& terms, double t, Tensor& denoised) {
     Tensor update = Tensor::zeros({S, A, 3}), at = Tensor::empty({S, A, 3}),
            grad = Tensor::empty({S, A, 3});
     for (int g = 0; g < kSteps; ++g) {
+        bool any = false;
+        for (const PotentialSchedule& p : physical) any |= p.guidance > 0 && g % p.interval == 0;
         const bool contact = contact_weight > 0 && g % kContactInterval == 0;
         const bool tmpl = !terms.templates.empty() && g % kTemplateInterval == 0;
-        if (!contact && !tmpl) continue;
+        if (!any && !contact && !tmpl) continue;
         ops::add(denoised, update, at);
         ops::scale(at, 0.0f, grad);
-        if (contact)
-            for (int64_t s = 0; s < S; ++s) {
-                // host-side: the contact gradient touches the few atoms of the forced pairs
-                contact_gradient(terms.contacts, at.f32() + s * A * 3, t, float(contact_weight),
-                                 grad.f32() + s * A * 3);
-            }
-        if (tmpl) template_gradient(terms.templates, at, kTemplateWeight, grad);
+        for (int64_t s = 0; s < S; ++s) {
+            // host-side: the potentials touch the atoms of their terms
+            const float* xs = at.f32() + s * A * 3;
+            float* gs = grad.f32() + s * A * 3;
+            for (const PotentialSchedule& p : physical)
+                if (p.guidance > 0 && g % p.interval == 0)
+                    terms.potentials.evaluate(p.name, xs, t, gs, p.guidance);
+            if (contact) contact_gradient(terms.contacts, xs, t, float(contact_weight), gs);
+        }
+        if (tmpl) template_potential(terms.templates, at, kTemplateWeight, &grad);
         ops::axpy(-1.0f, grad, update);
     }
     ops::add_into(update, denoised);
@@ -312,7 +403,7 @@ double FlatBottomTerms::evaluate(const float* x, float* grad, float scale) const
     return total;
 }
 
-PhysicalTerms PhysicalTerms::from(const Features& f, double t) {
+PhysicalTerms PhysicalTerms::from(const Features& f) {
     PhysicalTerms p;
     const int64_t A = f.num_atoms(), N = f.num_tokens();
     // per atom: chain (atom_to_token . asym_id; padding rows give 0), real, vdW radius
@@ -342,8 +433,6 @@ PhysicalTerms PhysicalTerms::from(const Features& f, double t) {
     {
         int64_t E = 0;
         const std::vector<int64_t> idx = index_rows(f, "symmetric_chain_index", 2, E);
-        const float buffer =
-            float(1.0 + (5.0 - 1.0) * (std::exp(-2.0 * t) - 1.0) / (std::exp(-2.0) - 1.0));
         p.com.variable = FlatBottomTerms::Variable::Distance;
         std::vector<int64_t> a, b;
         for (int64_t e = 0; e < E; ++e)
@@ -353,7 +442,7 @@ PhysicalTerms PhysicalTerms::from(const Features& f, double t) {
             }
         p.com.index = a;
         p.com.index.insert(p.com.index.end(), b.begin(), b.end());
-        p.com.lower.assign(a.size(), buffer);
+        p.com.lower.assign(a.size(), 0.f);  // the buffer at steering time t, set when evaluated
         p.com.upper.assign(a.size(), kInf);
     }
     // VDWOverlap: atom pairs (i < j) of different, unconnected chains of more than one atom
@@ -472,10 +561,15 @@ PhysicalTerms PhysicalTerms::from(const Features& f, double t) {
     return p;
 }
 
-double PhysicalTerms::evaluate(const std::string& potential, const float* x, float* grad,
+double PhysicalTerms::evaluate(const std::string& potential, const float* x, double t, float* grad,
                                float scale) const {
     if (potential == "com") {
         if (com.size() == 0) return 0.0;
+        // the buffer: ExponentialInterpolation(start 1, end 5, alpha -2) at t
+        FlatBottomTerms terms = com;
+        terms.lower.assign(
+            terms.lower.size(),
+            float(1.0 + (5.0 - 1.0) * (std::exp(-2.0 * t) - 1.0) / (std::exp(-2.0) - 1.0)));
         const int64_t A = int64_t(atom_chain.size());
         // boltz's scatter mean over real atoms into zeros counts the zero start: sum / (n + 1)
         std::vector<float> centre(size_t(chains * 3), 0.f), count(size_t(chains), 1.f);
@@ -488,22 +582,22 @@ double PhysicalTerms::evaluate(const std::string& potential, const float* x, flo
         for (int64_t c = 0; c < chains; ++c)
             for (int k = 0; k < 3; ++k) centre[size_t(c * 3 + k)] /= count[size_t(c)];
         std::vector<float> g(size_t(chains * 3), 0.f);
-        const double e = com.evaluate(centre.data(), grad ? g.data() : nullptr, scale);
+        const double e = terms.evaluate(centre.data(), grad ? g.data() : nullptr, scale);
         if (grad)  // every atom (padding: chain 0) takes its chain's centre's gradient
             for (int64_t a = 0; a < A; ++a)
                 for (int k = 0; k < 3; ++k)
                     grad[a * 3 + k] += g[size_t(atom_chain[size_t(a)] * 3 + k)];
         return e;
     }
-    const FlatBottomTerms* t = potential == "vdw"           ? &vdw
-                               : potential == "connections" ? &connections
-                               : potential == "posebusters" ? &posebusters
-                               : potential == "chiral"      ? &chiral
-                               : potential == "stereo"      ? &stereo
-                               : potential == "planar"      ? &planar
-                                                            : nullptr;
-    BI_CHECK(t, "boltz2 potentials", "unknown potential '", potential, "'");
-    return t->evaluate(x, grad, scale);
+    const FlatBottomTerms* terms = potential == "vdw"           ? &vdw
+                                   : potential == "connections" ? &connections
+                                   : potential == "posebusters" ? &posebusters
+                                   : potential == "chiral"      ? &chiral
+                                   : potential == "stereo"      ? &stereo
+                                   : potential == "planar"      ? &planar
+                                                                : nullptr;
+    BI_CHECK(terms, "boltz2 potentials", "unknown potential '", potential, "'");
+    return terms->evaluate(x, grad, scale);
 }
 
 }  // namespace bioinfer::boltz2

@@ -47,13 +47,18 @@ struct TemplateTerms {
     static TemplateTerms from(const Features& f);
 };
 
-// d energy / d coordinates of the template potential at `x` (S, A, 3), added into `grad`
-// (S, A, 3) times `scale`. Per sample and forced template f, r[f, n] = P[n] - aligned_f[n] with P
-// the representative atoms and aligned_f the template's CB weighted-rigid-aligned onto P over its
-// mask; the energy is |r| - threshold beyond the threshold. As the reference's tiling forms it,
-// token n's gradient is (sum over f of dE[f, n]) times the first forced template's masked unit
-// vector r_hat[0, n], and every atom of the token takes it.
-void template_gradient(const TemplateTerms& t, const Tensor& x, float scale, Tensor& grad);
+// The template potential's energy per sample at `x` (S, A, 3); with grad, d energy / d
+// coordinates added into `grad` (S, A, 3) times `scale`. Per sample and forced template f, r[f, n]
+// = P[n] - aligned_f[n] with P the representative atoms and aligned_f the template's CB
+// weighted-rigid-aligned onto P over its mask; the energy is |r| - threshold beyond the threshold.
+// As the reference's tiling forms it, token n's gradient is (sum over f of dE[f, n]) times the
+// first forced template's masked unit vector r_hat[0, n], and every atom of the token takes it.
+std::vector<double> template_potential(const TemplateTerms& t, const Tensor& x, float scale = 1.0f,
+                                       Tensor* grad = nullptr);
+
+// The contact potential's energy at `x` (A, 3) for one sample: per union group the soft-min
+// weighted flat-bottom energies, summed.
+double contact_energy(const ContactTerms& c, const float* x, double t);
 
 // ---- the physical potentials of --use_potentials (boltz's get_potentials with fk_steering and
 // physical_guidance_update) --------------------------------------------------------------------
@@ -74,39 +79,47 @@ struct FlatBottomTerms {
     double evaluate(const float* x, float* grad = nullptr, float scale = 1.0f) const;
 };
 
-// The seven physical potentials, built from the features at steering time t (the chain centre of
-// mass potential's buffer follows t): SymmetricChainCOM (copies' centres of mass, through boltz's
-// scatter mean that counts its zero start, at least buffer apart), VDWOverlap (atoms of different
-// unconnected chains with more than one atom each, at least 0.775 of their vdW radii sum apart),
-// Connections (covalently connected atoms of different chains within 2 A), PoseBusters (RDKit's
-// distance bounds with bond/angle/clash buffers and vdW cutoffs), ChiralAtom (signed dihedral
-// beyond +-0.5236), StereoBond (|dihedral| within 0.5236 of 0 or pi), PlanarBond (two impropers
-// per planar double bond within 0.2618).
+// The seven physical potentials, built from the features (the chain centre of mass potential's
+// buffer follows the steering time t, given when evaluating): SymmetricChainCOM (copies' centres of
+// mass, through boltz's scatter mean that counts its zero start, at least buffer apart), VDWOverlap
+// (atoms of different unconnected chains with more than one atom each, at least 0.775 of their vdW
+// radii sum apart), Connections (covalently connected atoms of different chains within 2 A),
+// PoseBusters (RDKit's distance bounds with bond/angle/clash buffers and vdW cutoffs), ChiralAtom
+// (signed dihedral beyond +-0.5236), StereoBond (|dihedral| within 0.5236 of 0 or pi), PlanarBond
+// (two impropers per planar double bond within 0.2618).
 struct PhysicalTerms {
     FlatBottomTerms com, vdw, connections, posebusters, chiral, stereo, planar;
     std::vector<int64_t> atom_chain;  // per atom (padding: chain 0)
     std::vector<char> atom_real;
     int64_t chains = 0;
-    static PhysicalTerms from(const Features& f, double t);
-    // The energy of one potential ("com", "vdw", ...) at x (A, 3); with grad, d energy / dx added
-    // into grad (A, 3) times scale (the centre-of-mass gradient reaches every atom of the chain).
-    double evaluate(const std::string& potential, const float* x, float* grad = nullptr,
+    static PhysicalTerms from(const Features& f);
+    // The energy of one potential ("com", "vdw", ...) at x (A, 3) and steering time t; with grad,
+    // d energy / dx added into grad (A, 3) times scale (the centre-of-mass gradient reaches every
+    // atom of the chain).
+    double evaluate(const std::string& potential, const float* x, double t, float* grad = nullptr,
                     float scale = 1.0f) const;
 };
 
 struct SteeringTerms {
     ContactTerms contacts;
     TemplateTerms templates;
-    bool empty() const { return contacts.empty() && templates.empty(); }
-    static SteeringTerms from(const Features& f) {
-        return {ContactTerms::from(f), TemplateTerms::from(f)};
-    }
+    bool physical = false;  // --use_potentials: the physical potentials guide and resample too
+    PhysicalTerms potentials;
+    bool empty() const { return contacts.empty() && templates.empty() && !physical; }
+    static SteeringTerms from(const Features& f, bool physical = false);
 };
+
+// The resampling energy of each sample of `denoised` (S, A, 3) at steering time t: boltz's sum of
+// resampling_weight x energy over its potentials (the physical ones with `physical`, then the
+// contact and template potentials), in fp32.
+std::vector<double> steering_energy(const SteeringTerms& terms, double t, const Tensor& denoised);
 
 // The guidance a step applies to the denoised coordinates (S, A, 3) at steering time t: 20
 // gradient steps on a running update; at each, the gradients at the denoised coordinates plus the
-// update so far of the contact potential (every 4th step, times its weight schedule) and of the
-// template potential (every 2nd step, times 0.1) are summed and subtracted; then
+// update so far of every potential whose interval divides the step (with `physical`: centre of
+// mass 0.5 every 4th, vdW 0.125 every 5th once t <= 0.4, connections 0.15, PoseBusters 0.01,
+// chirality 0.1, stereo bonds 0.05, planar bonds 0.05 every step; then contacts every 4th times
+// their weight schedule and templates 0.1 every 2nd) are summed and subtracted; then
 // denoised += update.
 void apply_guidance(const SteeringTerms& terms, double t, Tensor& denoised);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "bioinfer/error.h"
 #include "ops/ops.h"
@@ -122,6 +123,35 @@ Tensor SeededNormal::normal(const Shape& shape) {
     return Tensor::of(v, shape);
 }
 
+std::vector<int64_t> SeededNormal::multinomial(const std::vector<float>& weights, int64_t groups,
+                                               int64_t k, int64_t n) {
+    std::vector<int64_t> out;
+    for (int64_t g = 0; g < groups; ++g) {
+        std::discrete_distribution<int64_t> pick(weights.begin() + g * k,
+                                                 weights.begin() + (g + 1) * k);
+        for (int64_t i = 0; i < n; ++i) out.push_back(pick(gen_));
+    }
+    return out;
+}
+
+std::vector<int64_t> ReplayNormal::multinomial(const std::vector<float>& weights, int64_t groups,
+                                               int64_t k, int64_t n) {
+    BI_CHECK(next_pick_ < picks_.size(), "boltz2::ReplayNormal", "resampling ", next_pick_,
+             " asked for, but only ", picks_.size(), " were recorded");
+    const Tensor t = picks_[next_pick_++].to_f32();
+    BI_CHECK(t.numel() == groups * n, "boltz2::ReplayNormal", "resampling: expected ", groups * n,
+             " draws, recorded ", t.numel());
+    weights_.push_back(weights);
+    std::vector<int64_t> out;
+    // host-side: a handful of recorded indices
+    for (int64_t i = 0; i < t.numel(); ++i) {
+        out.push_back(int64_t(std::lrint(t.f32()[i])));
+        BI_CHECK(out.back() >= 0 && out.back() < k, "boltz2::ReplayNormal", "resampling index ",
+                 out.back(), " outside [0, ", k, ")");
+    }
+    return out;
+}
+
 Tensor ReplayNormal::normal(const Shape& shape) {
     BI_CHECK(next_ < draws_.size(), "boltz2::ReplayNormal", "draw ", next_, " of shape ",
              shape_str(shape), " asked for, but only ", draws_.size(), " were recorded");
@@ -229,12 +259,33 @@ Tensor rigid_align(const Tensor& mobile, const Tensor& target, const Tensor& mas
     return out;
 }
 
+namespace {
+
+// rows[i] = t[idx[i]] along dim 0
+Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& idx) {
+    Shape shape = t.shape();
+    shape[0] = int64_t(idx.size());
+    Tensor out = Tensor::empty(shape);
+    for (size_t i = 0; i < idx.size(); ++i) {
+        Tensor dst = out.narrow0(int64_t(i), int64_t(i) + 1);
+        ops::copy(t.narrow0(idx[i], idx[i] + 1), dst);
+    }
+    return out;
+}
+
+}  // namespace
+
 Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerParams& p,
               NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step,
-              const Guidance& guide) {
-    const int64_t S = p.samples, A = atom_mask.numel();
+              const Guidance& guide, const SteeringEnergy& energy_of) {
+    int64_t S = p.samples;
+    const int64_t A = atom_mask.numel();
     BI_CHECK(S >= 1 && p.max_parallel_samples >= 1, "boltz2::sample", "expected samples >= 1 and ",
              "max_parallel_samples >= 1, got ", S, " and ", p.max_parallel_samples);
+    const int64_t K = p.fk_particles;
+    const bool fk = K > 1;
+    BI_CHECK(!fk || (S % K == 0 && energy_of), "boltz2::sample", "steering with ", K,
+             " particles needs a multiple of them as samples (", S, ") and an energy");
     const Tensor mask = atom_mask.to_f32().reshape({A});
     const std::vector<float> sigmas = sample_schedule(p);
     const float gamma0 = float(p.gamma_0);  // boltz's gammas are a float32 tensor
@@ -251,6 +302,9 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
 
     Tensor x = rng.normal({S, A, 3});
     ops::scale(x, sigmas[0], x);
+    // Feynman-Kac state: each particle's energy trajectory and its scaled guidance update
+    std::vector<std::vector<double>> traj(static_cast<size_t>(S));
+    Tensor sgu = Tensor::zeros({S, A, 3});
     for (int64_t step = 0; step < p.steps; ++step) {
         const Tensor rot = rotations_from_normal(rng.normal({S, 4}));
         const Tensor tr = rng.normal({S, 1, 3});
@@ -258,14 +312,20 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
         Tensor xr = Tensor::empty({S, A, 3});
         ops::bmm(x, rot, xr);  // x[s, a, :] . R[s]
         ops::add_into(tr.expand({S, A, 3}), xr);
+        if (fk) {
+            Tensor rs = Tensor::empty({S, A, 3});
+            ops::bmm(sgu, rot, rs);
+            sgu = rs;
+        }
 
         const double sigma_tm = sigmas[size_t(step)], sigma_t = sigmas[size_t(step + 1)];
         const double gamma = sigmas[size_t(step + 1)] > float(p.gamma_min) ? double(gamma0) : 0.0;
         const double t_hat = sigma_tm * (1.0 + gamma);
         const double noise_var = p.noise_scale * p.noise_scale * (t_hat * t_hat - sigma_tm * sigma_tm);
-        Tensor noisy = rng.normal({S, A, 3});
-        ops::scale(noisy, float(std::sqrt(noise_var)), noisy);
-        ops::add(xr, noisy, noisy);
+        Tensor eps = rng.normal({S, A, 3});
+        ops::scale(eps, float(std::sqrt(noise_var)), eps);
+        Tensor noisy = Tensor::empty({S, A, 3});
+        ops::add(xr, eps, noisy);
 
         Tensor den = Tensor::empty({S, A, 3});
         for (int64_t s0 = 0; s0 < S; s0 += p.max_parallel_samples) {
@@ -276,12 +336,71 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
             Tensor dst = den.narrow0(s0, s1);
             ops::copy(d, dst);
         }
+        const bool last = step == p.steps - 1;
+        const bool resample = fk && ((step % p.fk_interval == 0 && noise_var > 0) || last);
+        std::vector<float> weights;
+        if (resample) {
+            // the denoised coordinates' energy (before this step's guidance); log G the energy
+            // decrease since the last resampling (minus the energy at the first step)
+            const std::vector<double> e = energy_of(step, den);
+            BI_CHECK(int64_t(e.size()) == S, "boltz2::sample", "energy of ", e.size(),
+                     " particles, expected ", S);
+            std::vector<double> score(static_cast<size_t>(S));
+            const Tensor e32 = eps.to_f32(), g32 = sgu.to_f32();
+            for (int64_t s = 0; s < S; ++s) {
+                auto& tr_s = traj[size_t(s)];
+                tr_s.push_back(double(float(e[size_t(s)])));
+                const double log_g = step == 0 ? -tr_s.back() : tr_s[tr_s.size() - 2] - tr_s.back();
+                double ll = 0;
+                if (noise_var > 0) {
+                    // host-side: the guided / unguided transition log-likelihood ratio
+                    const float* ep = e32.f32() + s * A * 3;
+                    const float* gp = g32.f32() + s * A * 3;
+                    float acc = 0.f;
+                    for (int64_t i = 0; i < A * 3; ++i) {
+                        const float moved = ep[i] + gp[i];
+                        acc += ep[i] * ep[i] - moved * moved;
+                    }
+                    ll = double(acc) / (2.0 * noise_var);
+                }
+                score[size_t(s)] = ll + p.fk_lambda * log_g;
+            }
+            weights.resize(size_t(S));
+            for (int64_t g = 0; g < S / K; ++g) {  // softmax within each group of particles
+                double top = -std::numeric_limits<double>::infinity(), z = 0;
+                for (int64_t k = 0; k < K; ++k) top = std::max(top, score[size_t(g * K + k)]);
+                for (int64_t k = 0; k < K; ++k) z += std::exp(score[size_t(g * K + k)] - top);
+                for (int64_t k = 0; k < K; ++k)
+                    weights[size_t(g * K + k)] =
+                        float(std::exp(score[size_t(g * K + k)] - top) / z);
+            }
+        }
         // Steering moves the denoised coordinates the step continues from; the record keeps
         // the denoiser's own output.
         Tensor net = den;
-        if (guide && step < p.steps - 1) {
+        if (!last && (guide || fk)) {
             net = den.clone();
-            guide(step, den);
+            if (guide) guide(step, den);
+            if (fk) {  // scaled_guidance_update = -(den - net) step_scale (sigma_t - t_hat) / t_hat
+                Tensor u = den.clone();
+                ops::axpy(-1.0f, net, u);
+                ops::scale(u, float(-p.step_scale * (sigma_t - t_hat) / t_hat), sgu);
+            }
+        }
+        if (resample) {
+            const int64_t G = S / K, n = last ? 1 : K;
+            const std::vector<int64_t> pick = rng.multinomial(weights, G, K, n);
+            std::vector<int64_t> idx;
+            for (int64_t g = 0; g < G; ++g)
+                for (int64_t i = 0; i < n; ++i) idx.push_back(g * K + pick[size_t(g * n + i)]);
+            noisy = gather_rows(noisy, idx);
+            den = gather_rows(den, idx);
+            net = gather_rows(net, idx);
+            sgu = gather_rows(sgu, idx);
+            std::vector<std::vector<double>> kept;
+            for (int64_t i : idx) kept.push_back(traj[size_t(i)]);
+            traj = std::move(kept);
+            S = int64_t(idx.size());
         }
         const Tensor aligned = p.alignment_reverse_diff ? rigid_align(noisy, den, mask) : noisy;
         // next = aligned + step_scale (sigma_t - t_hat) (aligned - den) / t_hat

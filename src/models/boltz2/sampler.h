@@ -22,6 +22,9 @@ class NormalSource {
 public:
     virtual ~NormalSource() = default;
     virtual Tensor normal(const Shape& shape) = 0;
+    // torch.multinomial(weights (G, K), n, replacement=True): n indices in [0, K) per row.
+    virtual std::vector<int64_t> multinomial(const std::vector<float>& weights, int64_t groups,
+                                             int64_t k, int64_t n) = 0;
 };
 
 // Production: a seeded std::mt19937_64 with std::normal_distribution<float> (bioinfer's own seed
@@ -30,23 +33,31 @@ class SeededNormal : public NormalSource {
 public:
     explicit SeededNormal(uint64_t seed) : gen_(seed) {}
     Tensor normal(const Shape& shape) override;
+    std::vector<int64_t> multinomial(const std::vector<float>& weights, int64_t groups, int64_t k,
+                                     int64_t n) override;
 
-private:
+  private:
     std::mt19937_64 gen_;
     std::normal_distribution<float> dist_{0.0f, 1.0f};
 };
 
 // Replays recorded draws in order (parity tests replay the reference's); a shape mismatch or
-// running out is an error.
+// running out is an error. Multinomial draws replay `picks` ((G, n) each) and keep the weights
+// they were asked with (tests compare those with the reference's).
 class ReplayNormal : public NormalSource {
 public:
-    explicit ReplayNormal(std::vector<Tensor> draws) : draws_(std::move(draws)) {}
-    Tensor normal(const Shape& shape) override;
-    size_t used() const { return next_; }
+  explicit ReplayNormal(std::vector<Tensor> draws, std::vector<Tensor> picks = {})
+      : draws_(std::move(draws)), picks_(std::move(picks)) {}
+  Tensor normal(const Shape& shape) override;
+  std::vector<int64_t> multinomial(const std::vector<float>& weights, int64_t groups, int64_t k,
+                                   int64_t n) override;
+  size_t used() const { return next_; }
+  const std::vector<std::vector<float>>& weights_seen() const { return weights_; }
 
 private:
-    std::vector<Tensor> draws_;
-    size_t next_ = 0;
+  std::vector<Tensor> draws_, picks_;
+  size_t next_ = 0, next_pick_ = 0;
+  std::vector<std::vector<float>> weights_;
 };
 
 struct SamplerParams {
@@ -56,6 +67,13 @@ struct SamplerParams {
     double sigma_min = 1e-4, sigma_max = 160.0, sigma_data = 16.0, rho = 7.0;
     double gamma_0 = 0.8, gamma_min = 1.0, noise_scale = 1.003, step_scale = 1.5;
     bool alignment_reverse_diff = true;
+    // Feynman-Kac steering (boltz's fk_steering, on with --use_potentials): `samples` holds
+    // fk_particles particles per sample; every fk_interval steps with noise, and at the last,
+    // particles are resampled within their group by exp(fk_lambda * energy decrease) times the
+    // guided / unguided transition likelihood ratio, the last keeping one per group.
+    int64_t fk_particles = 1;
+    double fk_lambda = 4.0;
+    int64_t fk_interval = 3;
     // Boltz-2 centers on the mean of ALL atoms, padding included (false); true centers on the
     // mean of the masked atoms (other AF3-style samplers).
     bool masked_centering = false;
@@ -84,11 +102,15 @@ struct SamplerStep {
 // Steering of a step's denoised coordinates (S, A, 3) in place (step index, denoised); boltz
 // applies it at every step but the last.
 using Guidance = std::function<void(int64_t step, Tensor& denoised)>;
+// The resampling energy of each particle's denoised coordinates (S, A, 3) at a step.
+using SteeringEnergy = std::function<std::vector<double>(int64_t step, const Tensor& denoised)>;
 
 // Runs the sampler: atom_mask (A) atom_pad_mask; returns the coordinates (S, A, 3).
+// With p.fk_particles > 1, `energy` scores particles for resampling and the result holds
+// p.samples / p.fk_particles samples.
 Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerParams& p,
               NormalSource& rng, const std::function<void(const SamplerStep&)>& on_step = {},
-              const Guidance& guide = {});
+              const Guidance& guide = {}, const SteeringEnergy& energy = {});
 
 // Rotation matrices (S, 3, 3) from quaternion draws (S, 4), as boltz's random_rotations: the
 // quaternion normalised with a non-negative real part, then converted.

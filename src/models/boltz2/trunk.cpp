@@ -527,11 +527,9 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
         // a time (a holds 2 * 33 + num_bins + 5 values per pair).
         Tensor v = zp.clone();
         const int64_t rows = std::max<int64_t>(1, (int64_t(8) << 20) / std::max<int64_t>(1, L * F));
-        Tensor a = Tensor::empty({std::min(rows, L) * L, F});
         for (int64_t r0 = 0; r0 < L; r0 += rows) {
             const int64_t r1 = std::min(L, r0 + rows), n = (r1 - r0) * L;
-            Tensor ac = a.narrow0(0, n);
-            ops::scale(ac, 0.0f, ac);
+            Tensor ac = Tensor::zeros({n, F});
             // host-side: the pair features are a gather and one-hot per pair (O(L^2) writes, no
             // arithmetic worth an op), then a_proj runs as a GEMM
             float* ap = ac.f32();
@@ -563,7 +561,6 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
             Tensor dst = v.narrow0(r0, r1).reshape({n, D});
             a_proj(ac, dst, {.accumulate = true});
         }
-        a = Tensor();
         // v += pairformer(v) (= v + its updates); LN
         Tensor w = v.clone();
         for (const PairformerNoSeqLayer& layer : layers) layer.run(w);
