@@ -3,6 +3,7 @@
 #include "models/boltz2/potentials.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -343,6 +344,25 @@ std::vector<float> values(const Features& f, const std::string& name) {
     return std::vector<float>(t.f32(), t.f32() + t.numel());
 }
 
+// Dihedral terms from an index feature (4, E) and a per-term flag feature: bounds `on` (lower,
+// upper) where the flag is set, `off` where not.
+FlatBottomTerms oriented_dihedrals(const Features& f, const std::string& index,
+                                   const std::string& flag, FlatBottomTerms::Variable variable,
+                                   std::array<float, 2> on, std::array<float, 2> off) {
+    FlatBottomTerms t;
+    int64_t E = 0;
+    t.variable = variable;
+    t.arity = 4;
+    t.index = index_rows(f, index, 4, E);
+    const std::vector<float> flags = values(f, flag);
+    for (int64_t e = 0; e < E; ++e) {
+        const std::array<float, 2>& b = flags[size_t(e)] != 0.f ? on : off;
+        t.lower.push_back(b[0]);
+        t.upper.push_back(b[1]);
+    }
+    return t;
+}
+
 }  // namespace
 
 double FlatBottomTerms::evaluate(const float* x, float* grad, float scale) const {
@@ -516,31 +536,13 @@ PhysicalTerms PhysicalTerms::from(const Features& f) {
     }
     constexpr double kChiral = 0.52360, kStereo = 0.52360, kPlanar = 0.26180;
     // ChiralAtom: the signed dihedral beyond +buffer (R) or below -buffer (S)
-    {
-        int64_t E = 0;
-        p.chiral.variable = FlatBottomTerms::Variable::Dihedral;
-        p.chiral.arity = 4;
-        p.chiral.index = index_rows(f, "chiral_atom_index", 4, E);
-        const std::vector<float> is_r = values(f, "chiral_atom_orientations");
-        for (int64_t e = 0; e < E; ++e) {
-            const bool r = is_r[size_t(e)] != 0.f;
-            p.chiral.lower.push_back(r ? float(kChiral) : -kInf);
-            p.chiral.upper.push_back(r ? kInf : float(-kChiral));
-        }
-    }
+    p.chiral = oriented_dihedrals(f, "chiral_atom_index", "chiral_atom_orientations",
+                                  FlatBottomTerms::Variable::Dihedral, {float(kChiral), kInf},
+                                  {-kInf, float(-kChiral)});
     // StereoBond: |dihedral| above pi - buffer (E) or below buffer (Z)
-    {
-        int64_t E = 0;
-        p.stereo.variable = FlatBottomTerms::Variable::AbsDihedral;
-        p.stereo.arity = 4;
-        p.stereo.index = index_rows(f, "stereo_bond_index", 4, E);
-        const std::vector<float> is_e = values(f, "stereo_bond_orientations");
-        for (int64_t e = 0; e < E; ++e) {
-            const bool ee = is_e[size_t(e)] != 0.f;
-            p.stereo.lower.push_back(ee ? float(M_PI - kStereo) : -kInf);
-            p.stereo.upper.push_back(ee ? kInf : float(kStereo));
-        }
-    }
+    p.stereo = oriented_dihedrals(f, "stereo_bond_index", "stereo_bond_orientations",
+                                  FlatBottomTerms::Variable::AbsDihedral,
+                                  {float(M_PI - kStereo), kInf}, {-kInf, float(kStereo)});
     // PlanarBond: per double bond (b0..b5) the impropers (b1, b2, b3, b0) and (b4, b5, b0, b3),
     // interleaved, |dihedral| within buffer
     {
