@@ -56,12 +56,37 @@ int boltz_chirality(int rdkit_chiral_tag);
 // One canonical residue: heavy atoms in the molecule's order, and each conformer's coordinates
 // (Angstrom) in that order. boltz picks a conformer per residue with numpy's
 // Generator.choice(conformer_ids) (see numpy_rng.h); the built-in molecules have one each.
+// boltz's geometric constraints of a ligand residue (schema.py compute_*_constraints), atom
+// indices into ResidueMol::atoms; the physical steering potentials read them.
+struct ResidueConstraints {
+    struct Bounds {  // RDKit's distance bounds of a heavy-atom pair (a < b in the molecule)
+        int a = 0, b = 0;
+        bool is_bond = false, is_angle = false;
+        float upper = 0.f, lower = 0.f;
+    };
+    struct Chiral {  // three neighbours by CIP rank and the centre
+        std::array<int, 4> atoms{};
+        bool is_reference = false, is_r = false;
+    };
+    struct Stereo {  // neighbour, begin, end, neighbour of an E/Z double bond
+        std::array<int, 4> atoms{};
+        bool is_check = false, is_e = false;
+    };
+    std::vector<Bounds> bounds;
+    std::vector<Chiral> chiral;
+    std::vector<Stereo> stereo;
+    std::vector<std::array<int, 6>> planar_bonds;
+    std::vector<std::array<int, 5>> rings5;
+    std::vector<std::array<int, 6>> rings6;
+};
+
 struct ResidueMol {
     std::string name;
     std::vector<MolAtom> atoms;
     std::vector<int> conformer_ids;
     std::vector<std::vector<std::array<double, 3>>> conformers;  // [conformer][atom]
     std::vector<MolBond> bonds;  // in the molecule's bond order; empty for the built-in residues
+    ResidueConstraints constraints;  // SMILES ligands (CCD molecules: not yet)
 
     int atom_index(const std::string& atom_name) const;  // -1 when absent
 };

@@ -3,16 +3,21 @@
 #include "models/boltz2/ligands.h"
 
 #include <GraphMol/AtomIterators.h>
+#include <DistGeom/BoundsMatrix.h>
+#include <DistGeom/TriangleSmooth.h>
+#include <GraphMol/DistGeomHelpers/BoundsMatrixBuilder.h>
 #include <GraphMol/DistGeomHelpers/Embedder.h>
 #include <GraphMol/ForceFieldHelpers/UFF/UFF.h>
 #include <GraphMol/GraphMol.h>
 #include <GraphMol/MolOps.h>
 #include <GraphMol/PeriodicTable.h>
 #include <GraphMol/SmilesParse/SmilesParse.h>
+#include <GraphMol/Substruct/SubstructMatch.h>
 #include <GraphMol/new_canon.h>
 #include <RDGeneral/RDLog.h>
 
 #include <algorithm>
+#include <set>
 #include <cctype>
 #include <filesystem>
 #include <map>
@@ -82,6 +87,119 @@ ResidueMol ccd_molecule(const std::string& code, const ConformerLibrary& canonic
     BI_CHECK(std::filesystem::is_regular_file(path), where, "CCD component ", code,
              " not found: ", path, " does not exist");
     return read_boltz_mol(path, code);
+}
+
+namespace {
+
+std::vector<RDKit::MatchVectType> smarts_matches(const RDKit::ROMol& mol, const std::string& smarts) {
+    std::unique_ptr<RDKit::RWMol> q(RDKit::SmartsToMol(smarts));
+    std::vector<RDKit::MatchVectType> matches;
+    RDKit::SubstructMatch(mol, *q, matches);  // uniquify, at most 1000 matches, as RDKit's Python
+    return matches;
+}
+
+}  // namespace
+
+ResidueConstraints residue_constraints(RDKit::ROMol& mol, const std::vector<int>& idx_map) {
+    ResidueConstraints c;
+    const unsigned n = mol.getNumAtoms();
+    const auto in = [&](unsigned i) { return idx_map[i] >= 0; };
+    // compute_geometry_constraints: RDKit's bounds (1-5 bounds, scaled vdW, triangle smoothed)
+    // for heavy-atom pairs, flagged as bonds ("*~*") and angles ("*~*~*" ends)
+    if (n > 1) {
+        mol.updatePropertyCache(false);
+        RDKit::MolOps::symmetrizeSSSR(mol);
+        DistGeom::BoundsMatPtr mat(new DistGeom::BoundsMatrix(n));
+        RDKit::DGeomHelpers::initBoundsMat(mat);
+        RDKit::DGeomHelpers::setTopolBounds(mol, mat, /*set15bounds=*/true, /*scaleVDW=*/true,
+                                            /*useMacrocycle14config=*/false);
+        DistGeom::triangleSmoothBounds(mat);
+        std::set<std::pair<int, int>> bonds, angles;
+        for (const auto& m : smarts_matches(mol, "*~*"))
+            bonds.insert(std::minmax(m[0].second, m[1].second));
+        for (const auto& m : smarts_matches(mol, "*~*~*"))
+            angles.insert(std::minmax(m[0].second, m[2].second));
+        for (unsigned i = 0; i < n; ++i)
+            for (unsigned j = i + 1; j < n; ++j) {
+                if (!in(i) || !in(j)) continue;
+                const auto key = std::make_pair(static_cast<int>(i), static_cast<int>(j));
+                c.bounds.push_back({idx_map[i], idx_map[j], bonds.count(key) > 0,
+                                    angles.count(key) > 0, float(mat->getUpperBound(i, j)),
+                                    float(mat->getLowerBound(i, j))});
+            }
+    }
+    bool ranked = true;
+    for (const RDKit::Atom* a : mol.atoms()) ranked &= a->hasProp(RDKit::common_properties::_CIPRank);
+    // neighbours other than `skip`, by CIP rank, highest first (a stable sort, as Python's)
+    const auto by_rank = [&](const RDKit::Atom* a, int skip) {
+        std::vector<std::pair<int, unsigned>> nb;
+        for (const RDKit::Atom* x : mol.atomNeighbors(a))
+            if (int(x->getIdx()) != skip)
+                nb.emplace_back(int(x->getIdx()),
+                                x->getProp<unsigned>(RDKit::common_properties::_CIPRank));
+        std::stable_sort(nb.begin(), nb.end(),
+                         [](const auto& x, const auto& y) { return x.second > y.second; });
+        std::vector<int> out;
+        for (const auto& [i, r] : nb) out.push_back(i);
+        return out;
+    };
+    if (ranked) {
+        // compute_chiral_atom_constraints (FindMolChiralCenters: assigned centres, legacy CIP)
+        RDKit::MolOps::assignStereochemistry(mol, /*cleanIt=*/false, /*force=*/true);
+        for (const RDKit::Atom* centre : mol.atoms()) {
+            std::string code;
+            if (!centre->getPropIfPresent(RDKit::common_properties::_CIPCode, code)) continue;
+            const std::vector<int> nb = by_rank(centre, -1);
+            const bool is_r = code == "R";
+            if (nb.size() > 4 || centre->getHybridization() != RDKit::Atom::SP3) continue;
+            const int ci = int(centre->getIdx());
+            const auto add = [&](std::array<int, 4> atoms, bool reference) {
+                for (int i : atoms)
+                    if (idx_map[size_t(i)] < 0) return;
+                for (int& i : atoms) i = idx_map[size_t(i)];
+                c.chiral.push_back({atoms, reference, is_r});
+            };
+            if (nb.size() >= 3) add({nb[0], nb[1], nb[2], ci}, true);
+            if (nb.size() == 4)
+                for (int skip = 0; skip < 3; ++skip) {
+                    std::vector<int> set;
+                    for (int k = 0; k < 4; ++k)
+                        if (k != skip) set.push_back(nb[size_t(k)]);
+                    if (skip % 2 == 0) std::reverse(set.begin(), set.end());
+                    add({set[0], set[1], set[2], ci}, false);
+                }
+        }
+        // compute_stereo_bond_constraints
+        for (const RDKit::Bond* b : mol.bonds()) {
+            const auto st = b->getStereo();
+            if (st != RDKit::Bond::STEREOE && st != RDKit::Bond::STEREOZ) continue;
+            const int s0 = int(b->getBeginAtomIdx()), e0 = int(b->getEndAtomIdx());
+            const std::vector<int> sn = by_rank(b->getBeginAtom(), e0), en = by_rank(b->getEndAtom(), s0);
+            const bool is_e = st == RDKit::Bond::STEREOE;
+            const auto add = [&](std::array<int, 4> atoms, bool check) {
+                for (int i : atoms)
+                    if (idx_map[size_t(i)] < 0) return;
+                for (int& i : atoms) i = idx_map[size_t(i)];
+                c.stereo.push_back({atoms, check, is_e});
+            };
+            if (!sn.empty() && !en.empty()) add({sn[0], s0, e0, en[0]}, true);
+            if (sn.size() == 2 && en.size() == 2) add({sn[1], s0, e0, en[1]}, false);
+        }
+    }
+    // compute_flatness_constraints
+    const auto mapped = [&](const RDKit::MatchVectType& m, auto& out) {
+        typename std::decay_t<decltype(out)>::value_type atoms{};
+        for (size_t k = 0; k < m.size(); ++k) {
+            if (idx_map[size_t(m[k].second)] < 0) return;
+            atoms[k] = idx_map[size_t(m[k].second)];
+        }
+        out.push_back(atoms);
+    };
+    for (const auto& m : smarts_matches(mol, "[C;X3;^2](*)(*)=[C;X3;^2](*)(*)")) mapped(m, c.planar_bonds);
+    for (const auto& m : smarts_matches(mol, "[ar5^2]1[ar5^2][ar5^2][ar5^2][ar5^2]1")) mapped(m, c.rings5);
+    for (const auto& m : smarts_matches(mol, "[ar6^2]1[ar6^2][ar6^2][ar6^2][ar6^2][ar6^2]1"))
+        mapped(m, c.rings6);
+    return c;
 }
 
 ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
@@ -164,6 +282,7 @@ ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_
         if (x < 0 || y < 0) continue;
         m.bonds.push_back({std::min(x, y), std::max(x, y), boltz_bond_type(int(b->getBondType()))});
     }
+    m.constraints = residue_constraints(*mol, kept);
     return m;
 }
 

@@ -34,6 +34,20 @@ double molecular_weight(const ResidueMol& mol);
 double ccd_molecular_weight(const std::string& code, const std::string& mols_dir,
                             const std::string& where);
 
+}  // namespace bioinfer::boltz2
+namespace RDKit {
+class ROMol;
+}
+namespace bioinfer::boltz2 {
+
+// boltz's constraints of a molecule with its hydrogens (schema.py compute_geometry_constraints,
+// compute_chiral_atom_constraints, compute_stereo_bond_constraints, compute_flatness_constraints)
+// over the atoms idx_map keeps (its value: the atom's index among the kept ones; -1: dropped).
+// Chirality and stereo need every atom's _CIPRank (boltz's SMILES path assigns them).
+// RDKit releases differ in their distance bounds: Debian's 2022.09 and the reference's 2026.09
+// disagree by up to 0.16 A on the test ligands; the other constraints agree.
+ResidueConstraints residue_constraints(RDKit::ROMol& mol, const std::vector<int>& idx_map);
+
 // A CCD component as boltz finds it: in `canonical` (boltz's canonical residues) first, else in
 // boltz's molecule folder (<mols_dir>/<code>.pkl). An unknown code names itself and the file
 // looked for; an empty mols_dir says the cache is needed.
