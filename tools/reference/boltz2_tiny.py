@@ -495,7 +495,7 @@ MKSCYLAKQRQISF
 STRUCTURES = Path(__file__).resolve().parents[3] / "shared" / "data" / "structures"
 
 CASES["template"] = (
-    # Chain A: 7ROA's residues 11-30 with one substitution (T25S), its selenomethionine at 19;
+    # Chain A: 7ROA's residues 15-28 with one substitution (T25S), its selenomethionine at 19;
     # template given with both chain ids. Chain B: 9OBN's nanobody tail (the His tag unresolved),
     # template chain found by global alignment over the template's protein chains. Chain C: no
     # template (its own visibility group). Both templates forced: the template potential steers
@@ -505,15 +505,15 @@ CASES["template"] = (
 sequences:
   - protein:
       id: A
-      sequence: AVAKGLEEMYANGVSEDNFK
+      sequence: GLEEMYANGVSEDN
       msa: empty
   - protein:
       id: B
-      sequence: WGQGTQVTVSSHHHHHH
+      sequence: QVTVSSHHHHHH
       msa: empty
   - protein:
       id: C
-      sequence: GSPEEK
+      sequence: GSPE
       msa: empty
 templates:
   - cif: 7roa.cif
