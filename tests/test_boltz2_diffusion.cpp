@@ -403,8 +403,9 @@ TEST(Boltz2Sampler, PotentialSteeringMatchesReference) {
                     << name << " resampling " << k;
         }
         EXPECT_GE(weights.size(), 2u) << name;  // the first step and the last
-        if (name == "protein_ligand" || name == "constrained")
+        if (name == "protein_ligand" || name == "constrained") {
             EXPECT_GT(replay_steering(c, false, nullptr), 1e-3) << name;  // off the bar
+        }
     }
 }
 

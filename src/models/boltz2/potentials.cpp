@@ -13,6 +13,94 @@
 
 namespace bioinfer::boltz2 {
 
+namespace {
+
+// boltz's const.vdw_radii for elements 1..118 (Angstrom).
+constexpr float kVdwRadii[118] = {
+    1.2f,  1.4f,  2.2f,  1.9f,  1.8f,  1.7f,  1.6f, 1.55f, 1.5f,  1.54f, 2.4f,  2.2f,  2.1f,  2.1f,
+    1.95f, 1.8f,  1.8f,  1.88f, 2.8f,  2.4f,  2.3f, 2.15f, 2.05f, 2.05f, 2.05f, 2.05f, 2.0f,  2.0f,
+    2.0f,  2.1f,  2.1f,  2.1f,  2.05f, 1.9f,  1.9f, 2.02f, 2.9f,  2.55f, 2.4f,  2.3f,  2.15f, 2.1f,
+    2.05f, 2.05f, 2.0f,  2.05f, 2.1f,  2.2f,  2.2f, 2.25f, 2.2f,  2.1f,  2.1f,  2.16f, 3.0f,  2.7f,
+    2.5f,  2.48f, 2.47f, 2.45f, 2.43f, 2.42f, 2.4f, 2.38f, 2.37f, 2.35f, 2.33f, 2.32f, 2.3f,  2.28f,
+    2.27f, 2.25f, 2.2f,  2.1f,  2.05f, 2.0f,  2.0f, 2.05f, 2.1f,  2.05f, 2.2f,  2.3f,  2.3f,  2.0f,
+    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.4f,  2.0f, 2.3f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,
+    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f, 2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,
+    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f};
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Vec3 {
+    float x, y, z;
+};
+Vec3 sub(const float* a, const float* b) {
+    return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
+}
+Vec3 cross(const Vec3& a, const Vec3& b) {
+    return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
+}
+float dot(const Vec3& a, const Vec3& b) {
+    return a.x * b.x + a.y * b.y + a.z * b.z;
+}
+float norm(const Vec3& a) {
+    return std::sqrt(dot(a, a));
+}
+
+// Integer rows of an index feature (K, E) as k-major E-wide rows; empty features give none.
+std::vector<int64_t> index_rows(const Features& f, const std::string& name, int64_t K, int64_t& E) {
+    E = 0;
+    if (!f.has(name)) return {};
+    const Tensor t = f.at(name).to_f32();
+    if (t.numel() == 0) return {};
+    BI_CHECK(t.ndim() == 2 && t.size(0) == K, "boltz2 potentials", name, ": expected (", K,
+             ", E), got ", shape_str(t.shape()));
+    E = t.size(1);
+    std::vector<int64_t> out(size_t(K * E));
+    // host-side: a small index table read once per target
+    for (int64_t i = 0; i < K * E; ++i) out[size_t(i)] = int64_t(std::lrint(t.f32()[i]));
+    return out;
+}
+
+std::vector<float> values(const Features& f, const std::string& name) {
+    if (!f.has(name)) return {};
+    const Tensor t = f.at(name).to_f32();
+    // host-side: a small per-constraint table read once per target
+    return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+// Each atom's token from atom_to_token (A, N); rows of zeros (padding) give token 0, as the
+// reference's product with the token indices does.
+std::vector<int64_t> atom_tokens(const Features& f) {
+    const Tensor a2t = f.at("atom_to_token").to_f32();
+    const int64_t A = a2t.size(0), N = a2t.size(1);
+    std::vector<int64_t> out(static_cast<size_t>(A), 0);
+    // host-side: an index table read once per target from the one-hot map
+    for (int64_t a = 0; a < A; ++a)
+        for (int64_t n = 0; n < N; ++n)
+            if (a2t.f32()[a * N + n] != 0.0f) out[size_t(a)] = n;
+    return out;
+}
+
+// Dihedral terms from an index feature (4, E) and a per-term flag feature: bounds `on` (lower,
+// upper) where the flag is set, `off` where not.
+FlatBottomTerms oriented_dihedrals(const Features& f, const std::string& index,
+                                   const std::string& flag, FlatBottomTerms::Variable variable,
+                                   std::array<float, 2> on, std::array<float, 2> off) {
+    FlatBottomTerms t;
+    int64_t E = 0;
+    t.variable = variable;
+    t.arity = 4;
+    t.index = index_rows(f, index, 4, E);
+    const std::vector<float> flags = values(f, flag);
+    for (int64_t e = 0; e < E; ++e) {
+        const std::array<float, 2>& b = flags[size_t(e)] != 0.f ? on : off;
+        t.lower.push_back(b[0]);
+        t.upper.push_back(b[1]);
+    }
+    return t;
+}
+
+}  // namespace
+
 ContactTerms ContactTerms::from(const Features& f) {
     ContactTerms c;
     if (!f.has("contact_pair_index")) return c;
@@ -109,17 +197,14 @@ TemplateTerms TemplateTerms::from(const Features& f) {
     if (t.ref.empty()) return t;
     // each token's representative atom and each atom's token (rows of zeros: index 0), as the
     // reference's products with arange give them
-    const Tensor rep = f.at("token_to_rep_atom").to_f32(), a2t = f.at("atom_to_token").to_f32();
+    const Tensor rep = f.at("token_to_rep_atom").to_f32();
     const int64_t A = rep.size(1);
     t.rep_atom.assign(size_t(N), 0);
-    t.atom_token.assign(size_t(A), 0);
-    // host-side: index tables read once per target from the one-hot maps
+    // host-side: an index table read once per target from the one-hot map
     for (int64_t n = 0; n < N; ++n)
         for (int64_t a = 0; a < A; ++a)
             if (rep.f32()[n * A + a] != 0.0f) t.rep_atom[size_t(n)] = a;
-    for (int64_t a = 0; a < A; ++a)
-        for (int64_t n = 0; n < N; ++n)
-            if (a2t.f32()[a * N + n] != 0.0f) t.atom_token[size_t(a)] = n;
+    t.atom_token = atom_tokens(f);
     return t;
 }
 
@@ -292,75 +377,57 @@ void apply_guidance(const SteeringTerms& terms, double t, Tensor& denoised) {
 
 namespace {
 
-// boltz's const.vdw_radii for elements 1..118 (Angstrom).
-constexpr float kVdwRadii[118] = {
-    1.2f,  1.4f,  2.2f,  1.9f,  1.8f,  1.7f,  1.6f, 1.55f, 1.5f,  1.54f, 2.4f,  2.2f,  2.1f,  2.1f,
-    1.95f, 1.8f,  1.8f,  1.88f, 2.8f,  2.4f,  2.3f, 2.15f, 2.05f, 2.05f, 2.05f, 2.05f, 2.0f,  2.0f,
-    2.0f,  2.1f,  2.1f,  2.1f,  2.05f, 1.9f,  1.9f, 2.02f, 2.9f,  2.55f, 2.4f,  2.3f,  2.15f, 2.1f,
-    2.05f, 2.05f, 2.0f,  2.05f, 2.1f,  2.2f,  2.2f, 2.25f, 2.2f,  2.1f,  2.1f,  2.16f, 3.0f,  2.7f,
-    2.5f,  2.48f, 2.47f, 2.45f, 2.43f, 2.42f, 2.4f, 2.38f, 2.37f, 2.35f, 2.33f, 2.32f, 2.3f,  2.28f,
-    2.27f, 2.25f, 2.2f,  2.1f,  2.05f, 2.0f,  2.0f, 2.05f, 2.1f,  2.05f, 2.2f,  2.3f,  2.3f,  2.0f,
-    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.4f,  2.0f, 2.3f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,
-    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f, 2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f,
-    2.0f,  2.0f,  2.0f,  2.0f,  2.0f,  2.0f};
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-struct Vec3 {
-    float x, y, z;
-};
-Vec3 sub(const float* a, const float* b) {
-    return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
-}
-Vec3 cross(const Vec3& a, const Vec3& b) {
-    return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
-}
-float dot(const Vec3& a, const Vec3& b) {
-    return a.x * b.x + a.y * b.y + a.z * b.z;
-}
-float norm(const Vec3& a) {
-    return std::sqrt(dot(a, a));
-}
-
-// Integer rows of an index feature (K, E) as k-major E-wide rows; empty features give none.
-std::vector<int64_t> index_rows(const Features& f, const std::string& name, int64_t K, int64_t& E) {
-    E = 0;
-    if (!f.has(name)) return {};
-    const Tensor t = f.at(name).to_f32();
-    if (t.numel() == 0) return {};
-    BI_CHECK(t.ndim() == 2 && t.size(0) == K, "boltz2 potentials", name, ": expected (", K,
-             ", E), got ", shape_str(t.shape()));
-    E = t.size(1);
-    std::vector<int64_t> out(size_t(K * E));
-    // host-side: a small index table read once per target
-    for (int64_t i = 0; i < K * E; ++i) out[size_t(i)] = int64_t(std::lrint(t.f32()[i]));
-    return out;
-}
-
-std::vector<float> values(const Features& f, const std::string& name) {
-    if (!f.has(name)) return {};
-    const Tensor t = f.at(name).to_f32();
-    // host-side: a small per-constraint table read once per target
-    return std::vector<float>(t.f32(), t.f32() + t.numel());
-}
-
-// Dihedral terms from an index feature (4, E) and a per-term flag feature: bounds `on` (lower,
-// upper) where the flag is set, `off` where not.
-FlatBottomTerms oriented_dihedrals(const Features& f, const std::string& index,
-                                   const std::string& flag, FlatBottomTerms::Variable variable,
-                                   std::array<float, 2> on, std::array<float, 2> off) {
-    FlatBottomTerms t;
-    int64_t E = 0;
-    t.variable = variable;
-    t.arity = 4;
-    t.index = index_rows(f, index, 4, E);
-    const std::vector<float> flags = values(f, flag);
-    for (int64_t e = 0; e < E; ++e) {
-        const std::array<float, 2>& b = flags[size_t(e)] != 0.f ? on : off;
-        t.lower.push_back(b[0]);
-        t.upper.push_back(b[1]);
+// One flat-bottom term over the points p (arity of them): its energy; with out, d energy / d p[k]
+// times scale added into out[k].
+float flat_bottom_term(FlatBottomTerms::Variable variable, int arity, const float* const* p,
+                       float lower, float upper, float* const* out, float scale) {
+    float v = 0.f;
+    Vec3 g[4] = {};
+    if (variable == FlatBottomTerms::Variable::Distance) {
+        const Vec3 r = sub(p[0], p[1]);
+        v = norm(r);
+        g[0] = {r.x / v, r.y / v, r.z / v};
+        g[1] = {-g[0].x, -g[0].y, -g[0].z};
+    } else {
+        const Vec3 r_ij = sub(p[0], p[1]), r_kj = sub(p[2], p[1]), r_kl = sub(p[2], p[3]);
+        const Vec3 n_ijk = cross(r_ij, r_kj), n_jkl = cross(r_kj, r_kl);
+        const float r_kj_n = norm(r_kj), n_ijk_n = norm(n_ijk), n_jkl_n = norm(n_jkl);
+        const float sd = dot(r_kj, cross(n_ijk, n_jkl));
+        const float sign = sd > 0.f ? 1.f : (sd < 0.f ? -1.f : 0.f);
+        const float c =
+            std::clamp(dot(n_ijk, n_jkl) / (n_ijk_n * n_jkl_n), -1.0f + 1e-8f, 1.0f - 1e-8f);
+        v = sign * std::acos(c);
+        if (out) {
+            const float a = dot(r_ij, r_kj) / (r_kj_n * r_kj_n);
+            const float b = dot(r_kl, r_kj) / (r_kj_n * r_kj_n);
+            const float gi = r_kj_n / (n_ijk_n * n_ijk_n), gl = r_kj_n / (n_jkl_n * n_jkl_n);
+            g[0] = {n_ijk.x * gi, n_ijk.y * gi, n_ijk.z * gi};
+            g[3] = {-n_jkl.x * gl, -n_jkl.y * gl, -n_jkl.z * gl};
+            g[1] = {(a - 1) * g[0].x - b * g[3].x, (a - 1) * g[0].y - b * g[3].y,
+                    (a - 1) * g[0].z - b * g[3].z};
+            g[2] = {(b - 1) * g[3].x - a * g[0].x, (b - 1) * g[3].y - a * g[0].y,
+                    (b - 1) * g[3].z - a * g[0].z};
+        }
+        if (variable == FlatBottomTerms::Variable::AbsDihedral && v < 0.f) {
+            v = -v;
+            for (Vec3& q : g) q = {-q.x, -q.y, -q.z};
+        }
     }
-    return t;
+    float energy = 0.f, de = 0.f;
+    if (v < lower) {
+        energy = lower - v;
+        de = -1.f;
+    } else if (v > upper) {
+        energy = v - upper;
+        de = 1.f;
+    }
+    if (out && de != 0.f)
+        for (int k = 0; k < arity; ++k) {
+            out[k][0] += scale * de * g[k].x;
+            out[k][1] += scale * de * g[k].y;
+            out[k][2] += scale * de * g[k].z;
+        }
+    return energy;
 }
 
 }  // namespace
@@ -370,74 +437,32 @@ double FlatBottomTerms::evaluate(const float* x, float* grad, float scale) const
     double total = 0.0;
     for (int64_t e = 0; e < E; ++e) {
         const float* p[4] = {};
-        for (int k = 0; k < arity; ++k) p[k] = x + 3 * index[size_t(k * E + e)];
-        float v = 0.f;
-        Vec3 g[4] = {};
-        if (variable == Variable::Distance) {
-            const Vec3 r = sub(p[0], p[1]);
-            v = norm(r);
-            g[0] = {r.x / v, r.y / v, r.z / v};
-            g[1] = {-g[0].x, -g[0].y, -g[0].z};
-        } else {
-            const Vec3 r_ij = sub(p[0], p[1]), r_kj = sub(p[2], p[1]), r_kl = sub(p[2], p[3]);
-            const Vec3 n_ijk = cross(r_ij, r_kj), n_jkl = cross(r_kj, r_kl);
-            const float r_kj_n = norm(r_kj), n_ijk_n = norm(n_ijk), n_jkl_n = norm(n_jkl);
-            const float sd = dot(r_kj, cross(n_ijk, n_jkl));
-            const float sign = sd > 0.f ? 1.f : (sd < 0.f ? -1.f : 0.f);
-            const float c =
-                std::clamp(dot(n_ijk, n_jkl) / (n_ijk_n * n_jkl_n), -1.0f + 1e-8f, 1.0f - 1e-8f);
-            v = sign * std::acos(c);
-            if (grad) {
-                const float a = dot(r_ij, r_kj) / (r_kj_n * r_kj_n);
-                const float b = dot(r_kl, r_kj) / (r_kj_n * r_kj_n);
-                const float gi = r_kj_n / (n_ijk_n * n_ijk_n), gl = r_kj_n / (n_jkl_n * n_jkl_n);
-                g[0] = {n_ijk.x * gi, n_ijk.y * gi, n_ijk.z * gi};
-                g[3] = {-n_jkl.x * gl, -n_jkl.y * gl, -n_jkl.z * gl};
-                g[1] = {(a - 1) * g[0].x - b * g[3].x, (a - 1) * g[0].y - b * g[3].y,
-                        (a - 1) * g[0].z - b * g[3].z};
-                g[2] = {(b - 1) * g[3].x - a * g[0].x, (b - 1) * g[3].y - a * g[0].y,
-                        (b - 1) * g[3].z - a * g[0].z};
-            }
-            if (variable == Variable::AbsDihedral && v < 0.f) {
-                v = -v;
-                for (Vec3& q : g) q = {-q.x, -q.y, -q.z};
-            }
-        }
-        float energy = 0.f, de = 0.f;
-        if (v < lower[size_t(e)]) {
-            energy = lower[size_t(e)] - v;
-            de = -1.f;
-        } else if (v > upper[size_t(e)]) {
-            energy = v - upper[size_t(e)];
-            de = 1.f;
-        }
-        total += double(energy);
-        if (!grad || de == 0.f) continue;
+        float* o[4] = {};
         for (int k = 0; k < arity; ++k) {
-            float* o = grad + 3 * index[size_t(k * E + e)];
-            o[0] += scale * de * g[k].x;
-            o[1] += scale * de * g[k].y;
-            o[2] += scale * de * g[k].z;
+            p[k] = x + 3 * index[size_t(k * E + e)];
+            if (grad) o[k] = grad + 3 * index[size_t(k * E + e)];
         }
+        total += double(flat_bottom_term(variable, arity, p, lower[size_t(e)], upper[size_t(e)],
+                                         grad ? o : nullptr, scale));
     }
     return total;
 }
 
 PhysicalTerms PhysicalTerms::from(const Features& f) {
     PhysicalTerms p;
-    const int64_t A = f.num_atoms(), N = f.num_tokens();
-    // per atom: chain (atom_to_token . asym_id; padding rows give 0), real, vdW radius
-    const Tensor a2t = f.at("atom_to_token").to_f32(), asym = f.at("asym_id").to_f32();
+    const int64_t A = f.num_atoms();
+    // per atom: chain (its token's asym_id; padding: token 0's), real, vdW radius
+    const Tensor asym = f.at("asym_id").to_f32();
     const Tensor pad = f.at("atom_pad_mask").to_f32(), elem = f.at("ref_element").to_f32();
     const int64_t n_elem = elem.size(1);
+    const std::vector<int64_t> token = atom_tokens(f);
     p.atom_chain.assign(size_t(A), 0);
     p.atom_real.assign(size_t(A), 0);
-    std::vector<float> vdw(size_t(A), 0.f);
-    // host-side: per-atom tables read once per target from the one-hot features
+    p.vdw_radius.assign(size_t(A), 0.f);
+    std::vector<float>& vdw = p.vdw_radius;
+    // host-side: per-atom tables read once per target from the features
     for (int64_t a = 0; a < A; ++a) {
-        for (int64_t n = 0; n < N; ++n)
-            if (a2t.f32()[a * N + n] != 0.f)
-                p.atom_chain[size_t(a)] = int64_t(std::lrint(asym.f32()[n]));
+        p.atom_chain[size_t(a)] = int64_t(std::lrint(asym.f32()[token[size_t(a)]]));
         p.atom_real[size_t(a)] = pad.f32()[a] != 0.f;
         // host-side: (as above) the element one-hot
         for (int64_t k = 1; k < std::min<int64_t>(n_elem, 119); ++k)
@@ -465,32 +490,21 @@ PhysicalTerms PhysicalTerms::from(const Features& f) {
         p.com.lower.assign(a.size(), 0.f);  // the buffer at steering time t, set when evaluated
         p.com.upper.assign(a.size(), kInf);
     }
-    // VDWOverlap: atom pairs (i < j) of different, unconnected chains of more than one atom
+    // VDWOverlap: atom pairs (i < j) of different, unconnected chains of more than one atom;
+    // the pairs (quadratic in the atoms) are enumerated when evaluated
+    p.vdw_pair.assign(size_t(p.chains * p.chains), 1);
+    for (int64_t c = 0; c < p.chains; ++c) p.vdw_pair[size_t(c * p.chains + c)] = 0;
     {
-        std::vector<char> connected(size_t(p.chains * p.chains), 0);
-        for (int64_t c = 0; c < p.chains; ++c) connected[size_t(c * p.chains + c)] = 1;
         int64_t E = 0;
         const std::vector<int64_t> cc = index_rows(f, "connected_chain_index", 2, E);
         for (int64_t e = 0; e < E; ++e) {
             const int64_t x = cc[size_t(e)], y = cc[size_t(E + e)];
-            connected[size_t(x * p.chains + y)] = connected[size_t(y * p.chains + x)] = 1;
+            p.vdw_pair[size_t(x * p.chains + y)] = p.vdw_pair[size_t(y * p.chains + x)] = 0;
         }
-        std::vector<int64_t> a, b;
-        for (int64_t i = 0; i < A; ++i) {
-            const int64_t ci = p.atom_chain[size_t(i)];
-            if (!p.atom_real[size_t(i)] || !multi(ci)) continue;
-            for (int64_t j = i + 1; j < A; ++j) {
-                const int64_t cj = p.atom_chain[size_t(j)];
-                if (!p.atom_real[size_t(j)] || !multi(cj) || connected[size_t(ci * p.chains + cj)])
-                    continue;
-                a.push_back(i);
-                b.push_back(j);
-                p.vdw.lower.push_back((vdw[size_t(i)] + vdw[size_t(j)]) * float(1.0 - 0.225));
-            }
-        }
-        p.vdw.index = a;
-        p.vdw.index.insert(p.vdw.index.end(), b.begin(), b.end());
-        p.vdw.upper.assign(a.size(), kInf);
+        for (int64_t c = 0; c < p.chains; ++c)
+            if (!multi(c))
+                for (int64_t d = 0; d < p.chains; ++d)
+                    p.vdw_pair[size_t(c * p.chains + d)] = p.vdw_pair[size_t(d * p.chains + c)] = 0;
     }
     // Connections: covalently connected atoms of different chains within 2 A
     {
@@ -591,8 +605,28 @@ double PhysicalTerms::evaluate(const std::string& potential, const float* x, dou
                     grad[a * 3 + k] += g[size_t(atom_chain[size_t(a)] * 3 + k)];
         return e;
     }
-    const FlatBottomTerms* terms = potential == "vdw"           ? &vdw
-                                   : potential == "connections" ? &connections
+    if (potential == "vdw") {
+        // lower bound 0.775 x the vdW radii sum, pairs in the reference's (i < j) order
+        const int64_t A = int64_t(atom_chain.size());
+        const float keep = float(1.0 - 0.225);
+        double total = 0.0;
+        for (int64_t i = 0; i < A; ++i) {
+            if (!atom_real[size_t(i)]) continue;
+            const int64_t ci = atom_chain[size_t(i)];
+            for (int64_t j = i + 1; j < A; ++j) {
+                if (!atom_real[size_t(j)] || !vdw_pair[size_t(ci * chains + atom_chain[size_t(j)])])
+                    continue;
+                const float* pts[2] = {x + 3 * i, x + 3 * j};
+                float* out[2] = {grad ? grad + 3 * i : nullptr, grad ? grad + 3 * j : nullptr};
+                total += double(flat_bottom_term(
+                    FlatBottomTerms::Variable::Distance, 2, pts,
+                    (vdw_radius[size_t(i)] + vdw_radius[size_t(j)]) * keep, kInf,
+                    grad ? out : nullptr, scale));
+            }
+        }
+        return total;
+    }
+    const FlatBottomTerms* terms = potential == "connections" ? &connections
                                    : potential == "posebusters" ? &posebusters
                                    : potential == "chiral"      ? &chiral
                                    : potential == "stereo"      ? &stereo

@@ -88,9 +88,11 @@ struct FlatBottomTerms {
 // (signed dihedral beyond +-0.5236), StereoBond (|dihedral| within 0.5236 of 0 or pi), PlanarBond
 // (two impropers per planar double bond within 0.2618).
 struct PhysicalTerms {
-    FlatBottomTerms com, vdw, connections, posebusters, chiral, stereo, planar;
+    FlatBottomTerms com, connections, posebusters, chiral, stereo, planar;
     std::vector<int64_t> atom_chain;  // per atom (padding: chain 0)
     std::vector<char> atom_real;
+    std::vector<float> vdw_radius;  // per atom (boltz's const.vdw_radii by element)
+    std::vector<char> vdw_pair;     // chains x chains: whether the vdW overlap term applies
     int64_t chains = 0;
     static PhysicalTerms from(const Features& f);
     // The energy of one potential ("com", "vdw", ...) at x (A, 3) and steering time t; with grad,
