@@ -1,5 +1,6 @@
-// boltz's ContactPotential (potentials.py: FlatBottomPotential over DistancePotential with a
-// union soft-min) and the guidance loop of AtomDiffusion.sample, in fp32 as boltz computes them.
+// boltz's steering potentials (potentials.py: the contact potential's union soft-min, the
+// template reference potential, the physical flat-bottom potentials), the guidance loop of
+// AtomDiffusion.sample and its resampling energy, in fp32 as boltz computes them.
 #include "models/boltz2/potentials.h"
 
 #include <algorithm>

@@ -117,7 +117,7 @@ double blastp_global_score(const std::string& query, const std::string& target,
         }
         std::swap(H, Hp);
     }
-    return n == 0 ? Hp[m] : Hp[m];
+    return Hp[m];
 }
 
 std::vector<LocalAlignment> ungapped_local_alignments(const std::string& query,
