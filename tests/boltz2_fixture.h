@@ -142,15 +142,18 @@ inline boltz2::ConformerLibrary reference_ligands(const std::string& name) {
         std::filesystem::path(boltz2_fixture_dir()) / "inputs" / name / "ligand_mols";
     if (!std::filesystem::is_directory(dir)) return lib;
     for (const auto& f : std::filesystem::directory_iterator(dir))
-        lib.add(boltz2::read_boltz_mol(f.path().string(), f.path().stem().string()));
+        lib.add(boltz2::read_ligand_mol(f.path().string(), f.path().stem().string()));
     return lib;
 }
 #endif
 
-// Features the featurizer must make with reference values within `tol` (0: exact).
+// Features the featurizer must make with reference values within `tol` (0: exact). RDKit's
+// distance bounds differ between Debian's release (2022.09) and the reference's (2026.09) by up to
+// 0.16 A on the fixture ligands (the 1-3 and 1-4 bound rules changed between them).
 inline double tolerance(const std::string& name) {
     static const std::set<std::string> floats = {"ref_pos", "deletion_value", "deletion_mean",
                                                  "profile", "deletion_mean_affinity"};
+    if (name == "rdkit_upper_bounds" || name == "rdkit_lower_bounds") return 0.2;
     return floats.count(name) ? 1e-5 : 0.0;
 }
 

@@ -322,9 +322,7 @@ TEST(Boltz2Potentials, EnergiesAndGradientsMatchReference) {
     };
     for (const auto& name : boltz2_cases()) {
         const Boltz2Case c = load_boltz2_case(name);
-        boltz2::Features f = c.feats;
-        for (const auto& [k, info] : c.file->tensors())
-            if (k.rfind("potentials.feat.", 0) == 0) f.set(k.substr(16), c.get(k));
+        const boltz2::Features& f = c.feats;
         const Tensor x = c.get("potentials.coords");
         for (const auto& [t, tag] : {std::pair{0.9, "t90"}, std::pair{0.3, "t30"}}) {
             const boltz2::PhysicalTerms terms = boltz2::PhysicalTerms::from(f);
@@ -361,10 +359,7 @@ double replay_steering(const Boltz2Case& c, bool physical, std::vector<std::vect
     boltz2::ReplayNormal rng(draws, picks);
     boltz2::SamplerParams p = boltz2::SamplerParams::from(boltz2_config(), steps, S, S);
     p.fk_particles = 3;
-    boltz2::Features f = c.feats;
-    for (const auto& [k, info] : c.file->tensors())
-        if (k.rfind("potentials.feat.", 0) == 0) f.set(k.substr(16), c.get(k));
-    const auto terms = boltz2::SteeringTerms::from(f, physical);
+    const auto terms = boltz2::SteeringTerms::from(c.feats, physical);
     const auto t_of = [&](int64_t step) { return 1.0 - double(step) / double(steps); };
     int64_t step = 0;
     const Tensor out = boltz2::sample(

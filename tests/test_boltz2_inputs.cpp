@@ -147,7 +147,7 @@ TEST(Boltz2Inputs, SmilesLigandConstraintsAreBoltzs) {
         const int64_t lo = ch->atom_begin, hi = ch->atom_begin + ch->atom_count;
         const boltz2::ResidueConstraints& got = fz.ligands.at("LIG1").constraints;
         const auto cols = [&](const std::string& index) {
-            const Tensor t = c.get("potentials.feat." + index);
+            const Tensor t = c.get0("feat." + index);
             const int64_t K = t.size(0), E = t.numel() / std::max<int64_t>(K, 1);
             std::vector<std::pair<int64_t, std::vector<int>>> out;  // column, atoms - lo
             for (int64_t e = 0; e < E; ++e) {
@@ -163,7 +163,7 @@ TEST(Boltz2Inputs, SmilesLigandConstraintsAreBoltzs) {
             return out;
         };
         const auto flag = [&](const std::string& k, int64_t e) {
-            return c.get("potentials.feat." + k).f32()[e] != 0.f;
+            return c.get0("feat." + k).f32()[e] != 0.f;
         };
         const auto bounds = cols("rdkit_bounds_index");
         ASSERT_EQ(bounds.size(), got.bounds.size()) << name;
@@ -175,8 +175,8 @@ TEST(Boltz2Inputs, SmilesLigandConstraintsAreBoltzs) {
             EXPECT_EQ(atoms, (std::vector<int>{g.a, g.b})) << name << " bound " << k;
             EXPECT_EQ(flag("rdkit_bounds_bond_mask", e), g.is_bond) << name << " bound " << k;
             EXPECT_EQ(flag("rdkit_bounds_angle_mask", e), g.is_angle) << name << " bound " << k;
-            const double du = std::fabs(c.get("potentials.feat.rdkit_upper_bounds").f32()[e] - g.upper);
-            const double dl = std::fabs(c.get("potentials.feat.rdkit_lower_bounds").f32()[e] - g.lower);
+            const double du = std::fabs(c.get0("feat.rdkit_upper_bounds").f32()[e] - g.upper);
+            const double dl = std::fabs(c.get0("feat.rdkit_lower_bounds").f32()[e] - g.lower);
             worst = std::max({worst, du, dl});
         }
         std::printf("%s: %zu bounds, worst difference from the reference's RDKit %.4f A\n",

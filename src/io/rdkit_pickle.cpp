@@ -166,16 +166,25 @@ void read_atom(Reader& r, int version, RdkitAtom& a) {
     const uint8_t flags = r.get<uint8_t>();
     BI_CHECK(!(flags & 0x10), r.where(),
              "RDKit molecule: atom holds a query; expected a plain molecule");
+    a.aromatic = flags & 0x40;
+    a.no_implicit = flags & 0x20;
     if (flags & 0x80) r.skip(12);  // coordinates on the atom (pre-3.0 layout)
-    // _unpickleAtomData
+    // _unpickleAtomData: each field present when its bit is set, else its default
     const int32_t pf = r.get<int32_t>();
     if (pf & 1) r.skip(4);  // mass offset (float)
-    a.formal_charge = (pf & (1 << 1)) ? int(r.get<int8_t>()) : 0;
-    a.chiral_tag = (pf & (1 << 2)) ? int(r.get<int8_t>()) : 0;
-    BI_CHECK(a.chiral_tag >= 0, r.where(), "RDKit molecule: negative chiral tag ", a.chiral_tag);
-    for (int bit = 3; bit <= 7; ++bit)  // hybridization, explicit Hs, valences, radicals
-        if (pf & (1 << bit)) r.skip(1);
-    if (pf & (1 << 8)) r.skip(4);  // isotope
+    const auto small = [&](int bit, int absent) {
+        return (pf & (1 << bit)) ? int(r.get<int8_t>()) : absent;
+    };
+    a.formal_charge = small(1, 0);
+    a.chiral_tag = small(2, 0);
+    a.hybridization = small(3, 4);
+    a.explicit_hs = small(4, 0);
+    small(5, 0);  // explicit and implicit valence: RDKit recomputes them
+    small(6, 0);
+    a.radicals = small(7, 0);
+    BI_CHECK(a.chiral_tag >= 0 && a.hybridization >= 0 && a.explicit_hs >= 0 && a.radicals >= 0,
+             r.where(), "RDKit molecule: negative chiral tag, hybridization or hydrogen count");
+    if (pf & (1 << 8)) a.isotope = r.get<uint32_t>();
     if (flags & 0x08) {            // atom map number
         r.expect_tag(kAtomMapNumber, "ATOM_MAPNUMBER");
         const int8_t c = r.get<int8_t>();
@@ -234,13 +243,21 @@ RdkitBond read_bond(Reader& r, const Index& ix, int64_t num_atoms) {
              "RDKit molecule: bond holds a query; expected a plain molecule");
     bond.begin = int(b);
     bond.end = int(e);
+    bond.aromatic = flags & 0x40;
+    bond.conjugated = flags & 0x20;
     bond.type = (flags & 0x08) ? int(r.get<uint8_t>()) : 1;  // absent: SINGLE
-    if (flags & 0x04) r.skip(1);                             // bond direction
-    if (flags & 0x02) {           // stereo and its atoms
-        r.skip(1);
+    if (flags & 0x04) bond.dir = r.get<uint8_t>();
+    if (flags & 0x02) {  // stereo and its atoms
+        bond.stereo = r.get<uint8_t>();
         const int n = r.get<int8_t>();
         BI_CHECK(n >= 0, r.where(), "RDKit molecule: negative stereo-atom count");
-        r.skip(uint64_t(n) * ix.size());
+        r.count(uint64_t(n), ix.size(), "stereo atom");
+        for (int k = 0; k < n; ++k) {
+            const int64_t s = ix.read(r);
+            BI_CHECK(s >= 0 && s < num_atoms, r.where(), "RDKit molecule: stereo atom ", s,
+                     " of a bond, expected an index below ", num_atoms);
+            bond.stereo_atoms.push_back(int(s));
+        }
     }
     if (flags & 0x01) {  // mol-file end points and attachment
         r.str();

@@ -72,6 +72,9 @@ struct Options {
     int affinity_sampling_steps = -1;
     int affinity_samples = -1;
     bool affinity_mw_correction = false;
+    // Boltz-2's --use_potentials: the physical steering potentials guide the sampler, and
+    // Feynman-Kac steering runs 3 particles per sample, resampled by the potentials' energies.
+    bool use_potentials = false;
     // Bytes a prediction may use (0: no limit): diffusion models denoise fewer samples at once
     // when max_parallel_samples of them would not fit.
     int64_t memory_budget = 0;

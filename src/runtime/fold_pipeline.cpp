@@ -137,6 +137,7 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     fo.affinity_sampling_steps = opts.affinity_sampling_steps;
     fo.affinity_samples = opts.affinity_samples;
     fo.affinity_mw_correction = opts.affinity_mw_correction;
+    fo.use_potentials = opts.use_potentials;
     fo.memory_budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
     fo.progress = [&](const std::string& what, int step, int steps) {
         stage(steps > 0 ? cat(what, " ", step + 1, "/", steps) : what);
@@ -367,7 +368,8 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
                          {"max_msa_seqs", opts.max_msa_seqs},
                          {"sampling_steps_affinity", opts.affinity_sampling_steps},
                          {"diffusion_samples_affinity", opts.affinity_samples},
-                         {"affinity_mw_correction", opts.affinity_mw_correction}});
+                         {"affinity_mw_correction", opts.affinity_mw_correction},
+                         {"use_potentials", opts.use_potentials}});
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;

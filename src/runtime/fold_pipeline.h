@@ -45,6 +45,7 @@ struct PredictOptions : JobOptions {
     int affinity_sampling_steps = -1;
     int affinity_samples = -1;
     bool affinity_mw_correction = false;
+    bool use_potentials = false;  // Boltz-2's steering potentials (see fold::Options)
     int64_t chunk = 0;           // 0: automatic
     int64_t memory_budget = 0;   // bytes a fold may use (0: no check); split among workers
 };

@@ -53,6 +53,10 @@ Boltz-2 sampling (boltz 2.2's defaults):
   --max-parallel-samples N  samples denoised in one batch (5); results equal one at a time
   --step-scale X            the sampler's step scale (1.5)
   --seed N                  seeds every random draw (0)
+  --use-potentials          boltz's inference-time potentials: physical terms (chain overlap,
+                            covalent connections, ligand geometry, chirality, stereo and planar
+                            bonds) steer the sampler, and 3 particles per sample are resampled by
+                            their energies (Feynman-Kac steering); about 3x the sampler's time
   --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192)
 
 Boltz-2 binding affinity (inputs with `properties: - affinity: binder: <ligand chain>`):
@@ -81,7 +85,8 @@ Exit status: 0 all targets done, 1 all failed, 2 some failed (results.json lists
 Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --sampling_steps,
 --diffusion_samples, --max_parallel_samples, --step_scale, --max_msa_seqs, --cache, --devices,
 --write_full_pae, --write_full_pde, --override, --affinity_checkpoint,
---sampling_steps_affinity, --diffusion_samples_affinity, --affinity_mw_correction.
+--sampling_steps_affinity, --diffusion_samples_affinity, --affinity_mw_correction,
+--use_potentials.
 )";
 
 int predict_main(int argc, char** argv) {
@@ -91,7 +96,7 @@ int predict_main(int argc, char** argv) {
          "sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
          "max-msa-seqs", "ligands", "ligand-chain", "affinity-checkpoint",
          "sampling-steps-affinity", "diffusion-samples-affinity"},
-        {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction"});
+        {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction", "use-potentials"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         std::fputs(job_options_help(), stdout);
@@ -126,6 +131,7 @@ int predict_main(int argc, char** argv) {
     opts.affinity_sampling_steps = int(positive("sampling-steps-affinity", -1, 100000));
     opts.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
     opts.affinity_mw_correction = a.has("affinity-mw-correction");
+    opts.use_potentials = a.has("use-potentials");
     const long long seed = a.get_int("seed", 0);
     BI_CHECK(seed >= 0, "--seed", "must be >= 0, got ", seed);
     opts.seed = uint64_t(seed);
@@ -157,7 +163,8 @@ int predict_main(int argc, char** argv) {
         for (const char* k :
              {"sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
               "max-msa-seqs", "ligands", "ligand-chain", "affinity", "affinity-checkpoint",
-              "sampling-steps-affinity", "diffusion-samples-affinity", "affinity-mw-correction"})
+              "sampling-steps-affinity", "diffusion-samples-affinity", "affinity-mw-correction",
+              "use-potentials"})
             BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
     }
     BI_CHECK(a.has("ligands") || !a.has("ligand-chain"), "--ligand-chain", "needs --ligands");

@@ -1,13 +1,12 @@
 """Fixture part `potentials`: boltz's steering potentials (potentials.py get_potentials with
 fk_steering, physical_guidance_update and contact_guidance_update on, as --use_potentials sets
 them) evaluated on seeded coordinates: each potential's energy (compute) and gradient
-(compute_gradient) at two steering times, and the features they read.
+(compute_gradient) at two steering times. The residue and chain constraint features they read
+(rdkit_*, chiral_*, stereo_*, planar_*, connected_*, symmetric_*) are stored with the other
+features (feat.<name>).
 
 Names:
   potentials.coords                      (2, A, 3) the seeded coordinates (2 samples)
-  potentials.feat.<name>                 the residue and chain constraint features (rdkit_*,
-                                         chiral_*, stereo_*, planar_*, connected_*, symmetric_*),
-                                         batch dimension dropped
   potentials.t<T>.<Potential>.energy     (2,) at steering time T (0.9 and 0.3, as t90 / t30)
   potentials.t<T>.<Potential>.gradient   (2, A, 3)
 Inputs without homomers or tetrasubstituted double bonds leave two potentials idle, so on cases
@@ -22,15 +21,11 @@ import torch
 
 from boltz.model.potentials.potentials import get_potentials
 
-PREFIXES = ("rdkit_", "chiral_", "stereo_", "planar_", "connected_", "symmetric_")
 TIMES = (0.9, 0.3)
 
 
 def dump(model, feats: dict, case: str) -> dict:
     out = {}
-    for k, v in feats.items():
-        if k.startswith(PREFIXES) and isinstance(v, torch.Tensor):
-            out[f"potentials.feat.{k}"] = v[0].detach().float().contiguous()
     steering = dict(fk_steering=True, physical_guidance_update=True,
                     contact_guidance_update=True, num_particles=3, fk_lambda=4.0,
                     fk_resampling_interval=3, num_gd_steps=20)

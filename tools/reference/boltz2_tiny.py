@@ -542,20 +542,17 @@ def write_case(name: str, workdir: Path) -> Path:
     return path
 
 
-def save_ligand_mols(processed: Path, out: Path) -> None:
-    """The molecules boltz's input processing made for SMILES ligands (processed/mols, one pickle
-    per input mapping residue names to molecules), one pickled molecule per file out/<RES>.pkl."""
+def save_ligand_mols(mols: dict, out: Path) -> None:
+    """The molecules boltz's input processing made for SMILES ligands (LIG1, ...: the molecules
+    seeded_etkdg records, hydrogens included, as boltz computes their constraints on them), one
+    pickled molecule per file out/<RES>.pkl, every property kept."""
     from rdkit import Chem
 
-    if not (processed / "mols").exists():
-        return
     Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
-    for f in sorted((processed / "mols").glob("*.pkl")):
-        with open(f, "rb") as fh:
-            for res, mol in pickle.load(fh).items():
-                out.mkdir(parents=True, exist_ok=True)
-                with open(out / f"{res}.pkl", "wb") as o:
-                    pickle.dump(mol, o)
+    for res, mol in sorted(mols.items()):
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / f"{res}.pkl", "wb") as o:
+            pickle.dump(mol, o)
 
 
 def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
@@ -579,7 +576,7 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
     os.chdir(case_dir / "input")
     # SMILES ligands embedded with seed 42 each (seeded_etkdg): reproducible features
     try:
-        with seeded_etkdg():
+        with seeded_etkdg() as ligand_mols:
             process_inputs(data=[yaml_path], out_dir=out_dir, ccd_path=mol_dir.parent / "ccd.pkl",
                            mol_dir=mol_dir, msa_server_url="", msa_pairing_strategy="greedy",
                            boltz2=True)
@@ -587,7 +584,7 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
         os.chdir(cwd)
     processed = out_dir / "processed"
     if ligand_mols_out is not None:
-        save_ligand_mols(processed, ligand_mols_out)
+        save_ligand_mols(ligand_mols, ligand_mols_out)
     manifest = Manifest.load(processed / "manifest.json")
     dm = Boltz2InferenceDataModule(
         manifest=manifest, target_dir=processed / "structures", msa_dir=processed / "msa",
@@ -613,21 +610,34 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
 def seeded_etkdg(seed: int = 42):
     """boltz embeds SMILES ligands with RDKit's process-wide generator (ETKDGv3's randomSeed -1),
     so a ligand's conformer depends on every embedding before it in the process. Inside this
-    block every embedding is seeded with `seed`, as bioinfer embeds them."""
+    block every embedding is seeded with `seed`, as bioinfer embeds them. Yields a dict that
+    receives each SMILES ligand's molecule (LIG1, ...) as parse_ccd_residue gets it."""
     from rdkit.Chem import AllChem
 
+    import boltz.data.parse.schema as schema
+
     etkdg = AllChem.ETKDGv3
+    parse_ccd_residue = schema.parse_ccd_residue
+    mols = {}
 
     def seeded():
         params = etkdg()
         params.randomSeed = seed
         return params
 
+    def recording(name, ref_mol, *args, **kwargs):
+        out = parse_ccd_residue(name, ref_mol, *args, **kwargs)
+        if name.startswith("LIG"):
+            mols[name] = ref_mol
+        return out
+
     AllChem.ETKDGv3 = seeded
+    schema.parse_ccd_residue = recording
     try:
-        yield
+        yield mols
     finally:
         AllChem.ETKDGv3 = etkdg
+        schema.parse_ccd_residue = parse_ccd_residue
 
 
 @contextlib.contextmanager

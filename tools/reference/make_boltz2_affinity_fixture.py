@@ -153,7 +153,7 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     cwd = os.getcwd()
     os.chdir(inp)
     try:
-        with bt.seeded_etkdg():  # as in boltz2_tiny.featurize
+        with bt.seeded_etkdg() as ligand_mols:  # as in boltz2_tiny.featurize
             process_inputs(data=[inp / f"{NAME}.yaml"], out_dir=out_dir,
                            ccd_path=mol_dir.parent / "ccd.pkl", mol_dir=mol_dir, msa_server_url="",
                            msa_pairing_strategy="greedy", boltz2=True)
@@ -164,7 +164,7 @@ def featurize_affinity(work: Path, mol_dir: Path, ligand_mols_out: Path):
     record = manifest.records[0]
     assert record.affinity is not None, "the case asks for affinity"
 
-    bt.save_ligand_mols(processed, ligand_mols_out)
+    bt.save_ligand_mols(ligand_mols, ligand_mols_out)
 
     # The stage-1 prediction: the processed structure with coordinates, every atom present.
     structure = StructureV2.load(processed / "structures" / f"{record.id}.npz")
@@ -280,6 +280,8 @@ def write_fixture(out: Path) -> None:
         tensors = {"structure.coords": torch.from_numpy(coords),
                    "affinity.mw": torch.tensor([float(record.affinity.mw)], dtype=torch.float64).float(),
                    "affinity.aug_rot": rot, "affinity.aug_trans": trans}
+        # training targets, and the physical potentials' constraints (the affinity stage reads
+        # no constraints folder, so boltz's are empty and its model does not read them)
         for k, v in bt.tensor_feats(batch).items():
             if k in ("disto_target", "disto_coords_ensemble", "coords", "bfactor", "plddt") or \
                     k.startswith(("rdkit_", "chiral_", "stereo_", "planar_", "connected_",

@@ -41,15 +41,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import boltz2_tiny as bt  # noqa: E402
 
-# Features the parity tests never read (training targets, the physical potentials' index lists).
+# Features the parity tests never read (training targets).
 DROPPED_FEATURES = ("disto_target", "disto_coords_ensemble", "coords", "bfactor", "plddt")
 
 
 def feature_tensors(feats: dict) -> dict:
     out = {}
     for k, v in bt.tensor_feats(feats).items():
-        if k in DROPPED_FEATURES or k.startswith(("rdkit_", "chiral_", "stereo_", "planar_",
-                                                     "connected_", "symmetric_")):
+        if k in DROPPED_FEATURES:
             continue
         t = v.detach().float().contiguous()
         # Integer-valued features (one-hots, ids, masks) within fp16's exact range are stored as

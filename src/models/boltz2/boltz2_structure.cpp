@@ -263,6 +263,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
     }
     ro.step_scale = opts.step_scale > 0 ? opts.step_scale : model_->config().step_scale;
     ro.seed = sampler_seed(opts.seed);
+    ro.use_potentials = opts.use_potentials;
     // stage times: the trunk (embedder, passes), the sampler (conditioning, steps), confidence
     ro.progress = [&](const std::string& what, int step, int steps) {
         const std::string group = what == "input embedder" || what == "trunk pass" ? "trunk"

@@ -86,7 +86,7 @@ struct ResidueMol {
     std::vector<int> conformer_ids;
     std::vector<std::vector<std::array<double, 3>>> conformers;  // [conformer][atom]
     std::vector<MolBond> bonds;  // in the molecule's bond order; empty for the built-in residues
-    ResidueConstraints constraints;  // SMILES ligands (CCD molecules: not yet)
+    ResidueConstraints constraints;  // ligands and modified residues (none for the built-in ones)
 
     int atom_index(const std::string& atom_name) const;  // -1 when absent
 };

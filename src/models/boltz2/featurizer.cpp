@@ -90,6 +90,47 @@ struct Token {
     int64_t atom_begin = 0, atom_count = 0, center = 0, disto = 0;  // center/disto: in-residue
 };
 
+// A residue's constraints (`c`, indices into its molecule's atoms) appended to `out` on global
+// atom indices (`at`: molecule atom -> global atom, -1 for an atom left out); a constraint that
+// touches an atom left out is dropped, as boltz's idx_map drops it.
+void append_constraints(const ResidueConstraints& c, const std::vector<int64_t>& at,
+                        ResidueConstraints& out) {
+    const auto map = [&](auto atoms, auto& dst) {
+        for (auto& i : atoms) {
+            if (at[size_t(i)] < 0) return false;
+            i = int(at[size_t(i)]);
+        }
+        dst = atoms;
+        return true;
+    };
+    for (ResidueConstraints::Bounds b : c.bounds) {
+        std::array<int, 2> ab{b.a, b.b};
+        if (!map(ab, ab)) continue;
+        b.a = ab[0], b.b = ab[1];
+        out.bounds.push_back(b);
+    }
+    for (ResidueConstraints::Chiral x : c.chiral)
+        if (map(x.atoms, x.atoms)) out.chiral.push_back(x);
+    for (ResidueConstraints::Stereo x : c.stereo)
+        if (map(x.atoms, x.atoms)) out.stereo.push_back(x);
+    for (auto x : c.planar_bonds)
+        if (map(x, x)) out.planar_bonds.push_back(x);
+    for (auto x : c.rings5)
+        if (map(x, x)) out.rings5.push_back(x);
+    for (auto x : c.rings6)
+        if (map(x, x)) out.rings6.push_back(x);
+}
+
+// Index rows (k, E) of E k-tuples of atom (or chain) indices, as boltz's features hold them.
+template <size_t K>
+Tensor index_rows(const std::vector<std::array<int, K>>& rows) {
+    const int64_t E = int64_t(rows.size());
+    std::vector<float> v(K * size_t(E));
+    for (int64_t e = 0; e < E; ++e)
+        for (size_t k = 0; k < K; ++k) v[k * size_t(E) + size_t(e)] = float(rows[size_t(e)][k]);
+    return make(v, {int64_t(K), E});
+}
+
 }  // namespace
 
 AugmentationSource seeded_augmentation(uint64_t seed) {
@@ -163,6 +204,9 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     };
     std::vector<ResAtoms> res_atoms;
     std::vector<int64_t> src_atom;  // per atom: its index in the uncropped target
+    // The ligand and modified residues' geometric constraints (boltz's residue_constraints), in
+    // residue order, on global atom indices; those touching a dropped (leaving) atom are left out.
+    ResidueConstraints constraints;
     int64_t atom_idx = 0;
     const int unk_type = v.token_id("UNK");
     // Tokens and atoms of the residues `keep` marks (by global residue index; null: all). Skipped
@@ -172,6 +216,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         atom_names.clear(), atom_element.clear(), atom_charge.clear(), atom_chirality.clear();
         atom_uid.clear(), atom_backbone.clear(), atom_pos.clear(), bonds.clear(), res_atoms.clear();
         src_atom.clear();
+        constraints = ResidueConstraints();
         meta = StructureMeta();
         for (auto& c : chain_res_types) c.clear();
         NumpyGenerator conformer_rng(opt.conformer_seed);
@@ -303,6 +348,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                     for (const MolBond& b : mol.bonds)
                         if (at[size_t(b.a)] >= 0 && at[size_t(b.b)] >= 0)
                             bonds.push_back({at[size_t(b.a)], at[size_t(b.b)], int64_t(b.type)});
+                    append_constraints(mol.constraints, at, constraints);
                 }
             }
             cm.token_count = int64_t(tokens.size()) - cm.token_begin;
@@ -383,11 +429,19 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     };
     // boltz's cyclic rule reads the bonds' global residue indices (see cyclic_period below).
     std::vector<std::array<int64_t, 3>> bond_residues;  // chain (both ends), residue, residue
+    // covalent bonds between chains: the chains and the atoms (connected_*_index)
+    std::vector<std::array<int, 2>> connected_chains, connected_atoms;
     for (const io::BoltzBondConstraint& b : target.bonds) {
         const int c1 = chain_of(b.atom1), c2 = chain_of(b.atom2);
         const size_t g1 = residue_of(c1, b.atom1), g2 = residue_of(c2, b.atom2);
         const int64_t a1 = atom_in(g1, b.atom1), a2 = atom_in(g2, b.atom2);
-        if (a1 >= 0 && a2 >= 0) bonds.push_back({a1, a2, 5});  // COVALENT
+        if (a1 >= 0 && a2 >= 0) {
+            bonds.push_back({a1, a2, 5});  // COVALENT
+            if (c1 != c2) {
+                connected_chains.push_back({c1, c2});
+                connected_atoms.push_back({int(a1), int(a2)});
+            }
+        }
         if (c1 == c2) bond_residues.push_back({c1, int64_t(g1), int64_t(g2)});
     }
     // A pocket or contact token: a polymer residue's token, or a ligand atom's (in the chain's
@@ -567,6 +621,58 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         for (int64_t i = 0; i < N; ++i)
             binder[size_t(i)] = tokens[size_t(i)].chain == binder_chain ? 1.f : 0.f;
         f.set("affinity_token_mask", make(binder, {N}));
+    }
+    // ---- the physical potentials' constraints (process_residue_constraint_features and
+    // process_chain_feature_constraints); boltz's affinity stage reads no constraints
+    if (!aff) {
+        const ResidueConstraints& rc = constraints;
+        const int64_t E = int64_t(rc.bounds.size());
+        const size_t n = static_cast<size_t>(E);
+        std::vector<float> idx(2 * n), bond(n), angle(n), up(n), lo(n);
+        for (int64_t e = 0; e < E; ++e) {
+            const ResidueConstraints::Bounds& b = rc.bounds[size_t(e)];
+            idx[size_t(e)] = float(b.a);
+            idx[size_t(E + e)] = float(b.b);
+            bond[size_t(e)] = b.is_bond ? 1.f : 0.f;
+            angle[size_t(e)] = b.is_angle ? 1.f : 0.f;
+            up[size_t(e)] = b.upper;
+            lo[size_t(e)] = b.lower;
+        }
+        f.set("rdkit_bounds_index", make(idx, {2, E}));
+        f.set("rdkit_bounds_bond_mask", make(bond, {E}));
+        f.set("rdkit_bounds_angle_mask", make(angle, {E}));
+        f.set("rdkit_upper_bounds", make(up, {E}));
+        f.set("rdkit_lower_bounds", make(lo, {E}));
+        std::vector<std::array<int, 4>> chiral, stereo;
+        std::vector<float> chiral_ref, chiral_r, stereo_check, stereo_e;
+        for (const auto& x : rc.chiral) {
+            chiral.push_back(x.atoms);
+            chiral_ref.push_back(x.is_reference ? 1.f : 0.f);
+            chiral_r.push_back(x.is_r ? 1.f : 0.f);
+        }
+        for (const auto& x : rc.stereo) {
+            stereo.push_back(x.atoms);
+            stereo_check.push_back(x.is_check ? 1.f : 0.f);
+            stereo_e.push_back(x.is_e ? 1.f : 0.f);
+        }
+        const int64_t C = int64_t(chiral.size()), S = int64_t(stereo.size());
+        f.set("chiral_atom_index", index_rows(chiral));
+        f.set("chiral_reference_mask", make(chiral_ref, {C}));
+        f.set("chiral_atom_orientations", make(chiral_r, {C}));
+        f.set("stereo_bond_index", index_rows(stereo));
+        f.set("stereo_reference_mask", make(stereo_check, {S}));
+        f.set("stereo_bond_orientations", make(stereo_e, {S}));
+        f.set("planar_bond_index", index_rows(rc.planar_bonds));
+        f.set("planar_ring_5_index", index_rows(rc.rings5));
+        f.set("planar_ring_6_index", index_rows(rc.rings6));
+        f.set("connected_chain_index", index_rows(connected_chains));
+        f.set("connected_atom_index", index_rows(connected_atoms));
+        std::vector<std::array<int, 2>> symmetric;  // chains of one entity, i < j
+        for (size_t i = 0; i < target.chains.size(); ++i)
+            for (size_t j = i + 1; j < target.chains.size(); ++j)
+                if (target.chains[i].entity_id == target.chains[j].entity_id)
+                    symmetric.push_back({int(i), int(j)});
+        f.set("symmetric_chain_index", index_rows(symmetric));
     }
 
     // ---- atom features ------------------------------------------------------------------------

@@ -86,7 +86,77 @@ ResidueMol ccd_molecule(const std::string& code, const ConformerLibrary& canonic
     const std::string path = (std::filesystem::path(mols_dir) / (code + ".pkl")).string();
     BI_CHECK(std::filesystem::is_regular_file(path), where, "CCD component ", code,
              " not found: ", path, " does not exist");
-    return read_boltz_mol(path, code);
+    return read_ligand_mol(path, code);
+}
+
+namespace {
+
+// The pickled molecule rebuilt in RDKit as the pickle holds it, unsanitised: atoms with their
+// aromaticity, hybridization and hydrogen counts, bonds with aromaticity, conjugation, direction
+// and stereo, the atoms' properties (CIP ranks as unsigned integers, as RDKit keeps them).
+std::unique_ptr<RDKit::RWMol> rdkit_molecule(const io::RdkitMol& rd, const std::string& path) {
+    auto mol = std::make_unique<RDKit::RWMol>();
+    for (const io::RdkitAtom& a : rd.atoms) {
+        BI_CHECK(a.hybridization <= int(RDKit::Atom::OTHER), path, "RDKit molecule: hybridization ",
+                 a.hybridization, " is not one this RDKit knows");
+        RDKit::Atom atom(a.atomic_num);
+        atom.setFormalCharge(a.formal_charge);
+        atom.setChiralTag(a.chiral_tag <= int(RDKit::Atom::CHI_OCTAHEDRAL)
+                              ? RDKit::Atom::ChiralType(a.chiral_tag)
+                              : RDKit::Atom::CHI_OTHER);
+        atom.setHybridization(RDKit::Atom::HybridizationType(a.hybridization));
+        atom.setNumExplicitHs(unsigned(a.explicit_hs));
+        atom.setNumRadicalElectrons(unsigned(a.radicals));
+        atom.setIsotope(a.isotope);
+        atom.setIsAromatic(a.aromatic);
+        atom.setNoImplicit(a.no_implicit);
+        for (const auto& [k, v] : a.props) {
+            if (k == RDKit::common_properties::_CIPRank) {
+                atom.setProp<unsigned>(k, unsigned(std::stoul(v)), /*computed=*/true);
+            } else {
+                atom.setProp(k, v);
+            }
+        }
+        mol->addAtom(&atom, /*updateLabel=*/false, /*takeOwnership=*/false);
+    }
+    for (const io::RdkitBond& b : rd.bonds) {
+        const unsigned idx =
+            mol->addBond(unsigned(b.begin), unsigned(b.end), RDKit::Bond::BondType(b.type)) - 1;
+        RDKit::Bond* bond = mol->getBondWithIdx(idx);
+        bond->setIsAromatic(b.aromatic);
+        bond->setIsConjugated(b.conjugated);
+        bond->setBondDir(RDKit::Bond::BondDir(b.dir));
+        // Stereo RDKit 2022.09 lacks (atropisomers) constrains no E/Z bond: left unset
+        // (stored as RDKit's unpickler stores them, unchecked)
+        if (b.stereo <= int(RDKit::Bond::STEREOTRANS)) {
+            bond->getStereoAtoms().assign(b.stereo_atoms.begin(), b.stereo_atoms.end());
+            bond->setStereo(RDKit::Bond::BondStereo(b.stereo));
+        }
+    }
+    return mol;
+}
+
+}  // namespace
+
+ResidueMol read_ligand_mol(const std::string& path, const std::string& res) {
+    ResidueMol m = read_boltz_mol(path, res);
+    // parse_ccd_residue: a molecule of one heavy atom has no constraints; others are computed on
+    // the molecule with its hydrogens, over its heavy atoms
+    if (m.atoms.size() < 2) return m;
+    const io::RdkitMol rd = io::decode_rdkit_mol(io::read_rdkit_mol_pickle(path), path);
+    std::unique_ptr<RDKit::RWMol> mol = rdkit_molecule(rd, path);
+    std::vector<int> heavy(rd.atoms.size(), -1);
+    int k = 0;
+    for (size_t i = 0; i < rd.atoms.size(); ++i)
+        if (rd.atoms[i].atomic_num != 1) heavy[i] = k++;
+    RdkitLogCapture logs;
+    try {
+        m.constraints = residue_constraints(*mol, heavy);
+    } catch (const std::exception& e) {
+        fail(path,
+             cat("RDKit could not compute the geometric constraints of ", res, ": ", e.what()));
+    }
+    return m;
 }
 
 namespace {

@@ -48,6 +48,11 @@ namespace bioinfer::boltz2 {
 // disagree by up to 0.16 A on the test ligands; the other constraints agree.
 ResidueConstraints residue_constraints(RDKit::ROMol& mol, const std::vector<int>& idx_map);
 
+// A molecule of boltz's cache (a CCD component) or of its processed SMILES ligands, as
+// read_boltz_mol reads it, with the constraints boltz's parse_ccd_residue computes on it (none for
+// a single heavy atom); errors name the file.
+ResidueMol read_ligand_mol(const std::string& path, const std::string& res);
+
 // A CCD component as boltz finds it: in `canonical` (boltz's canonical residues) first, else in
 // boltz's molecule folder (<mols_dir>/<code>.pkl). An unknown code names itself and the file
 // looked for; an empty mols_dir says the cache is needed.
