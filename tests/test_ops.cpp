@@ -550,6 +550,15 @@ TEST_P(OpBackend, ElementwiseGlue) {
         ops::l2_normalize(nx, 1e-8f, nn_out);
         for (int64_t r = 0; r < R * 7; ++r)
             ASSERT_NEAR(std::hypot(nn_out.f32()[2 * r], nn_out.f32()[2 * r + 1]), 1.0, 1e-6) << b;
+        Tensor rx = random_tensor({R, 16}, 91), rn = Tensor::empty({R, 16});
+        ops::rms_norm(rx, 1e-6f, rn);
+        for (int64_t r = 0; r < R; ++r) {
+            double ms = 0;
+            for (int c = 0; c < 16; ++c) ms += double(rx.f32()[r * 16 + c]) * rx.f32()[r * 16 + c];
+            const double inv = 1.0 / std::sqrt(ms / 16 + 1e-6);
+            for (int c = 0; c < 16; ++c)
+                ASSERT_NEAR(rn.f32()[r * 16 + c], rx.f32()[r * 16 + c] * inv, 1e-5) << b;
+        }
         Tensor p = random_tensor({R, 11}, 87), v = random_tensor({11}, 88), e = Tensor::empty({R});
         ops::bin_expectation(p, v, e);
         for (int64_t r = 0; r < R; ++r) {

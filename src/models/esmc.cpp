@@ -178,7 +178,20 @@ EsmcLayout EsmcLayout::original() {
     return n;
 }
 
-void EsmcModel::load_weights(const io::ModelDir& m, const EsmcLayout& n) {
+std::unique_ptr<EsmcModel> EsmcModel::load_embedded(const io::ModelDir& m,
+                                                    const nlohmann::json& config,
+                                                    const std::string& prefix,
+                                                    const std::string& where) {
+    auto model = std::make_unique<EsmcModel>();
+    model->cfg_ = EsmcConfig::from_hf_json(config, where);
+    BI_CHECK(m.has(prefix + "embed_tokens.weight"), where, "missing tensor '", prefix,
+             "embed_tokens.weight'");
+    model->load_weights(m, EsmcLayout::hf(prefix), /*check_consumed=*/false);
+    model->init_common();
+    return model;
+}
+
+void EsmcModel::load_weights(const io::ModelDir& m, const EsmcLayout& n, bool check) {
     const EsmcConfig& c = cfg_;
     const int64_t D = c.hidden, F = c.intermediate;
     const float eps = c.ln_eps;
@@ -187,7 +200,7 @@ void EsmcModel::load_weights(const io::ModelDir& m, const EsmcLayout& n) {
         blocks_.push_back(nn::PreLnBlock::load(m, cat(n.layer, l, "."), n.block, D, F, eps));
     final_ln_ = nn::LayerNorm::load(m, n.final_norm, D, eps, false);
     if (m.has(n.head.dense + ".weight")) head_ = nn::MaskedLmHead::load(m, n.head, D, c.vocab, eps);
-    m.check_consumed(n.ignorable, "ESM C");
+    if (check) m.check_consumed(n.ignorable, "ESM C");
 }
 
 lm::Output EsmcModel::forward(const std::vector<std::vector<int32_t>>& tokens,

@@ -47,6 +47,13 @@ public:
     // "esmc" + safetensors, `esmc.layers.*`) or the esm package's state dict (a .pth with
     // `transformer.blocks.*`, hyper-parameters read off the tensor shapes).
     static std::unique_ptr<EsmcModel> load(const io::ModelDir& dir);
+    // A tower bundled in another model's checkpoint (ESMFold2's `esmc.`): its config JSON
+    // (transformers' EsmcConfig) and tensor prefix; the other tensors are the caller's, so load
+    // accounting is left to it. `where` names the source in errors.
+    static std::unique_ptr<EsmcModel> load_embedded(const io::ModelDir& dir,
+                                                    const nlohmann::json& config,
+                                                    const std::string& prefix,
+                                                    const std::string& where);
     // True when the directory holds the esm package's layout.
     static bool is_original_layout(const io::ModelDir& dir);
 
@@ -72,7 +79,7 @@ private:
     nn::MaskedLmHead head_;  // the sequence head
     void init_common();
     // Embedding, blocks, final norm and (when stored) head under `names`; then the accounting.
-    void load_weights(const io::ModelDir& dir, const EsmcLayout& names);
+    void load_weights(const io::ModelDir& dir, const EsmcLayout& names, bool check_consumed = true);
     static std::unique_ptr<EsmcModel> load_hf(const io::ModelDir& dir);
     static std::unique_ptr<EsmcModel> load_original(const io::ModelDir& dir);
 };

@@ -94,6 +94,15 @@ TriangleMultiplicationNames TriangleMultiplicationNames::boltz2() {
     return n;
 }
 
+TriangleMultiplicationNames TriangleMultiplicationNames::esmfold2() {
+    TriangleMultiplicationNames n;
+    n.ln_in = "norm_start", n.ln_out = "norm_mix";
+    n.bundle = "proj_bundle";
+    n.g = "proj_gate", n.z = "proj_emit";
+    n.bias = false;
+    return n;
+}
+
 TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const std::string& p,
                                                     int64_t c, bool outgoing,
                                                     const TriangleMultiplicationNames& n) {
@@ -101,28 +110,42 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const
     t.outgoing = outgoing;
     t.ln_in = LayerNorm::load(m, p + "." + n.ln_in, c, 1e-5f);
     t.ln_out = LayerNorm::load(m, p + "." + n.ln_out, c, 1e-5f);
-    // Linears stacked row-wise into one fp32 matrix: (name, rows) each, rows a multiple of c.
-    const auto stacked = [&](std::initializer_list<std::pair<const std::string*, int64_t>> parts) {
+    // Linears stacked row-wise into one fp32 matrix: rows [first, first + count) of each part's
+    // (rows, c) checkpoint matrix.
+    struct Part {
+        const std::string* name;
+        int64_t rows, first, count;
+    };
+    const auto stacked = [&](std::initializer_list<Part> parts) {
         int64_t rows = 0;
-        for (auto& [name, r] : parts) rows += r;
+        for (const Part& q : parts) rows += q.count;
         Tensor w = Tensor::empty({rows, c});
         Tensor b = n.bias ? Tensor::empty({rows}) : Tensor();
         int64_t row = 0;
-        for (auto& [name, r] : parts) {  // host-side: weights stacked once at load
-            const Tensor wi = m.get_f32(p + "." + *name + ".weight", {r, c});
-            std::copy_n(wi.f32(), r * c, w.f32() + row * c);
+        for (const Part& q : parts) {  // host-side: weights stacked once at load
+            const Tensor wi = m.get_f32(p + "." + *q.name + ".weight", {q.rows, c});
+            std::copy_n(wi.f32() + q.first * c, q.count * c, w.f32() + row * c);
             if (n.bias) {
-                const Tensor bi = m.get_f32(p + "." + *name + ".bias", {r});
-                std::copy_n(bi.f32(), r, b.f32() + row);
+                const Tensor bi = m.get_f32(p + "." + *q.name + ".bias", {q.rows});
+                std::copy_n(bi.f32() + q.first, q.count, b.f32() + row);
             }
-            row += r;
+            row += q.count;
         }
         return Linear::from(w, b);
     };
-    if (n.ab_p.empty()) t.proj = stacked({{&n.a_p, c}, {&n.b_p, c}});
-    else t.proj = stacked({{&n.ab_p, 2 * c}});
-    if (n.ab_g.empty()) t.gate = stacked({{&n.a_g, c}, {&n.b_g, c}, {&n.g, c}});
-    else t.gate = stacked({{&n.ab_g, 2 * c}, {&n.g, c}});
+    if (!n.bundle.empty()) {
+        t.proj = stacked({{&n.bundle, 4 * c, 0, 2 * c}});
+        t.gate = stacked({{&n.bundle, 4 * c, 2 * c, 2 * c}, {&n.g, c, 0, c}});
+    } else {
+        if (n.ab_p.empty())
+            t.proj = stacked({{&n.a_p, c, 0, c}, {&n.b_p, c, 0, c}});
+        else
+            t.proj = stacked({{&n.ab_p, 2 * c, 0, 2 * c}});
+        if (n.ab_g.empty())
+            t.gate = stacked({{&n.a_g, c, 0, c}, {&n.b_g, c, 0, c}, {&n.g, c, 0, c}});
+        else
+            t.gate = stacked({{&n.ab_g, 2 * c, 0, 2 * c}, {&n.g, c, 0, c}});
+    }
     t.z = Linear::load(m, p + "." + n.z, c, c, n.bias);
     return t;
 }

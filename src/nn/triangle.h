@@ -35,12 +35,18 @@ struct TriangleMultiplicationNames {
     // is set, one fused (2C, C) linear whose rows are a | b.
     std::string a_p = "linear_a_p", b_p = "linear_b_p", ab_p;
     std::string a_g = "linear_a_g", b_g = "linear_b_g", ab_g;
+    // ESMFold2's (4C, C) bundle: rows a_p | b_p | a_g | b_g (signal, then its gates); when set,
+    // it replaces the four.
+    std::string bundle;
     std::string g = "linear_g";  // output gate, from LN_in(z)
     std::string z = "linear_z";  // output projection, from LN_out(p)
     bool bias = true;            // the linears have biases (OpenFold) or none (Boltz-2)
     // Boltz-2's TriangleMultiplicationOutgoing / Incoming: norm_in, p_in = [a_p; b_p],
     // g_in = [a_g; b_g], norm_out, p_out (= z), g_out (= g), no linear biases.
     static TriangleMultiplicationNames boltz2();
+    // ESMFold2's TriangleMultiplicativeUpdate: norm_start, proj_bundle, proj_gate, norm_mix,
+    // proj_emit, no linear biases.
+    static TriangleMultiplicationNames esmfold2();
 };
 
 struct TriangleMultiplication {

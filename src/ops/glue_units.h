@@ -85,6 +85,14 @@ inline void l2_normalize_row(const float* x, float* y, int64_t d, float eps) {
     for (int64_t c = 0; c < d; ++c) y[c] = x[c] / denom;
 }
 
+// y = x / sqrt(mean(x^2) + eps) over one row of d (a weightless RMSNorm; the sum in double).
+inline void rms_norm_row(const float* x, float* y, int64_t d, float eps) {
+    double s = 0.0;
+    for (int64_t c = 0; c < d; ++c) s += double(x[c]) * x[c];
+    const float inv = float(1.0 / std::sqrt(s / double(d) + double(eps)));
+    for (int64_t c = 0; c < d; ++c) y[c] = x[c] * inv;
+}
+
 inline float bin_expectation_row(const float* p, const float* values, int64_t K) {
     float e = 0;
     for (int64_t k = 0; k < K; ++k) e += p[k] * values[k];

@@ -142,6 +142,9 @@ struct KernelTable {
     // y[r] = x[r] / sqrt(max(sum_c x[r, c]^2, eps)) over rows of d.
     void (*l2_normalize)(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d,
                          float eps) = nullptr;
+    // y[r] = x[r] / sqrt(mean_c x[r, c]^2 + eps) over rows of d (a weightless RMSNorm).
+    void (*rms_norm)(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d,
+                     float eps) = nullptr;
     // out[r] = sum_k probs[r, k] * values[k], accumulated in k order (a binned expectation).
     void (*bin_expectation)(const Context& ctx, const float* probs, const float* values, float* out,
                             int64_t rows, int64_t K) = nullptr;

@@ -517,6 +517,15 @@ void contact_apc(const Tensor& probs, const Tensor& weights, Tensor& acc) {
                         weights.f32(), acc.f32());
 }
 
+void rms_norm(const Tensor& x, float eps, Tensor& out) {
+    check_f32_contig(x, "rms_norm", "x");
+    check_f32_contig(out, "rms_norm", "out");
+    BI_CHECK(x.numel() == out.numel() && x.ndim() >= 1, "rms_norm",
+             "sizes differ: ", shape_str(x.shape()), " ", shape_str(out.shape()));
+    const int64_t d = x.size(-1);
+    table().rms_norm(ctx(), x.f32(), out.f32(), d ? x.numel() / d : 0, d, eps);
+}
+
 void l2_normalize(const Tensor& x, float eps, Tensor& out) {
     check_f32_contig(x, "l2_normalize", "x");
     check_f32_contig(out, "l2_normalize", "out");

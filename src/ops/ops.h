@@ -134,6 +134,9 @@ void outer_product_difference(const Tensor& qk, int64_t r0, int64_t r1, Tensor& 
 void contact_apc(const Tensor& probs, const Tensor& weights, Tensor& acc);
 // out (..., d) = x / sqrt(max(sum over the last dim of x^2, eps)); may run in place.
 void l2_normalize(const Tensor& x, float eps, Tensor& out);
+// out (..., d) = x / sqrt(mean over the last dim of x^2 + eps): a weightless RMSNorm; may run
+// in place.
+void rms_norm(const Tensor& x, float eps, Tensor& out);
 // out (R) = sum_k probs (R, K)[:, k] * values (K)[k], in k order: the expected value over bins.
 void bin_expectation(const Tensor& probs, const Tensor& values, Tensor& out);
 // The largest element (read back to the host).

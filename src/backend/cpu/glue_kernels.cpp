@@ -245,6 +245,11 @@ void l2_normalize(const Context&, const float* x, float* y, int64_t rows, int64_
     for (int64_t r = 0; r < rows; ++r) kernels::glue::l2_normalize_row(x + r * d, y + r * d, d, eps);
 }
 
+void rms_norm(const Context&, const float* x, float* y, int64_t rows, int64_t d, float eps) {
+#pragma omp parallel for schedule(static) if (big(rows * d))
+    for (int64_t r = 0; r < rows; ++r) kernels::glue::rms_norm_row(x + r * d, y + r * d, d, eps);
+}
+
 void bin_expectation(const Context&, const float* probs, const float* values, float* out,
                      int64_t rows, int64_t K) {
 #pragma omp parallel for schedule(static) if (big(rows * K))
@@ -318,6 +323,7 @@ void fill_table(kernels::KernelTable& t) {
     t.outer_product_difference = outer_product_difference;
     t.contact_apc = contact_apc;
     t.l2_normalize = l2_normalize;
+    t.rms_norm = rms_norm;
     t.bin_expectation = bin_expectation;
     t.max_value = max_value;
     t.relpos_classes = relpos_classes;

@@ -28,6 +28,7 @@ void outer_product_difference(const Context& ctx, const float* qk, int64_t L, in
 void contact_apc(const Context& ctx, const float* probs, int64_t H, int64_t P, int64_t L,
                  const float* w, float* acc);
 void l2_normalize(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d, float eps);
+void rms_norm(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d, float eps);
 void bin_expectation(const Context& ctx, const float* probs, const float* values, float* out,
                      int64_t rows, int64_t K);
 void max_value(const Context& ctx, const float* x, int64_t n, float* out);

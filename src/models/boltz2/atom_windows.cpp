@@ -1,6 +1,8 @@
 // Boltz-2's atom windows: see atom_windows.h.
 #include "models/boltz2/atom_windows.h"
 
+#include <cmath>
+
 #include "bioinfer/error.h"
 #include "ops/ops.h"
 
@@ -40,6 +42,37 @@ Tensor AtomWindows::keys(const Tensor& x) const {
     ops::embedding(stacked_rows(key_atom.to(kHost), S, atoms),
                    ops::contiguous(x).reshape({S * atoms, D}), out);
     return out;
+}
+
+namespace {
+
+// Per-head layout for batched GEMMs: x (G, L, H * Dh) -> (G * H, L, Dh).
+Tensor heads_first(const Tensor& x, int64_t G, int64_t L, int64_t H, int64_t Dh) {
+    return ops::contiguous(x.reshape({G, L, H, Dh}).permute({0, 2, 1, 3})).reshape({G * H, L, Dh});
+}
+
+}  // namespace
+
+void window_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                      const AtomWindows& w, int64_t heads, Tensor& out) {
+    const int64_t A = w.atoms, Wq = w.window_q, Wk = w.window_k, NW = w.windows;
+    const int64_t D = q.size(-1), S = q.numel() / D / A, Dh = D / heads, G = S * NW;
+    const Tensor qh = heads_first(q, G, Wq, heads, Dh);
+    const Tensor kh = heads_first(w.keys(k), G, Wk, heads, Dh);
+    const Tensor vh = heads_first(w.keys(v), G, Wk, heads, Dh);
+    Tensor scores = Tensor::empty({G * heads, Wq, Wk});
+    ops::bmm(qh, kh, scores, false, true);
+    ops::scale(scores, 1.0f / std::sqrt(float(Dh)), scores);
+    const int64_t per_sample = NW * heads;
+    for (int64_t s = 0; s < S; ++s) {
+        Tensor sc = scores.narrow0(s * per_sample, (s + 1) * per_sample);
+        ops::add(sc, bias.reshape({per_sample, Wq, Wk}), sc);
+    }
+    ops::softmax(scores, nullptr, nullptr);
+    Tensor ctx = Tensor::empty({G * heads, Wq, Dh});
+    ops::bmm(scores, vh, ctx);
+    Tensor dst = out.reshape({G, Wq, heads, Dh});
+    ops::copy(ctx.reshape({G, heads, Wq, Dh}).permute({0, 2, 1, 3}), dst);
 }
 
 Tensor on_backend(const Tensor& host) {

@@ -27,4 +27,10 @@ struct AtomWindows {
     Tensor keys(const Tensor& x) const;
 };
 
+// Attention within each window over S stacked samples: q, k, v (S * A, H * Dh) (k and v before
+// windowing), bias (NW, H, Wq, Wk) added to every sample's scaled scores (the key mask folded in:
+// absent keys must be masked there); out (S * A, H * Dh).
+void window_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                      const AtomWindows& windows, int64_t heads, Tensor& out);
+
 }  // namespace bioinfer::boltz2

@@ -22,30 +22,6 @@ Tensor heads_first(const Tensor& x, int64_t G, int64_t L, int64_t H, int64_t Dh)
     return ops::contiguous(x.reshape({G, L, H, Dh}).permute({0, 2, 1, 3})).reshape({G * H, L, Dh});
 }
 
-// Windowed attention: q (S * A, D), k and v (S * A, D) before windowing; bias (NW, H, Wq, Wk)
-// with the key mask folded in; out (S * A, D).
-void window_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                      const DitBias& lay, int64_t heads, Tensor& out) {
-    const int64_t A = lay.length, Wq = lay.window_q, Wk = lay.window_k, NW = A / Wq;
-    const int64_t D = q.size(-1), S = rows_of(q) / A, Dh = D / heads, G = S * NW;
-    const Tensor qh = heads_first(q, G, Wq, heads, Dh);
-    const Tensor kh = heads_first(lay.windows.keys(k), G, Wk, heads, Dh);
-    const Tensor vh = heads_first(lay.windows.keys(v), G, Wk, heads, Dh);
-    Tensor scores = Tensor::empty({G * heads, Wq, Wk});
-    ops::bmm(qh, kh, scores, false, true);
-    ops::scale(scores, 1.0f / std::sqrt(float(Dh)), scores);
-    const int64_t per_sample = NW * heads;
-    for (int64_t s = 0; s < S; ++s) {
-        Tensor sc = scores.narrow0(s * per_sample, (s + 1) * per_sample);
-        ops::add(sc, bias, sc);
-    }
-    ops::softmax(scores, nullptr, nullptr);
-    Tensor ctx = Tensor::empty({G * heads, Wq, Dh});
-    ops::bmm(scores, vh, ctx);
-    Tensor dst = out.reshape({G, Wq, heads, Dh});
-    ops::copy(ctx.reshape({G, heads, Wq, Dh}).permute({0, 2, 1, 3}), dst);
-}
-
 // Runs f(r0, r1) over each sample's rows [r0, r1) of R = S * A rows.
 template <class F>
 void each_sample(int64_t R, int64_t A, F f) {
@@ -181,7 +157,7 @@ void DitLayer::forward(Tensor& a, const Tensor& s, const Tensor& bias, const Dit
         attn.forward(
             b,
             [&](const Tensor& tq, const Tensor& tk, const Tensor& tv, Tensor& ctx) {
-                window_attention(tq, tk, tv, bias, lay, heads, ctx);
+                window_attention(tq, tk, tv, bias, lay.windows, heads, ctx);
             },
             att);
     } else {

@@ -270,6 +270,10 @@ void l2_normalize(const Context&, const float* x, float* y, int64_t rows, int64_
     for (int64_t r = 0; r < rows; ++r) glue::l2_normalize_row(x + r * d, y + r * d, d, eps);
 }
 
+void rms_norm(const Context&, const float* x, float* y, int64_t rows, int64_t d, float eps) {
+    for (int64_t r = 0; r < rows; ++r) glue::rms_norm_row(x + r * d, y + r * d, d, eps);
+}
+
 void bin_expectation(const Context&, const float* probs, const float* values, float* out,
                      int64_t rows, int64_t K) {
     for (int64_t r = 0; r < rows; ++r) out[r] = glue::bin_expectation_row(probs + r * K, values, K);
@@ -417,6 +421,7 @@ const KernelTable& ref_kernels() {
                                .outer_product_difference = outer_product_difference,
                                .contact_apc = contact_apc,
                                .l2_normalize = l2_normalize,
+                               .rms_norm = rms_norm,
                                .bin_expectation = bin_expectation,
                                .max_value = max_value,
                                .relpos_classes = relpos_classes,
