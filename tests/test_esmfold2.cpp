@@ -8,7 +8,10 @@
 #include <map>
 
 #include "io/model_dir.h"
+#include "models/boltz2/sampler.h"
+#include "models/esmfold2/confidence.h"
 #include "models/esmfold2/config.h"
+#include "models/esmfold2/diffusion.h"
 #include "models/esmfold2/trunk.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -160,6 +163,189 @@ TEST_P(EsmFold2Case, OtherDropoutMasksMissTheTrunk) {
     const Tensor ref = fixture().get(id + ".trunk.pair");
     const auto s = test::stats(r.out.pair.f32(), ref.f32(), ref.numel());
     EXPECT_LT(s.pcc, 0.9999) << id;
+}
+
+const esmfold2::DiffusionModule& diffusion() {
+    static const esmfold2::DiffusionModule d =
+        esmfold2::DiffusionModule::load(model_dir(), config());
+    return d;
+}
+const esmfold2::ConfidenceHead& confidence() {
+    static const esmfold2::ConfidenceHead h = esmfold2::ConfidenceHead::load(model_dir(), config());
+    return h;
+}
+
+// The reference's trunk outputs, as the heads take them.
+esmfold2::TrunkOutput reference_trunk(const std::string& id) {
+    const Fixture& f = fixture();
+    esmfold2::TrunkOutput t;
+    t.s_inputs = f.get(id + ".embed.single_inputs");
+    t.relpos = f.get(id + ".embed.relpos");
+    t.bonds = f.get(id + ".embed.bonds");
+    t.pair = f.get(id + ".trunk.pair");
+    t.distogram = f.get(id + ".trunk.distogram");
+    return t;
+}
+
+// Coordinates: every value within 1e-3 of the reference's spread (standard deviation).
+void expect_coords(const Tensor& got, const Tensor& ref, const std::string& what) {
+    ASSERT_EQ(got.numel(), ref.numel()) << what;
+    const Tensor g = got.to_f32();
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) mean += ref.f32()[i];
+    mean /= double(ref.numel());
+    for (int64_t i = 0; i < ref.numel(); ++i) var += std::pow(ref.f32()[i] - mean, 2);
+    const double spread = std::sqrt(var / double(ref.numel()));
+    const auto s = test::stats(g.f32(), ref.f32(), g.numel());
+    EXPECT_LE(s.max_abs, 1e-3 * spread) << what << ": spread " << spread;
+}
+
+// The first `real` atoms of per-sample atom rows t (S, A, ...) -> (S, real, ...).
+Tensor real_atoms(const Tensor& t, int64_t real) {
+    Shape sh = t.shape();
+    const int64_t S = sh[0], A = sh[1], inner = t.numel() / (S * A);
+    Tensor out = Tensor::empty({S, real * inner});
+    ops::copy(t.to_f32().reshape({S, A * inner}).slice(1, 0, real * inner), out);
+    sh[1] = real;
+    return out.reshape(sh);
+}
+
+// The step-invariant conditioning and one denoiser call (the sampler's first), stage by stage.
+TEST_P(EsmFold2Case, DenoiserMatchesReference) {
+    const std::string id = GetParam();
+    const Fixture& f = fixture();
+    const esmfold2::Inputs in = inputs_of(id);
+    const auto k = diffusion().prepare(in, reference_trunk(id));
+    expect_close(k.pair, f.get(id + ".diff.pair_cond"), id + " pair conditioning");
+    for (size_t l = 0; l < k.bias.layers.size(); ++l)
+        expect_close(k.bias.layers[l], f.get(id + ".diff.bias" + std::to_string(l)),
+                     id + " token bias " + std::to_string(l));
+    expect_close(k.single_proj, f.get(id + ".diff.single_proj"), id + " single projection");
+    std::map<std::string, Tensor> taps;
+    const Tensor den = diffusion().denoise(
+        k, f.get(id + ".diff.call.noisy"), f.get(id + ".diff.call.sigma").f32()[0],
+        [&](const std::string& n, const Tensor& t) { taps[n] = t.clone(); });
+    for (const std::string n : {"single", "atom_tokens", "tokens"})
+        expect_close(taps.at("diff.call." + n), f.get(id + ".diff.call." + n), id + " call " + n);
+    // atoms: the real ones (padding atoms carry meaningless values on both sides)
+    const int64_t R = in.atoms.real_atoms;
+    expect_close(real_atoms(taps.at("diff.call.update"), R),
+                 real_atoms(f.get(id + ".diff.call.update"), R), id + " call update");
+    expect_close(real_atoms(den, R), real_atoms(f.get(id + ".diff.call.denoised"), R),
+                 id + " denoised");
+}
+
+// The whole sampler on the reference's draws (capped schedule, churn, masked centering, Kabsch):
+// every step's denoised coordinates and the final ones.
+TEST_P(EsmFold2Case, SamplerReplayMatchesReference) {
+    const std::string id = GetParam();
+    const Fixture& f = fixture();
+    const esmfold2::Inputs in = inputs_of(id);
+    const auto k = diffusion().prepare(in, reference_trunk(id));
+    const Tensor quat = f.get(id + ".sample.quat_randn"), trans = f.get(id + ".sample.trans_randn"),
+                 eps = f.get(id + ".sample.eps_randn"), den = f.get(id + ".sample.denoised");
+    const int64_t steps = quat.size(0), S = quat.size(1);
+    std::vector<Tensor> draws{f.get(id + ".sample.x0_randn")};
+    for (int64_t i = 0; i < steps; ++i)
+        for (const Tensor* t : {&quat, &trans, &eps}) draws.push_back(t->narrow0(i, i + 1).clone());
+    boltz2::ReplayNormal rng(draws);
+    const auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), S, S);
+    std::vector<float> mask(size_t(in.atoms.atoms), 0.f);
+    for (int64_t a = 0; a < in.atoms.real_atoms; ++a) mask[size_t(a)] = 1.f;
+    int64_t seen = 0;
+    const Tensor coords = boltz2::sample(
+        [&](const Tensor& x, float sigma) { return diffusion().denoise(k, x, sigma); },
+        Tensor::of(mask), p, rng,
+        [&](const boltz2::SamplerStep& st) {
+            expect_coords(
+                real_atoms(st.denoised, in.atoms.real_atoms),
+                real_atoms(den.narrow0(st.index, st.index + 1).reshape(st.denoised.shape()),
+                           in.atoms.real_atoms),
+                id + " step " + std::to_string(st.index) + " denoised");
+            EXPECT_FLOAT_EQ(st.t_hat, f.get(id + ".sample.sigma").f32()[st.index]);
+            ++seen;
+        });
+    EXPECT_EQ(seen, steps);
+    EXPECT_EQ(rng.used(), draws.size());
+    expect_coords(real_atoms(coords, in.atoms.real_atoms),
+                  real_atoms(f.get(id + ".sample.coords"), in.atoms.real_atoms),
+                  id + " sampled coordinates");
+}
+
+// ESMFold2 centres on the real atoms only: centring on every atom, padding included (Boltz-2's
+// rule), misses the reference's run.
+TEST(EsmFold2Sampler, UnmaskedCenteringMissesReference) {
+    const std::string id = "mono";
+    const Fixture& f = fixture();
+    const esmfold2::Inputs in = inputs_of(id);
+    ASSERT_LT(in.atoms.real_atoms, in.atoms.atoms);  // the case has padding atoms
+    const auto k = diffusion().prepare(in, reference_trunk(id));
+    const Tensor quat = f.get(id + ".sample.quat_randn"), trans = f.get(id + ".sample.trans_randn"),
+                 eps = f.get(id + ".sample.eps_randn");
+    std::vector<Tensor> draws{f.get(id + ".sample.x0_randn")};
+    for (int64_t i = 0; i < quat.size(0); ++i)
+        for (const Tensor* t : {&quat, &trans, &eps}) draws.push_back(t->narrow0(i, i + 1).clone());
+    boltz2::ReplayNormal rng(draws);
+    auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), quat.size(1),
+                                      quat.size(1));
+    p.masked_centering = false;
+    std::vector<float> mask(size_t(in.atoms.atoms), 0.f);
+    for (int64_t a = 0; a < in.atoms.real_atoms; ++a) mask[size_t(a)] = 1.f;
+    const Tensor coords = boltz2::sample(
+        [&](const Tensor& x, float sigma) { return diffusion().denoise(k, x, sigma); },
+        Tensor::of(mask), p, rng);
+    const Tensor got = real_atoms(coords, in.atoms.real_atoms),
+                 ref = real_atoms(f.get(id + ".sample.coords"), in.atoms.real_atoms);
+    const auto s = test::stats(got.f32(), ref.f32(), ref.numel());
+    EXPECT_GT(s.max_abs, 0.1) << "unmasked centring reproduced the reference";
+}
+
+// The confidence head on the reference's sampled coordinates: pair and single per sample, every
+// logit and score.
+TEST_P(EsmFold2Case, ConfidenceMatchesReference) {
+    const std::string id = GetParam();
+    const Fixture& f = fixture();
+    const esmfold2::Inputs in = inputs_of(id);
+    std::map<std::string, Tensor> taps;
+    const auto c =
+        confidence().run(in, reference_trunk(id), f.get(id + ".sample.coords"),
+                         [&](const std::string& n, const Tensor& t) { taps[n] = t.clone(); });
+    const Tensor pair = f.get(id + ".conf.pair"), single = f.get(id + ".conf.single");
+    for (int64_t s = 0; s < pair.size(0); ++s) {
+        expect_close(taps.at("conf.pair." + std::to_string(s)), pair.narrow0(s, s + 1),
+                     id + " pair " + std::to_string(s));
+        expect_close(taps.at("conf.single." + std::to_string(s)), single.narrow0(s, s + 1),
+                     id + " single " + std::to_string(s));
+    }
+    const std::map<std::string, const Tensor*> tensors = {{"plddt_logits", &c.plddt_logits},
+                                                          {"plddt_per_atom", &c.plddt_per_atom},
+                                                          {"plddt", &c.plddt},
+                                                          {"plddt_ca", &c.plddt_ca},
+                                                          {"resolved_logits", &c.resolved_logits},
+                                                          {"pae_logits", &c.pae_logits},
+                                                          {"pde_logits", &c.pde_logits}};
+    for (const auto& [n, t] : tensors) expect_close(*t, f.get(id + ".conf." + n), id + " " + n);
+    for (const std::string n : {"pae", "pde"}) {
+        const Tensor& t = n == "pae" ? c.pae : c.pde;
+        const Tensor ref = f.get(id + ".conf." + n);
+        const auto st = test::stats(t.f32(), ref.f32(), ref.numel());
+        EXPECT_LE(st.max_abs, 1e-4 * 32) << id << " " << n;
+    }
+    const std::map<std::string, const std::vector<float>*> scores = {
+        {"complex_plddt", &c.complex_plddt},
+        {"complex_iplddt", &c.complex_iplddt},
+        {"ptm", &c.ptm},
+        {"iptm", &c.iptm}};
+    for (const auto& [n, v] : scores) {
+        const Tensor ref = f.get(id + ".conf." + n);
+        ASSERT_EQ(int64_t(v->size()), ref.numel()) << n;
+        for (int64_t s = 0; s < ref.numel(); ++s)
+            EXPECT_NEAR((*v)[size_t(s)], ref.f32()[s], 1e-4) << id << " " << n << " " << s;
+    }
+    const Tensor ref = f.get(id + ".conf.pair_chains_iptm");
+    ASSERT_EQ(c.pair_chains_iptm.numel(), ref.numel());
+    for (int64_t i = 0; i < ref.numel(); ++i)
+        EXPECT_NEAR(c.pair_chains_iptm.f32()[i], ref.f32()[i], 1e-4) << id << " chain-pair ipTM";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EsmFold2Case, ::testing::Values("mono", "dimer"),

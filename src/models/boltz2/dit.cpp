@@ -96,9 +96,11 @@ void ConditionedTransition::operator()(const Tensor& a, const Tensor& scale, con
     Tensor x1 = Tensor::empty({R, F}), x2 = Tensor::empty({R, F}), x3 = Tensor::empty({R, F});
     up(an, x1);
     gate(an, x2);
-    a_to_b(an, x3);
     ops::swiglu(x2, x1, x1);  // silu(gate half) * first half
-    ops::mul(x1, x3, x1);
+    if (a_to_b.w.defined()) {
+        a_to_b(an, x3);
+        ops::mul(x1, x3, x1);
+    }
     Tensor y = Tensor::empty({R, D});
     b_to_a(x1, y);
     Tensor o = out.reshape({R, D});

@@ -42,7 +42,9 @@ struct DitCond {
 
 // Algorithm 25 as boltz writes it: with a' = AdaLN(a, s),
 //   out = sigmoid(out_proj(s)) * b_to_a(silu(x2) * x1 * a_to_b(a')), [x1 | x2] = swish_gate(a')
-// The SwiGLU gate is the SECOND half of swish_gate's output (SwiGLU's chunk order).
+// The SwiGLU gate is the SECOND half of swish_gate's output (SwiGLU's chunk order). Without
+// a_to_b (undefined) it is the plain gated SwiGLU b_to_a(silu(gate(a')) * up(a')) of ESMFold2's
+// diffusion layers.
 struct ConditionedTransition {
     AdaLn adaln;
     nn::Linear up, gate;  // rows [0, F) and [F, 2F) of swish_gate.0 (2F, D), no bias

@@ -190,6 +190,13 @@ std::vector<float> sample_schedule(const SamplerParams& p) {
         const float frac = float(k) / float(p.steps - 1);
         s[size_t(k)] = std::pow(hi + frac * span, float(p.rho)) * float(p.sigma_data);
     }
+    if (p.sigma_cap > 0) {
+        const float cap = float(p.sigma_cap);
+        std::vector<float> kept{cap};
+        for (float v : s)
+            if (v <= cap) kept.push_back(v);
+        s = std::move(kept);
+    }
     return s;
 }
 
@@ -300,12 +307,13 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
         center_w = Tensor::of(std::vector<float>(size_t(A), 1.0f));
     }
 
+    const int64_t steps = int64_t(sigmas.size()) - 1;
     Tensor x = rng.normal({S, A, 3});
     ops::scale(x, sigmas[0], x);
     // Feynman-Kac state: each particle's energy trajectory and its scaled guidance update
     std::vector<std::vector<double>> traj(static_cast<size_t>(S));
     Tensor sgu = Tensor::zeros({S, A, 3});
-    for (int64_t step = 0; step < p.steps; ++step) {
+    for (int64_t step = 0; step < steps; ++step) {
         const Tensor rot = rotations_from_normal(rng.normal({S, 4}));
         const Tensor tr = rng.normal({S, 1, 3});
         subtract_rows(x, centroids(x, center_w, float(1.0 / center_total)));
@@ -336,7 +344,7 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
             Tensor dst = den.narrow0(s0, s1);
             ops::copy(d, dst);
         }
-        const bool last = step == p.steps - 1;
+        const bool last = step == steps - 1;
         const bool resample = fk && ((step % p.fk_interval == 0 && noise_var > 0) || last);
         std::vector<float> weights;
         if (resample) {

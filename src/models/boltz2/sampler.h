@@ -77,12 +77,16 @@ struct SamplerParams {
     // Boltz-2 centers on the mean of ALL atoms, padding included (false); true centers on the
     // mean of the masked atoms (other AF3-style samplers).
     bool masked_centering = false;
+    // > 0: the schedule keeps the sigmas at or below this cap and starts from the cap itself
+    // (ESMFold2's inference_sigma_cap), so fewer than `steps` steps run.
+    double sigma_cap = 0;
     static SamplerParams from(const Config& cfg, int64_t steps, int64_t samples,
                               int64_t max_parallel_samples);
 };
 
 // sigma_k = sigma_data * (sigma_max^(1/rho) + k / (steps - 1) * (sigma_min^(1/rho) -
 // sigma_max^(1/rho)))^rho for k < steps, then 0: steps + 1 values, fp32 as boltz computes them.
+// With sigma_cap, those above the cap are dropped and the cap put first.
 std::vector<float> sample_schedule(const SamplerParams& p);
 
 // The denoiser: x_noisy (S', A, 3) of S' <= max_parallel_samples samples at noise level sigma
