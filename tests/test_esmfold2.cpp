@@ -12,6 +12,7 @@
 #include "models/esmfold2/confidence.h"
 #include "models/esmfold2/config.h"
 #include "models/esmfold2/diffusion.h"
+#include "models/esmfold2/featurize.h"
 #include "models/esmfold2/trunk.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -132,6 +133,42 @@ TEST_P(EsmFold2Case, TrunkMatchesReferenceStageByStage) {
         }
     expect_close(r.out.pair, f.get(id + ".trunk.pair"), id + " trunk pair");
     expect_close(r.out.distogram, f.get(id + ".trunk.distogram"), id + " distogram");
+}
+
+// bioinfer's featurizer gives the reference's inputs: tokens, atoms (order, reference positions,
+// elements, charges, names, uids), representative atoms; the MSA for the single-sequence case.
+TEST_P(EsmFold2Case, FeaturizerMatchesReference) {
+    const std::string id = GetParam();
+    std::vector<std::string> chains;
+    const std::string seq = fixture().cases[id == "mono" ? 0 : 1].sequence;
+    for (size_t s = 0, e; s <= seq.size(); s = e + 1) {
+        e = seq.find(':', s);
+        if (e == std::string::npos) e = seq.size();
+        chains.push_back(seq.substr(s, e - s));
+    }
+    const esmfold2::Inputs got = esmfold2::featurize(chains, id);
+    const esmfold2::Inputs ref = inputs_of(id);
+    EXPECT_EQ(got.token_index, ref.token_index);
+    EXPECT_EQ(got.residue_index, ref.residue_index);
+    EXPECT_EQ(got.asym_id, ref.asym_id);
+    EXPECT_EQ(got.sym_id, ref.sym_id);
+    EXPECT_EQ(got.entity_id, ref.entity_id);
+    EXPECT_EQ(got.mol_type, ref.mol_type);
+    EXPECT_EQ(got.res_type, ref.res_type);
+    EXPECT_EQ(got.input_ids, ref.input_ids);
+    EXPECT_EQ(got.rep_atom, ref.rep_atom);
+    EXPECT_EQ(got.atoms.atoms, ref.atoms.atoms);
+    EXPECT_EQ(got.atoms.real_atoms, ref.atoms.real_atoms);
+    EXPECT_EQ(got.atoms.ref_pos, ref.atoms.ref_pos);  // bit for bit: the reference's float32 table
+    EXPECT_EQ(got.atoms.ref_charge, ref.atoms.ref_charge);
+    EXPECT_EQ(got.atoms.ref_element, ref.atoms.ref_element);
+    EXPECT_EQ(got.atoms.name_chars, ref.atoms.name_chars);
+    EXPECT_EQ(got.atoms.space_uid, ref.atoms.space_uid);
+    EXPECT_EQ(got.atoms.atom_to_token, ref.atoms.atom_to_token);
+    if (ref.msa_rows == 1) {
+        EXPECT_EQ(got.msa, ref.msa);
+        EXPECT_EQ(got.deletion_mean, ref.deletion_mean);
+    }
 }
 
 // The bundled ESM C tower's hidden states at the residues, every layer (the last after the final

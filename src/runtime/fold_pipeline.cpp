@@ -370,6 +370,12 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
                          {"diffusion_samples_affinity", opts.affinity_samples},
                          {"affinity_mw_correction", opts.affinity_mw_correction},
                          {"use_potentials", opts.use_potentials}});
+    if (model.spec().architecture() == "esmfold2")
+        spec.job.update({{"diffusion_samples", opts.num_samples},
+                         {"sampling_steps", opts.sampling_steps},
+                         {"max_parallel_samples", opts.max_parallel_samples},
+                         {"step_scale", opts.step_scale},
+                         {"seed", opts.seed}});
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;

@@ -160,9 +160,13 @@ int predict_main(int argc, char** argv) {
         if (format_given.empty()) opts.format = "cif";
         opts.out_dir = io::boltz_results_dir(opts.out_dir, a.positional[0]);
     } else {
+        // ESMFold2 samples with its diffusion module too
+        if (spec->architecture() != "esmfold2")
+            for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
+                                  "step-scale", "seed"})
+                BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 and ESMFold2 only");
         for (const char* k :
-             {"sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
-              "max-msa-seqs", "ligands", "ligand-chain", "affinity", "affinity-checkpoint",
+             {"max-msa-seqs", "ligands", "ligand-chain", "affinity", "affinity-checkpoint",
               "sampling-steps-affinity", "diffusion-samples-affinity", "affinity-mw-correction",
               "use-potentials"})
             BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");

@@ -1,0 +1,37 @@
+// ESMFold2's protein featurizer (transformers' protein_utils.prepare_protein_features, extended to
+// several chains as the esm package's builder lays them out): one token per residue, each
+// residue's heavy atoms with the reference conformer's coordinates as they are (no centring, no
+// motion), element, formal charge, name characters and residue uid; atoms padded to a multiple
+// of 32; a single-sequence MSA (the query row).
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+#include "models/esmfold2/trunk.h"
+
+namespace bioinfer::esmfold2 {
+
+struct ProteinAtom {
+    const char* name;
+    char element;  // first letter of the name: C, N, O, S
+    int charge;    // +1 on LYS NZ, ARG NH2, HIS ND1
+    std::array<float, 3> pos;
+};
+struct ProteinResidue {
+    const char* name;  // "ALA", ..., "UNK"
+    char letter;       // one-letter code ('X' for UNK)
+    int res_type;      // boltz's 33-class vocabulary (ALA 2 ... VAL 21, UNK 22)
+    int esm_token;     // ESM C's token (UNK: <unk>)
+    std::vector<ProteinAtom> atoms;
+};
+// The 20 amino acids and UNK (generated: protein_data.cpp).
+const std::vector<ProteinResidue>& protein_residues();
+
+// The inputs of protein chains (upper-case one-letter codes; letters outside the 20 amino acids
+// are UNK, whose atoms N, CA, C, O sit at the origin as the reference's table has them).
+// Chains: residue numbers restart per chain, token numbers and uids run over the target;
+// identical sequences are copies of one entity (entity by first appearance, sym_id the copy).
+Inputs featurize(const std::vector<std::string>& chains, const std::string& where);
+
+}  // namespace bioinfer::esmfold2

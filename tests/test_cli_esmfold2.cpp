@@ -1,0 +1,94 @@
+// CLI tests of `bioinfer predict` with ESMFold2 (the tiny random-weight fixture, whose modules are
+// held to transformers' EsmFold2Model by test_esmfold2.cpp): chains and atoms written, samples
+// ranked by pTM with their confidences, seeds reproducing runs, and bad input refused.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "io/atomic_file.h"
+
+using namespace bioinfer;
+using test::Result;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFold2 = std::string(BIOINFER_FIXTURES) + "/esmfold2_tiny";
+const std::string kQuick = " --weights " + kFold2 + " --sampling-steps 8 --num-recycles 1";
+
+struct EsmFold2Cli : test::CliTest {};
+
+// (chain, residue number) -> atoms in a PDB file's ATOM records
+std::map<std::pair<char, int>, int> atoms_per_residue(const std::string& pdb) {
+    std::map<std::pair<char, int>, int> n;
+    std::istringstream lines(io::read_file(pdb));
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind("ATOM", 0) == 0) ++n[{line[21], std::stoi(line.substr(22, 4))}];
+    return n;
+}
+
+}  // namespace
+
+// Two targets (one chain; three chains, two of them copies): every heavy atom written under its
+// chain and residue, two samples best first by pTM, each with its own structure and scores.
+TEST_F(EsmFold2Cli, WritesEveryAtomAndRankedSamples) {
+    write("in.fasta", ">mono\nMKTAYIAKQRQISFVKSHFXRQLW\n>trimer\nMKVLAAGIVG:MKVLAAGIVG:GSHMEKR\n");
+    Result r = run("predict " + p("in.fasta") + kQuick +
+                   " --diffusion-samples 2 --seed 3 --out-dir " + p("out"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    // MKTAYIAKQRQISFVKSHFXRQLW: heavy atoms per residue (X: N, CA, C, O)
+    const auto mono = atoms_per_residue(p("out/mono.pdb"));
+    EXPECT_EQ(mono.size(), 24u);
+    EXPECT_EQ((mono.at({'A', 1})), 8);    // MET
+    EXPECT_EQ((mono.at({'A', 20})), 4);   // X
+    EXPECT_EQ((mono.at({'A', 24})), 14);  // TRP
+    const auto tri = atoms_per_residue(p("out/trimer.pdb"));
+    EXPECT_EQ(tri.size(), 27u);
+    EXPECT_TRUE(tri.count({'C', 7}));
+    for (const std::string id : {"mono", "trimer"}) {
+        SCOPED_TRACE(id);
+        EXPECT_TRUE(fs::exists(p("out/" + id + "_sample1.pdb")));
+        const auto j = nlohmann::json::parse(io::read_file(p("out/" + id + ".json")));
+        ASSERT_TRUE(j.contains("ptm") && j.contains("samples") && j["samples"].size() == 1u)
+            << j.dump();
+        EXPECT_GE(j["ptm"].get<double>(), j["samples"][0]["ptm"].get<double>()) << "ranked by pTM";
+        EXPECT_EQ(j["num_recycles"].get<int>(), 1);
+        EXPECT_NE(io::read_file(p("out/" + id + ".pdb")),
+                  io::read_file(p("out/" + id + "_sample1.pdb")));
+    }
+    const auto t = nlohmann::json::parse(io::read_file(p("out/trimer.json")));
+    EXPECT_TRUE(t.contains("iptm"));
+    EXPECT_EQ(t["chains"].size(), 3u);
+}
+
+// The same seed writes the same files; another seed other coordinates.
+TEST_F(EsmFold2Cli, SeedReproducesARun) {
+    write("in.fasta", ">t\nMKTAYIAKQRQISFVKSHF\n");
+    for (const auto& [dir, seed] : {std::pair{"a", 5}, std::pair{"b", 5}, std::pair{"c", 6}})
+        ASSERT_EQ(run("predict " + p("in.fasta") + kQuick + " --seed " + std::to_string(seed) +
+                      " --out-dir " + p(dir))
+                      .rc,
+                  0);
+    EXPECT_EQ(io::read_file(p("a/t.pdb")), io::read_file(p("b/t.pdb")));
+    EXPECT_NE(io::read_file(p("a/t.pdb")), io::read_file(p("c/t.pdb")));
+}
+
+// A character outside the amino-acid letters fails its record with one line naming it; options of
+// Boltz-2's alone are refused before anything runs.
+TEST_F(EsmFold2Cli, BadInputIsRefusedCleanly) {
+    write("bad.fasta", ">good\nMKTAYIAK\n>bad\nMKT1YIAK\n");
+    Result r = run("predict " + p("bad.fasta") + kQuick + " --out-dir " + p("out"));
+    EXPECT_EQ(r.rc, 2) << r.err;  // one target done, one failed
+    EXPECT_NE(r.err.find("bad"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'1'"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::exists(p("out/good.pdb")));
+    EXPECT_FALSE(fs::exists(p("out/bad.pdb")));
+    r = run("predict " + p("bad.fasta") + kQuick + " --use-potentials --out-dir " + p("out2"));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("applies to Boltz-2 only"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("out2")));
+}
