@@ -3,6 +3,7 @@
 #include "models/structure_model.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "bioinfer/error.h"
 #include "models/boltz2/boltz2_structure.h"
@@ -55,6 +56,28 @@ void ModelSpec::check_entities(const Input& in) const {
         BI_CHECK(e.msa.empty() || takes_msa(), in.where, "chain ", e.chain_id, " has an MSA, but ",
                  architecture(), " takes none");
     }
+}
+
+Input protein_chains_from_fasta(const io::FastaRecord& rec, const std::string& where) {
+    Input in;
+    in.id = rec.id;
+    in.where = where;
+    for (size_t i = 0; i < rec.sequence.size(); ++i) {
+        const char c = rec.sequence[i];
+        BI_CHECK(std::isalpha((unsigned char)c) || c == ':', where, "character '", c,
+                 "' at position ", i + 1, " is not an amino-acid letter or ':' (chain break)");
+        in.sequence += char(std::toupper((unsigned char)c));
+    }
+    size_t start = 0;
+    for (size_t i = 0; i <= in.sequence.size(); ++i)
+        if (i == in.sequence.size() || in.sequence[i] == ':') {
+            Entity e;
+            e.chain_id = chain_id(int32_t(in.entities.size()));
+            e.sequence = in.sequence.substr(start, i - start);
+            in.entities.push_back(std::move(e));
+            start = i + 1;
+        }
+    return in;
 }
 
 Input ModelSpec::from_file(const std::string& path) const {

@@ -57,6 +57,11 @@ std::string input_key(const Input& in);
 // Chain ids in input order: A..Z, then a..z, then 0..9, then two characters.
 std::string chain_id(int32_t k);
 
+// A FASTA record of protein chains separated by ':' (letters in either case, upper-cased): the
+// input with one protein entity per chain, not yet prepared. Another character, or an empty
+// chain, is an error naming `where`.
+Input protein_chains_from_fasta(const io::FastaRecord& rec, const std::string& where);
+
 struct Options {
     int num_recycles = -1;  // extra passes through the trunk; -1: the model's default
     int num_samples = 1;    // structures to draw (diffusion models); ESMFold makes one

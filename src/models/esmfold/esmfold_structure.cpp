@@ -11,24 +11,7 @@
 namespace bioinfer::esmfold {
 
 fold::Input EsmFoldSpec::from_fasta(const io::FastaRecord& rec, const std::string& where) const {
-    fold::Input in;
-    in.id = rec.id;
-    in.where = where;
-    for (size_t i = 0; i < rec.sequence.size(); ++i) {
-        const char c = rec.sequence[i];
-        BI_CHECK(std::isalpha((unsigned char)c) || c == ':', where, "character '", c,
-                 "' at position ", i + 1, " is not an amino-acid letter or ':' (chain break)");
-        in.sequence += char(std::toupper((unsigned char)c));
-    }
-    size_t start = 0;
-    for (size_t i = 0; i <= in.sequence.size(); ++i)
-        if (i == in.sequence.size() || in.sequence[i] == ':') {
-            fold::Entity e;
-            e.chain_id = fold::chain_id(int32_t(in.entities.size()));
-            e.sequence = in.sequence.substr(start, i - start);
-            in.entities.push_back(std::move(e));
-            start = i + 1;
-        }
+    fold::Input in = fold::protein_chains_from_fasta(rec, where);
     prepare(in);
     return in;
 }
