@@ -34,12 +34,16 @@ std::map<std::pair<char, int>, int> atoms_per_residue(const std::string& pdb) {
 }  // namespace
 
 // Two targets (one chain; three chains, two of them copies): every heavy atom written under its
-// chain and residue, two samples best first by pTM, each with its own structure and scores.
+// chain and residue, two samples best first by pTM, each with its own structure, scores, PAE and
+// PDE.
 TEST_F(EsmFold2Cli, WritesEveryAtomAndRankedSamples) {
     write("in.fasta", ">mono\nMKTAYIAKQRQISFVKSHFXRQLW\n>trimer\nMKVLAAGIVG:MKVLAAGIVG:GSHMEKR\n");
     Result r = run("predict " + p("in.fasta") + kQuick +
-                   " --diffusion-samples 2 --seed 3 --out-dir " + p("out"));
+                   " --diffusion-samples 2 --seed 3 --write-pae --out-dir " + p("out"));
     ASSERT_EQ(r.rc, 0) << r.err;
+    for (const std::string f : {"mono_pae.npy", "mono_pde.npy", "mono_plddt_pae.png",
+                                "mono_sample1_pae.npy", "trimer_pde.npy"})
+        EXPECT_TRUE(fs::exists(p("out/" + f))) << f;
     // MKTAYIAKQRQISFVKSHFXRQLW: heavy atoms per residue (X: N, CA, C, O)
     const auto mono = atoms_per_residue(p("out/mono.pdb"));
     EXPECT_EQ(mono.size(), 24u);
