@@ -255,6 +255,30 @@ TEST_F(Hub, CliDownloadsOnFirstUseAndReusesPythonCache) {
     EXPECT_NE(r.err.find("HTTP 404"), std::string::npos) << r.err;
 }
 
+// ESMFold2: the registry names resolve to Biohub's repositories (the transformers layout, ESM C
+// bundled), fetched on first use; the fold equals one from the same files given as --weights.
+TEST_F(Hub, EsmFold2RegistryNamesFoldOnFirstUse) {
+    const std::string dir = std::string(BIOINFER_FIXTURES) + "/esmfold2_tiny";
+    std::map<std::string, HubServer::File> files;
+    for (const char* f : {"config.json", "model.safetensors"})
+        files[f] = {io::read_file(dir + "/" + f), std::string(f) == "model.safetensors"};
+    server.add("biohub/ESMFold2", std::string(40, 'e'), files);
+    server.add("biohub/ESMFold2-Fast", std::string(40, 'f'), files);
+    const std::string env = "HF_ENDPOINT=" + server.url() + " HF_HUB_CACHE=" + p("cache");
+    const std::string quick = " --num-recycles 0 --sampling-steps 4 --seed 2";
+    test::Result r =
+        run("predict MKTAYIAKQR --model esmfold2" + quick + " --out-dir " + p("a"), env);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    r = run("predict MKTAYIAKQR --model esmfold2-fast" + quick + " --out-dir " + p("b"), env);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    r = run("predict MKTAYIAKQR --weights " + dir + quick + " --out-dir " + p("c"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(io::read_file(p("a/seq.pdb")), io::read_file(p("c/seq.pdb")));
+    EXPECT_EQ(io::read_file(p("b/seq.pdb")), io::read_file(p("c/seq.pdb")));
+    EXPECT_TRUE(fs::exists(p("cache/models--biohub--ESMFold2/snapshots/" + std::string(40, 'e') +
+                             "/model.safetensors")));
+}
+
 // Boltz-2: the registry name resolves to boltz-community/boltz-2; boltz2_conf.ckpt and mols.tar
 // (not the affinity model, "boltz2-affinity", fetched on its own beside them) land in the hub
 // cache, mols.tar unpacked to mols/ beside them, so the snapshot is laid out as boltz's own

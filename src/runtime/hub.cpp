@@ -49,6 +49,20 @@ const std::vector<KnownModel>& known_models() {
                      "see the repository's model card"});
         // the 3B stem in fp16 (5.6 GB) and the folding trunk in fp32
         v.push_back({"esmfold", {"facebook/esmfold_v1"}, "ESMFold", "3.5B", "~8.4 GB", "MIT"});
+        // transformers' EsmFold2Model: the trunk and heads with the ESM C 6B tower bundled
+        // (esmc.*), six safetensors shards (about 4 bytes per parameter)
+        v.push_back({"esmfold2",
+                     {"biohub/ESMFold2"},
+                     "ESMFold2",
+                     "~6.2B",
+                     "~25 GB",
+                     "see the repository's model card"});
+        v.push_back({"esmfold2-fast",
+                     {"biohub/ESMFold2-Fast"},
+                     "ESMFold2",
+                     "~6.2B",
+                     "~25 GB",
+                     "see the repository's model card"});
         // boltz2_conf.ckpt (2.3 GB) and mols.tar (1.9 GB, unpacked to mols/ next to it)
         v.push_back({"boltz2", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~4.2 GB", "MIT"});
         // the affinity model: the structure model's layout with two affinity modules

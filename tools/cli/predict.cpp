@@ -18,12 +18,17 @@
 namespace bioinfer::cli {
 
 static const char* kPredictHelp =
-    R"(usage: bioinfer predict INPUT (--model esmfold|boltz2 | --weights DIR) --out-dir DIR [options]
+    R"(usage: bioinfer predict INPUT (--model esmfold|esmfold2|esmfold2-fast|boltz2 | --weights DIR) --out-dir DIR [options]
 
 ESMFold: INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence. Chains of a
 complex are separated by ':' (joined by a 25-glycine linker that the outputs leave out). Writes
 per target <id>.pdb (or .cif) with pLDDT (0-100) as B-factors and one chain id per chain, and
 <id>.json: mean pLDDT, pTM, per-residue pLDDT, timings.
+
+ESMFold2: INPUT as for ESMFold; chains separated by ':' fold as separate chains (no linker),
+every heavy atom written. --diffusion-samples N writes <id>.pdb and <id>_sample<k>.pdb, best
+first by pTM; --num-recycles sets its loops; --seed, --sampling-steps, --max-parallel-samples and
+--step-scale apply as for Boltz-2.
 
 Boltz-2: INPUT is an input file as `boltz predict` reads it, or a folder of them: boltz's YAML
 (version 1; sequences of protein, dna, rna with id, sequence, msa: PATH.a3m|PATH.csv|empty) or
@@ -32,11 +37,13 @@ Writes boltz's layout: DIR/boltz_results_<INPUT>/predictions/<name>/<name>_model
 .pdb) ranked by confidence score with pLDDT as B-factors, confidence_<name>_model_<k>.json,
 pae_/pde_/plddt_<name>_model_<k>.npz, and <name>_plddt_pae.png; results.json beside predictions/.
 
-  --model NAME         esmfold (facebook/esmfold_v1) or boltz2 (boltz-community/boltz-2, or
-                       boltz's own cache ~/.boltz when it holds boltz2_conf.ckpt and mols/):
-                       taken from the Hugging Face cache, downloaded there on first use
-  --weights DIR        an EsmForProteinFolding directory (config.json + model.safetensors), or a
-                       folder (or file) with a Boltz-2 checkpoint (boltz2_conf.ckpt)
+  --model NAME         esmfold (facebook/esmfold_v1), esmfold2 / esmfold2-fast (biohub/ESMFold2,
+                       biohub/ESMFold2-Fast) or boltz2 (boltz-community/boltz-2, or boltz's own
+                       cache ~/.boltz when it holds boltz2_conf.ckpt and mols/): taken from the
+                       Hugging Face cache, downloaded there on first use
+  --weights DIR        an EsmForProteinFolding or EsmFold2Model directory (config.json +
+                       safetensors), or a folder (or file) with a Boltz-2 checkpoint
+                       (boltz2_conf.ckpt)
   --out-dir DIR        where the outputs go
   --output-format F    pdb or cif (mmcif is accepted for cif; default pdb for ESMFold, cif for
                        Boltz-2)
