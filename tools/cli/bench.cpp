@@ -24,9 +24,10 @@
 
 namespace bioinfer::cli {
 
-static const char* kBenchHelp = R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
+static const char* kBenchHelp =
+    R"(usage: bioinfer bench embed INPUT (--weights DIR | --model NAME) [options]
        bioinfer bench fold INPUT (--weights DIR | --model esmfold) [--repeat N] [--num-recycles N]
-                 [--chunk-size N] [--threads N]
+                 [--sampling-steps N] [--chunk-size N] [--threads N]
        bioinfer bench matmul [--m M --k K --n N] [--precision P] [--threads N] [--repeat N]
        bioinfer bench sweep [options]   (see 'bioinfer bench sweep --help')
 
@@ -97,6 +98,7 @@ int bench_fold(const Args& a) {
     fold::Options fo;
     fo.num_recycles = int(a.get_int("num-recycles", -1));
     fo.chunk = a.get_int("chunk-size", 0);
+    fo.sampling_steps = int(a.get_int("sampling-steps", -1));  // diffusion models (ESMFold2)
     io::FastaRecord warm;
     warm.id = "warm-up";
     warm.sequence = "MKTAYIAKQRQISFVK";
@@ -147,7 +149,7 @@ int bench_main(int argc, char** argv) {
     Args a = parse_args(argc, argv,
                         {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
                          "precision", "m", "k", "n", "warmup-records", "compare-table",
-                         "num-recycles", "chunk-size"},
+                         "num-recycles", "chunk-size", "sampling-steps"},
                         {"help", "fast"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""ESMFold2 structure prediction: bioinfer vs Hugging Face transformers' EsmFold2Model on the CPU,
+same machine, same run, same threads, fp32 on both sides, with random weights at the released
+trunk and diffusion shapes (pair 256, 48 folding-trunk blocks, 4-block LM encoder and MSA
+encoder, 2-block coda, 12-block diffusion transformer of width 768, 4-block confidence trunk) and
+an ESM C tower of the 600M shape (the 6B tower's fp32 reference does not fit this machine).
+
+    .venv-reference/bin/python bench/esmfold2_bench.py [--lengths 64,128] [--threads 2]
+        [--num-loops 3] [--steps 20] [--workdir DIR] [--out bench/results/esmfold2_cpu.json]
+
+The checkpoint (about 3.3 GB, fp32) is written once to --workdir in the transformers layout.
+Every (side, length) runs in its own process, so peak RSS (VmHWM) is its own: model load, one
+fold of a warm-up sequence, then --repeat timed folds of the target (one diffusion sample); the
+fastest counts. Stage times: language model, trunk (inputs embedder, LM shim and every loop), the
+diffusion sampler, the confidence head. Upstream's stages are timed by wrapping its methods. The
+sampler's schedule length is --steps on both sides (the cap at sigma 256 drops the top entries).
+"""
+import argparse
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
+
+AA = "ACDEFGHIKLMNPQRSTVWY"
+TOWERS = {  # hidden, layers, heads, intermediate (ESM C's SwiGLU width)
+    "600m": (1152, 36, 18, 3072),
+    "tiny": (64, 2, 4, 256),  # quick probes of the trunk only
+}
+
+
+def config(tower, num_loops, steps):
+    from transformers import EsmFold2Config
+    hidden, layers, heads, inter = TOWERS[tower]
+    cfg = EsmFold2Config(
+        num_loops=num_loops, folding_trunk_num_hidden_layers=48, chunk_size=None,
+        structure_head=dict(num_distogram_bins=64, num_diffusion_samples=1, gamma_0=0.8,
+                            gamma_min=1.0, noise_scale=1.003, step_scale=1.5,
+                            inference_exponent=7.0, inference_num_steps=steps,
+                            inference_sigma_cap=256.0),
+        esmc_config=dict(model_type="esmc", hidden_size=hidden, intermediate_size=inter,
+                         num_hidden_layers=layers, num_attention_heads=heads, vocab_size=64))
+    return cfg
+
+
+def make_checkpoint(out, tower, num_loops, steps, seed=0):
+    """Random weights in EsmFold2Model's layout, written without building the model in memory."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import EsmFold2Model
+    done = os.path.join(out, "model.safetensors")
+    if os.path.exists(done):
+        return out
+    os.makedirs(out, exist_ok=True)
+    cfg = config(tower, num_loops, steps)
+    with torch.device("meta"):
+        meta = EsmFold2Model(cfg)
+    norms = {f"{mn}.{pn}" for mn, m in meta.named_modules() if isinstance(m, torch.nn.LayerNorm)
+             for pn, _ in m.named_parameters(recurse=False)}
+    g = torch.Generator().manual_seed(seed)
+    sd = {}
+    for name, t in meta.state_dict().items():
+        shape = tuple(t.shape)
+        if name.endswith("boundaries"):
+            c = cfg.confidence_head
+            v = torch.linspace(c.min_dist, c.max_dist, c.distogram_bins - 1)
+        elif name.endswith("inv_freq"):
+            continue
+        elif name in norms or name.endswith(("norm.weight", "norm.bias")):
+            v = (1.0 if name.endswith("weight") else 0.0) + 0.1 * torch.randn(shape, generator=g)
+        elif name.endswith(("log_state_decay", "log_delta")):
+            v = -0.5 + 0.3 * torch.randn(shape, generator=g)
+        elif len(shape) == 1:
+            v = 0.1 * torch.randn(shape, generator=g)
+        else:
+            fan_in = shape[-2] if name.endswith(("plddt_weight", "resolved_weight")) else shape[-1]
+            v = torch.randn(shape, generator=g) / fan_in ** 0.5
+        sd[name] = v.contiguous()
+    save_file(sd, done + ".tmp", metadata={"format": "pt"})
+    os.replace(done + ".tmp", done)
+    cfg.save_pretrained(out)
+    return out
+
+
+def sequence(n, seed):
+    rng = random.Random(seed)
+    return "".join(rng.choice(AA) for _ in range(n))
+
+
+def hf_worker(model_dir, length, threads, repeat, steps):
+    import torch
+    from transformers import EsmFold2Model
+    from transformers.models.esmfold2.protein_utils import prepare_protein_features
+
+    torch.set_num_threads(threads)
+    model = EsmFold2Model.from_pretrained(model_dir, dtype=torch.float32).eval()
+    stages = {}
+    time_calls(stages, model, "_compute_lm_hidden_states", "language_model")
+    time_calls(stages, model, "forward", "trunk_total")
+    time_calls(stages, model, "_sample_structure", "diffusion")
+    time_calls(stages, model.confidence_head, "forward", "confidence")
+
+    def fold(seq):
+        feats = prepare_protein_features(seq)
+        stages.clear()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            model.fold(**feats, num_diffusion_samples=1, num_sampling_steps=steps)
+        total = time.perf_counter() - t0
+        out = dict(stages)
+        out["trunk"] = out.pop("trunk_total") - out["language_model"]
+        return total, out
+
+    fold(sequence(16, 99))
+    runs = [fold(sequence(length, length)) for _ in range(repeat)]
+    best = min(runs, key=lambda r: r[0])
+    print(json.dumps({"impl": "transformers", "length": length, "seconds": best[0],
+                      "stages_s": best[1], "peak_rss_mb": peak_rss_mb(),
+                      "threads": torch.get_num_threads()}))
+
+
+def bioinfer_run(bin_path, model_dir, length, threads, repeat, steps, workdir):
+    fasta = os.path.join(workdir, f"target_{length}.fa")
+    with open(fasta, "w") as f:
+        f.write(f">target_{length}\n{sequence(length, length)}\n")
+    cmd = [bin_path, "bench", "fold", fasta, "--weights", model_dir, "--threads", str(threads),
+           "--repeat", str(repeat), "--sampling-steps", str(steps)]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def write_doc(args, rows):
+    """The results so far (rewritten after every row, so a long run keeps what it measured)."""
+    import torch
+    import transformers
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
+                  if l.startswith("flags")), [])
+    doc = {"bench": "esmfold2_cpu",
+           "command": shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+           "machine": {"threads": args.threads,
+                       "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                                          if l.startswith("model name")), ""),
+                       "cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
+                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+           "model": {"tower": f"ESM C {args.tower} shape, random weights",
+                     "trunk": "released shapes: pair 256, 48 trunk blocks, LM encoder 4, MSA encoder 4, coda 2",
+                     "diffusion": "released shapes: width 768, 12 token blocks, atom width 128",
+                     "num_loops": args.num_loops, "sampling_steps": args.steps, "samples": 1,
+                     "compute": "fp32 on both sides"},
+           "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+           "rows": rows}
+    write_json(args.out, doc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lengths", default="64,128")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--num-loops", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--tower", default="600m", choices=sorted(TOWERS))
+    ap.add_argument("--workdir", default="/tmp/bioinfer_esmfold2_bench")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "esmfold2_cpu.json"))
+    ap.add_argument("--hf-worker", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    model_dir = os.path.join(args.workdir, f"esmfold2_random_{args.tower}_{args.num_loops}_{args.steps}")
+    if args.hf_worker:
+        hf_worker(args.hf_worker[0], int(args.hf_worker[1]), args.threads, args.repeat, args.steps)
+        return
+    t0 = time.time()
+    make_checkpoint(model_dir, args.tower, args.num_loops, args.steps)
+    print(f"checkpoint ready in {time.time() - t0:.0f} s: {model_dir}", file=sys.stderr)
+    rows = []
+    for n in [int(x) for x in args.lengths.split(",") if x]:
+        r = bioinfer_run(args.bin, model_dir, n, args.threads, args.repeat, args.steps, args.workdir)
+        print(json.dumps(r), file=sys.stderr)
+        rows.append(r)
+        write_doc(args, rows)
+        out = subprocess.run([sys.executable, __file__, "--hf-worker", model_dir, str(n),
+                              "--threads", str(args.threads), "--repeat", str(args.repeat),
+                              "--steps", str(args.steps), "--tower", args.tower,
+                              "--num-loops", str(args.num_loops)],
+                             check=True, capture_output=True, text=True).stdout
+        h = json.loads(out.strip().splitlines()[-1])
+        print(json.dumps(h), file=sys.stderr)
+        rows.append(h)
+        r["speedup_vs_transformers"] = h["seconds"] / r["seconds"]
+        write_doc(args, rows)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
