@@ -81,8 +81,9 @@ TEST_F(EsmFold2Cli, SeedReproducesARun) {
     EXPECT_NE(io::read_file(p("a/t.pdb")), io::read_file(p("c/t.pdb")));
 }
 
-// A character outside the amino-acid letters fails its record with one line naming it; options of
-// Boltz-2's alone are refused before anything runs.
+// A character outside the amino-acid letters fails its record with one line naming it; a target
+// the memory estimate does not fit is refused before the language model runs; options of Boltz-2's
+// alone are refused before anything runs.
 TEST_F(EsmFold2Cli, BadInputIsRefusedCleanly) {
     write("bad.fasta", ">good\nMKTAYIAK\n>bad\nMKT1YIAK\n");
     Result r = run("predict " + p("bad.fasta") + kQuick + " --out-dir " + p("out"));
@@ -91,6 +92,12 @@ TEST_F(EsmFold2Cli, BadInputIsRefusedCleanly) {
     EXPECT_NE(r.err.find("'1'"), std::string::npos) << r.err;
     EXPECT_TRUE(fs::exists(p("out/good.pdb")));
     EXPECT_FALSE(fs::exists(p("out/bad.pdb")));
+    // a target beyond the memory budget is refused before anything runs, with the size it needs
+    write("long.fasta", ">long\n" + std::string(3000, 'A') + "\n");
+    r = run("predict " + p("long.fasta") + kQuick + " --max-memory 1 --out-dir " + p("out3"));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("GiB to fold"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("out3/long.pdb")));
     r = run("predict " + p("bad.fasta") + kQuick + " --use-potentials --out-dir " + p("out2"));
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("applies to Boltz-2 only"), std::string::npos) << r.err;

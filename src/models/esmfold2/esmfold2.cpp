@@ -113,8 +113,11 @@ int64_t EsmFold2Spec::memory_bytes(const fold::Input& in) const {
     // the LM: every layer's hidden states at the residues, the tower's own activations
     const int64_t lm = L * (lm_layers + 1) * lm_hidden * 4 + L * lm_hidden * 4 * 16;
     // the loop: z_init, the LM pair, its dropped copy, the injection, z, the MSA encoder's pair,
-    // and a pair stack's triangle temporaries (about four pairs) and chunk buffers
-    const int64_t trunk = pair * 10 + (int64_t(256) << 20);
+    // a pair stack's triangle temporaries and chunk buffers, the allocator's and GEMM's pools:
+    // fitted to the peak RSS measured at 64 and 128 residues (bench/results/esmfold2_cpu.json:
+    // 0.79 and 0.99 GB above the weights, about 15 pairs plus 0.73 GB at pair width 256; the
+    // constant taken in proportion to the pair width for other shapes)
+    const int64_t trunk = pair * 16 + (int64_t(768) << 20) * C / 256;
     // diffusion: the conditioning pair and per-layer biases; per sample the atom stacks' windows
     const int64_t diff = pair + L * L * c.diffusion.heads * c.diffusion.layers * 4 +
                          c.sampler.samples * A * (c.diff_atom.hidden * 16 + 160 * 4 * 4);
