@@ -13,23 +13,6 @@ namespace {
 
 constexpr const char* kWhere = "esmfold2 trunk";
 
-nn::Linear rows_of(const Tensor& w, int64_t r0, int64_t r1, const Tensor& b = Tensor()) {
-    return nn::Linear::from(w.narrow0(r0, r1).clone(),
-                            b.defined() ? b.narrow0(r0, r1).clone() : Tensor());
-}
-
-// EsmFold2Transition: LN, SwiGLU with a fused (2F, D) gate_up_proj (gate rows first), down_proj.
-nn::ResidueMlp swiglu_transition(const io::ModelDir& m, const std::string& p, int64_t d,
-                                 int64_t f) {
-    nn::ResidueMlp r;
-    r.ln = nn::LayerNorm::load(m, p + ".norm", d, 1e-5f);
-    const Tensor gu = m.get_f32(p + ".mlp.gate_up_proj.weight", {2 * f, d});
-    r.gate = rows_of(gu, 0, f);
-    r.up = rows_of(gu, f, 2 * f);
-    r.down = nn::Linear::load(m, p + ".mlp.down_proj", f, d, false);
-    return r;
-}
-
 Tensor f32_of(const std::vector<int32_t>& v) {
     std::vector<float> f(v.begin(), v.end());
     return Tensor::of(f, {int64_t(v.size())});
@@ -190,8 +173,8 @@ MsaEncoder MsaEncoder::load(const io::ModelDir& m, const std::string& p, const C
         l.opm.norm = nn::LayerNorm::load(m, q + ".outer_product_mean.norm", cm, 1e-5f);
         const Tensor ip =
             m.get_f32(q + ".outer_product_mean.input_proj.weight", {2 * mc.outer, cm});
-        l.opm.proj_a = rows_of(ip, 0, mc.outer);
-        l.opm.proj_b = rows_of(ip, mc.outer, 2 * mc.outer);
+        l.opm.proj_a = linear_rows(ip, 0, mc.outer);
+        l.opm.proj_b = linear_rows(ip, mc.outer, 2 * mc.outer);
         l.opm.proj_o =
             nn::Linear::load(m, q + ".outer_product_mean.output_proj", mc.outer * mc.outer, c);
         l.updates_msa = i != mc.layers - 1;
