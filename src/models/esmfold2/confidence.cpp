@@ -71,8 +71,16 @@ ConfidenceHead ConfidenceHead::load(const io::ModelDir& m, const Config& cfg) {
     h.resolved_ln = nn::LayerNorm::load(m, p + ".resolved_layernorm", Cs, 1e-5f);
     h.pae_ln = nn::LayerNorm::load(m, p + ".pae_layernorm", C, 1e-5f);
     h.pde_ln = nn::LayerNorm::load(m, p + ".pde_layernorm", C, 1e-5f);
-    h.plddt_w = m.get_f32(p + ".plddt_weight", {T, Cs, k.plddt_bins});
-    h.resolved_w = m.get_f32(p + ".resolved_weight", {T, Cs, 2});
+    // the per-position weights (T, c_s, K) as one linear c_s -> T * K, packed once: logits for
+    // every position, then each atom's own
+    const auto position_linear = [&](const std::string& name, int64_t K) {
+        const Tensor w = m.get_f32(p + "." + name, {T, Cs, K});
+        Tensor wt = Tensor::empty({T, K, Cs});
+        ops::copy(w.permute({0, 2, 1}), wt);
+        return nn::Linear::from(wt.reshape({T * K, Cs}), Tensor());
+    };
+    h.plddt_lin = position_linear("plddt_weight", k.plddt_bins);
+    h.resolved_lin = position_linear("resolved_weight", 2);
     h.pae_head = nn::Linear::load(m, p + ".pae_head", C, k.pae_bins, false);
     h.pde_head = nn::Linear::load(m, p + ".pde_head", C, k.pde_bins, false);
     return h;
@@ -120,16 +128,6 @@ ConfidenceOutput ConfidenceHead::run(const Inputs& in, const TrunkOutput& trunk,
     std::vector<int32_t> pick(static_cast<size_t>(A));  // row a * T + intra[a] of (A * T, bins)
     for (int64_t at = 0; at < A; ++at) pick[size_t(at)] = int32_t(at * T + intra[size_t(at)]);
     const Tensor pick_t = Tensor::of(pick, {A}), atom_token_t = Tensor::of(atom_token, {A});
-    // the per-position weights as one (c_s, T * bins) matrix: logits for every position, then
-    // each atom's own
-    const auto position_linear = [&](const Tensor& w) {
-        const int64_t K = w.size(2);
-        Tensor wt = Tensor::empty({T, K, Cs});
-        ops::copy(w.permute({0, 2, 1}), wt);
-        return nn::Linear::from(wt.reshape({T * K, Cs}), Tensor());
-    };
-    const nn::Linear plddt_lin = position_linear(plddt_w),
-                     resolved_lin = position_linear(resolved_w);
     int32_t chains = 0;
     for (int32_t v : in.asym_id) chains = std::max(chains, v + 1);
 

@@ -37,7 +37,7 @@ struct ConfidenceHead {
     PairStack stack;
     nn::Linear pool_score, pool_out;  // C -> 1, C -> c_s
     nn::LayerNorm plddt_ln, resolved_ln, pae_ln, pde_ln;
-    Tensor plddt_w, resolved_w;  // (23, c_s, bins), (23, c_s, 2)
+    nn::Linear plddt_lin, resolved_lin;  // c_s -> 23 * bins, 23 * 2: every position's weights
     nn::Linear pae_head, pde_head;
 
     static ConfidenceHead load(const io::ModelDir& m, const Config& cfg);
