@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "io/model_dir.h"
@@ -132,6 +133,10 @@ TEST_P(EsmFold2Case, TrunkMatchesReferenceStageByStage) {
             expect_close(r.taps.at(name), f.get(id + "." + name), id + " " + name);
         }
     expect_close(r.out.pair, f.get(id + ".trunk.pair"), id + " trunk pair");
+    const Tensor ref_pair = f.get(id + ".trunk.pair");
+    const auto st = test::stats(r.out.pair.f32(), ref_pair.f32(), ref_pair.numel());
+    std::printf("%s decoded trunk pair: PCC %.9f, relative L2 %.2g\n", id.c_str(), st.pcc,
+                st.rel_l2);
     expect_close(r.out.distogram, f.get(id + ".trunk.distogram"), id + " distogram");
 }
 
@@ -272,6 +277,25 @@ TEST_P(EsmFold2Case, DenoiserMatchesReference) {
                  id + " denoised");
 }
 
+// The reference sampler's draws in the order boltz2::sample asks for them: the initial noise, then
+// per step the quaternion, translation and churn draws.
+std::vector<Tensor> sampler_draws(const std::string& id) {
+    const Fixture& f = fixture();
+    const Tensor quat = f.get(id + ".sample.quat_randn"), trans = f.get(id + ".sample.trans_randn"),
+                 eps = f.get(id + ".sample.eps_randn");
+    std::vector<Tensor> draws{f.get(id + ".sample.x0_randn")};
+    for (int64_t i = 0; i < quat.size(0); ++i)
+        for (const Tensor* t : {&quat, &trans, &eps}) draws.push_back(t->narrow0(i, i + 1).clone());
+    return draws;
+}
+
+// 1 for the real atoms, 0 for the padding.
+std::vector<float> atom_mask(const esmfold2::Inputs& in) {
+    std::vector<float> mask(size_t(in.atoms.atoms), 0.f);
+    for (int64_t a = 0; a < in.atoms.real_atoms; ++a) mask[size_t(a)] = 1.f;
+    return mask;
+}
+
 // The whole sampler on the reference's draws (capped schedule, churn, masked centering, Kabsch):
 // every step's denoised coordinates and the final ones.
 TEST_P(EsmFold2Case, SamplerReplayMatchesReference) {
@@ -279,16 +303,12 @@ TEST_P(EsmFold2Case, SamplerReplayMatchesReference) {
     const Fixture& f = fixture();
     const esmfold2::Inputs in = inputs_of(id);
     const auto k = diffusion().prepare(in, reference_trunk(id));
-    const Tensor quat = f.get(id + ".sample.quat_randn"), trans = f.get(id + ".sample.trans_randn"),
-                 eps = f.get(id + ".sample.eps_randn"), den = f.get(id + ".sample.denoised");
-    const int64_t steps = quat.size(0), S = quat.size(1);
-    std::vector<Tensor> draws{f.get(id + ".sample.x0_randn")};
-    for (int64_t i = 0; i < steps; ++i)
-        for (const Tensor* t : {&quat, &trans, &eps}) draws.push_back(t->narrow0(i, i + 1).clone());
+    const Tensor den = f.get(id + ".sample.denoised");
+    const int64_t steps = den.size(0), S = den.size(1);
+    const std::vector<Tensor> draws = sampler_draws(id);
     boltz2::ReplayNormal rng(draws);
     const auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), S, S);
-    std::vector<float> mask(size_t(in.atoms.atoms), 0.f);
-    for (int64_t a = 0; a < in.atoms.real_atoms; ++a) mask[size_t(a)] = 1.f;
+    const std::vector<float> mask = atom_mask(in);
     int64_t seen = 0;
     const Tensor coords = boltz2::sample(
         [&](const Tensor& x, float sigma) { return diffusion().denoise(k, x, sigma); },
@@ -317,17 +337,11 @@ TEST(EsmFold2Sampler, UnmaskedCenteringMissesReference) {
     const esmfold2::Inputs in = inputs_of(id);
     ASSERT_LT(in.atoms.real_atoms, in.atoms.atoms);  // the case has padding atoms
     const auto k = diffusion().prepare(in, reference_trunk(id));
-    const Tensor quat = f.get(id + ".sample.quat_randn"), trans = f.get(id + ".sample.trans_randn"),
-                 eps = f.get(id + ".sample.eps_randn");
-    std::vector<Tensor> draws{f.get(id + ".sample.x0_randn")};
-    for (int64_t i = 0; i < quat.size(0); ++i)
-        for (const Tensor* t : {&quat, &trans, &eps}) draws.push_back(t->narrow0(i, i + 1).clone());
-    boltz2::ReplayNormal rng(draws);
-    auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), quat.size(1),
-                                      quat.size(1));
+    const int64_t S = f.get(id + ".sample.denoised").size(1);
+    boltz2::ReplayNormal rng(sampler_draws(id));
+    auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), S, S);
     p.masked_centering = false;
-    std::vector<float> mask(size_t(in.atoms.atoms), 0.f);
-    for (int64_t a = 0; a < in.atoms.real_atoms; ++a) mask[size_t(a)] = 1.f;
+    const std::vector<float> mask = atom_mask(in);
     const Tensor coords = boltz2::sample(
         [&](const Tensor& x, float sigma) { return diffusion().denoise(k, x, sigma); },
         Tensor::of(mask), p, rng);
