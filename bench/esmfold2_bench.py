@@ -18,7 +18,6 @@ sampler's schedule length is --steps on both sides (the cap at sigma 256 drops t
 import argparse
 import json
 import os
-import random
 import shlex
 import subprocess
 import sys
@@ -27,9 +26,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fold_bench import sequence  # noqa: E402
 from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
 
-AA = "ACDEFGHIKLMNPQRSTVWY"
 TOWERS = {  # hidden, layers, heads, intermediate (ESM C's SwiGLU width)
     "600m": (1152, 36, 18, 3072),
     "tiny": (64, 2, 4, 256),  # quick probes of the trunk only
@@ -87,11 +86,6 @@ def make_checkpoint(out, tower, num_loops, steps, seed=0):
     os.replace(done + ".tmp", done)
     cfg.save_pretrained(out)
     return out
-
-
-def sequence(n, seed):
-    rng = random.Random(seed)
-    return "".join(rng.choice(AA) for _ in range(n))
 
 
 def hf_worker(model_dir, length, threads, repeat, steps):
