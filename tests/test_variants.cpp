@@ -156,15 +156,16 @@ TEST(Variants, RotarySerialAndParallel) {
 }
 
 // The own GEMM provider (weights transposed at pack time) with blockings that do and do not
-// divide the shape, every epilogue, and fp32 and bf16 storage; the separate-activation form of a
-// oneDNN GEMM.
+// divide the shape, every epilogue; bf16 storage computed in fp32 (widened panel by panel, also
+// where the table names the own GEMM); the separate-activation form of a oneDNN GEMM.
 TEST(Variants, LinearProvidersAndActivation) {
-    const int64_t M = 53, K = 300, N = 77;
+    // N = 600: two whole 256-row panels of a bf16 weight and a partial one.
+    const int64_t M = 53, K = 300, N = 600;
     Tensor x = random_tensor({M, K}, 101), w = random_tensor({N, K}, 102, 0.0f, 0.1f),
            b = random_tensor({N}, 103), res = random_tensor({M, N}, 104);
     Tensor wb = Tensor::empty({N, K}, DType::BF16);
     for (int64_t i = 0; i < w.numel(); ++i)
-        static_cast<uint16_t*>(wb.raw())[i] = f32_to_bf16(bf16_to_f32(f32_to_bf16(w.f32()[i])));
+        static_cast<uint16_t*>(wb.raw())[i] = f32_to_bf16(w.f32()[i]);
     Tensor w_rounded = Tensor::empty({N, K});  // the bf16-stored weights as fp32
     for (int64_t i = 0; i < w.numel(); ++i)
         w_rounded.f32()[i] = bf16_to_f32(static_cast<const uint16_t*>(wb.raw())[i]);
@@ -178,10 +179,18 @@ TEST(Variants, LinearProvidersAndActivation) {
         const ops::Epilogue ep{.act = md.act, .scale = md.scale, .accumulate = md.accumulate};
         for (const Tensor* wsrc : {&w, &wb}) {
             const Tensor& wf = wsrc == &w ? w : w_rounded;
+            const std::string stored = wsrc == &w ? "fp32" : "bf16";
             Tensor ref = res.clone();
             ops::set_backend("ref");
             ops::linear(x, wf, &b, ref, ep);
             ops::set_backend("cpu");
+            {
+                auto packed = ops::pack_linear_weight(*wsrc, DType::F32);  // the table's choice
+                ASSERT_NE(packed, nullptr);
+                Tensor got = res.clone();
+                ops::linear(x, wf, &b, got, ep, packed.get());
+                compare(got, ref, 1e-4, 1e-4, stored + " storage, default provider");
+            }
             for (auto blk : {std::map<std::string, int64_t>{{"m_block", 96}, {"n_block", 256}, {"k_block", 256}},
                              {{"m_block", 10}, {"n_block", 33}, {"k_block", 70}}}) {
                 std::shared_ptr<const ops::PackedWeight> packed;
@@ -192,7 +201,8 @@ TEST(Variants, LinearProvidersAndActivation) {
                 ASSERT_NE(packed, nullptr);
                 Tensor got = res.clone();
                 ops::linear(x, wf, &b, got, ep, packed.get());  // the forced choice lives in the pack
-                compare(got, ref, 1e-4, 1e-4, "own_packed m_block " + std::to_string(blk["m_block"]));
+                compare(got, ref, 1e-4, 1e-4,
+                        stored + " storage, own_packed m_block " + std::to_string(blk["m_block"]));
             }
             if (md.act != Act::None) {
                 auto packed = ops::pack_linear_weight(*wsrc, DType::F32);

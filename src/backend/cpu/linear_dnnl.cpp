@@ -67,7 +67,7 @@ uint16_t* bf16_scratch(size_t n) {
 
 // Primitives are shared by every layer of the same shape: the packed layout is a function of
 // (K, N) and the compute dtype alone, so that is all the key needs to say about the weights.
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, Act, float, bool, bool, DType>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, Act, float, bool, bool, DType>;
 
 struct Cache {
     std::mutex mu;
@@ -82,7 +82,7 @@ Cache& cache() {
     return c;
 }
 
-dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, Act act, float scale,
+dnnl::matmul make(int64_t M, int64_t K, int64_t N, int64_t ldy, bool bias, Act act, float scale,
                   bool accumulate, const memory::desc& wei, DType compute) {
     dnnl::post_ops po;
     if (act == Act::Gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
@@ -95,7 +95,7 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, bool bias, Act act, float sca
     if (accumulate) po.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
-    auto src = md(M, K, K, 1, dnnl_dt(compute)), dst = md(M, N, N, 1);
+    auto src = md(M, K, K, 1, dnnl_dt(compute)), dst = md(M, N, ldy, 1);
     if (bias) {
         dnnl::matmul::desc d(src, wei, md(1, N, N, 1), dst);
         return dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine()));
@@ -173,18 +173,21 @@ void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, in
 }
 
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
-                 int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate) {
+                 int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate,
+                 int64_t ldy) {
+    if (ldy == 0) ldy = N;
     const auto* p = static_cast<const Packed*>(packed);
     const memory::desc wd = p ? p->desc : plain_weights(K, N);
     const DType compute = p ? p->compute : DType::F32;
-    Key key{M, K, N, b != nullptr, act, scale, accumulate, p != nullptr, compute};
+    Key key{M, K, N, ldy, b != nullptr, act, scale, accumulate, p != nullptr, compute};
     dnnl::matmul prim;
     {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mu);
         auto it = c.prims.find(key);
         if (it == c.prims.end())
-            it = c.prims.emplace(key, make(M, K, N, b, act, scale, accumulate, wd, compute)).first;
+            it = c.prims.emplace(key, make(M, K, N, ldy, b, act, scale, accumulate, wd, compute))
+                     .first;
         prim = it->second;
     }
     auto& eng = engine();
@@ -207,7 +210,7 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src_mem},
         {DNNL_ARG_WEIGHTS, p ? p->mem : memory(wd, eng, const_cast<float*>(w))},
-        {DNNL_ARG_DST, memory(md(M, N, N, 1), eng, y)}};
+        {DNNL_ARG_DST, memory(md(M, N, ldy, 1), eng, y)}};
     if (b) args.emplace(DNNL_ARG_BIAS, memory(md(1, N, N, 1), eng, const_cast<float*>(b)));
     prim.execute(s, args);
     s.wait();

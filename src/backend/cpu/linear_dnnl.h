@@ -10,8 +10,10 @@
 
 namespace bioinfer::cpu {
 
+// y's rows are ldy floats apart (0: N).
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
-                 int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate);
+                 int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate,
+                 int64_t ldy = 0);
 // w (N, K) reordered into oneDNN's preferred weights layout for `compute` (F32 or BF16), straight
 // from its stored dtype (no fp32 copy of a bf16 checkpoint); owned by the returned handle.
 void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute);

@@ -41,6 +41,12 @@ struct VecAvx512 {
     static void store_partial(float* p, R v, int64_t n) {
         _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1u), v);
     }
+    // W bf16 values widened to fp32 (exact: bf16 is fp32's top half).
+    static R load_bf16(const uint16_t* p) {
+        const __m512i u =
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    }
     static float hsum(R v) { return _mm512_reduce_add_ps(v); }
     static float hmax(R v) { return _mm512_reduce_max_ps(v); }
 };
@@ -79,6 +85,11 @@ struct VecAvx2 {
     }
     static R load_partial(const float* p, int64_t n) { return _mm256_maskload_ps(p, lanes_below(n)); }
     static void store_partial(float* p, R v, int64_t n) { _mm256_maskstore_ps(p, lanes_below(n), v); }
+    static R load_bf16(const uint16_t* p) {
+        const __m256i u =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    }
     static float hsum(R v) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));
