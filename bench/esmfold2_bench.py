@@ -7,6 +7,11 @@ an ESM C tower of the 600M shape (the 6B tower's fp32 reference does not fit thi
 
     .venv-reference/bin/python bench/esmfold2_bench.py [--lengths 64,128] [--threads 2]
         [--num-loops 3] [--steps 20] [--workdir DIR] [--out bench/results/esmfold2_cpu.json]
+    .venv-reference/bin/python bench/esmfold2_bench.py --tower 6b --lengths 128
+
+--tower 6b runs bioinfer alone at the released shapes, the ESM C 6B tower included and stored in
+bf16 as released (a 16 GB checkpoint): `bench fold` with each stage's peak RSS, then `bioinfer
+predict` end to end under /usr/bin/time (results in bench/results/esmfold2_6b_cpu.json).
 
 The checkpoint (about 3.3 GB, fp32) is written once to --workdir in the transformers layout.
 Every (side, length) runs in its own process, so peak RSS (VmHWM) is its own: model load, one
@@ -30,6 +35,7 @@ from fold_bench import sequence  # noqa: E402
 from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
 
 TOWERS = {  # hidden, layers, heads, intermediate (ESM C's SwiGLU width)
+    "6b": (2560, 80, 40, 6912),  # the released tower: stored bf16, bioinfer only (see --tower)
     "600m": (1152, 36, 18, 3072),
     "tiny": (64, 2, 4, 256),  # quick probes of the trunk only
 }
@@ -49,10 +55,34 @@ def config(tower, num_loops, steps):
     return cfg
 
 
-def make_checkpoint(out, tower, num_loops, steps, seed=0):
-    """Random weights in EsmFold2Model's layout, written without building the model in memory."""
+def write_safetensors(path, entries, metadata):
+    """A safetensors file from (name, dtype, shape, make) entries, each tensor made and written in
+    turn, so a checkpoint larger than memory never exists in memory."""
+    import struct
     import torch
-    from safetensors.torch import save_file
+    codes = {torch.float32: ("F32", 4), torch.bfloat16: ("BF16", 2)}
+    header, offset = {"__metadata__": metadata}, 0
+    for name, dtype, shape, _ in entries:
+        n = 1
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": codes[dtype][0], "shape": list(shape),
+                        "data_offsets": [offset, offset + n * codes[dtype][1]]}
+        offset += n * codes[dtype][1]
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)) + blob)
+        for name, dtype, shape, make in entries:
+            t = make().to(dtype).contiguous()
+            assert tuple(t.shape) == tuple(shape), name
+            f.write(t.view(torch.int16 if dtype == torch.bfloat16 else torch.int32).numpy().tobytes())
+
+
+def make_checkpoint(out, tower, num_loops, steps, seed=0):
+    """Random weights in EsmFold2Model's layout, written without building the model in memory.
+    The 6B tower's weights are stored in bf16, as released; everything else in fp32."""
+    import torch
     from transformers import EsmFold2Model
     done = os.path.join(out, "model.safetensors")
     if os.path.exists(done):
@@ -64,25 +94,29 @@ def make_checkpoint(out, tower, num_loops, steps, seed=0):
     norms = {f"{mn}.{pn}" for mn, m in meta.named_modules() if isinstance(m, torch.nn.LayerNorm)
              for pn, _ in m.named_parameters(recurse=False)}
     g = torch.Generator().manual_seed(seed)
-    sd = {}
-    for name, t in meta.state_dict().items():
-        shape = tuple(t.shape)
-        if name.endswith("boundaries"):
-            c = cfg.confidence_head
-            v = torch.linspace(c.min_dist, c.max_dist, c.distogram_bins - 1)
-        elif name.endswith("inv_freq"):
-            continue
-        elif name in norms or name.endswith(("norm.weight", "norm.bias")):
-            v = (1.0 if name.endswith("weight") else 0.0) + 0.1 * torch.randn(shape, generator=g)
-        elif name.endswith(("log_state_decay", "log_delta")):
-            v = -0.5 + 0.3 * torch.randn(shape, generator=g)
-        elif len(shape) == 1:
-            v = 0.1 * torch.randn(shape, generator=g)
-        else:
+
+    def maker(name, shape):
+        def make():
+            if name.endswith("boundaries"):
+                c = cfg.confidence_head
+                return torch.linspace(c.min_dist, c.max_dist, c.distogram_bins - 1)
+            if name in norms or name.endswith(("norm.weight", "norm.bias")):
+                return (1.0 if name.endswith("weight") else 0.0) + 0.1 * torch.randn(shape, generator=g)
+            if name.endswith(("log_state_decay", "log_delta")):
+                return -0.5 + 0.3 * torch.randn(shape, generator=g)
+            if len(shape) == 1:
+                return 0.1 * torch.randn(shape, generator=g)
             fan_in = shape[-2] if name.endswith(("plddt_weight", "resolved_weight")) else shape[-1]
-            v = torch.randn(shape, generator=g) / fan_in ** 0.5
-        sd[name] = v.contiguous()
-    save_file(sd, done + ".tmp", metadata={"format": "pt"})
+            return torch.randn(shape, generator=g) / fan_in ** 0.5
+        return make
+
+    entries = []
+    for name, t in meta.state_dict().items():
+        if name.endswith("inv_freq"):
+            continue
+        dtype = torch.bfloat16 if tower == "6b" and name.startswith("esmc.") else torch.float32
+        entries.append((name, dtype, tuple(t.shape), maker(name, tuple(t.shape))))
+    write_safetensors(done + ".tmp", entries, {"format": "pt"})
     os.replace(done + ".tmp", done)
     cfg.save_pretrained(out)
     return out
@@ -142,14 +176,33 @@ def write_doc(args, rows):
                                           if l.startswith("model name")), ""),
                        "cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
                        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-           "model": {"tower": f"ESM C {args.tower} shape, random weights",
+           "model": {"tower": f"ESM C {args.tower} shape, random weights" +
+                              (", stored bf16" if args.tower == "6b" else ""),
                      "trunk": "released shapes: pair 256, 48 trunk blocks, LM encoder 4, MSA encoder 4, coda 2",
                      "diffusion": "released shapes: width 768, 12 token blocks, atom width 128",
                      "num_loops": args.num_loops, "sampling_steps": args.steps, "samples": 1,
-                     "compute": "fp32 on both sides"},
+                     "compute": "fp32" if args.tower == "6b" else "fp32 on both sides"},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "rows": rows}
     write_json(args.out, doc)
+
+
+def predict_run(bin_path, model_dir, length, threads, steps, workdir):
+    """`bioinfer predict` end to end on the target: wall time, peak RSS, the files it wrote."""
+    fasta = os.path.join(workdir, f"target_{length}.fa")
+    out_dir = os.path.join(workdir, f"predict_{length}")
+    cmd = [bin_path, "predict", fasta, "--weights", model_dir, "--out-dir", out_dir, "--threads",
+           str(threads), "--sampling-steps", str(steps)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb %M"] + cmd, capture_output=True,
+                          text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"bioinfer predict failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    rss = [l for l in proc.stderr.splitlines() if l.startswith("maxrss_kb ")]
+    return {"impl": "bioinfer", "command": "predict", "length": length, "seconds": seconds,
+            "peak_rss_mb": int(rss[-1].split()[1]) / 1024 if rss else None,
+            "outputs": sorted(os.listdir(out_dir))}
 
 
 def main():
@@ -159,12 +212,17 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--num-loops", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--tower", default="600m", choices=sorted(TOWERS))
+    ap.add_argument("--tower", default="600m", choices=sorted(TOWERS),
+                    help="6b: the released tower in bf16, bioinfer alone (bench fold and predict)")
     ap.add_argument("--workdir", default="/tmp/bioinfer_esmfold2_bench")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "esmfold2_cpu.json"))
+    ap.add_argument("--out", default=None, help="default bench/results/esmfold2_cpu.json "
+                    "(esmfold2_6b_cpu.json with --tower 6b)")
     ap.add_argument("--hf-worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.out is None:
+        name = "esmfold2_6b_cpu.json" if args.tower == "6b" else "esmfold2_cpu.json"
+        args.out = os.path.join(ROOT, "bench", "results", name)
     model_dir = os.path.join(args.workdir, f"esmfold2_random_{args.tower}_{args.num_loops}_{args.steps}")
     if args.hf_worker:
         hf_worker(args.hf_worker[0], int(args.hf_worker[1]), args.threads, args.repeat, args.steps)
@@ -178,6 +236,12 @@ def main():
         print(json.dumps(r), file=sys.stderr)
         rows.append(r)
         write_doc(args, rows)
+        if args.tower == "6b":  # no reference: its fp32 tower does not fit this machine
+            p = predict_run(args.bin, model_dir, n, args.threads, args.steps, args.workdir)
+            print(json.dumps(p), file=sys.stderr)
+            rows.append(p)
+            write_doc(args, rows)
+            continue
         out = subprocess.run([sys.executable, __file__, "--hf-worker", model_dir, str(n),
                               "--threads", str(args.threads), "--repeat", str(args.repeat),
                               "--steps", str(args.steps), "--tower", args.tower,

@@ -62,6 +62,35 @@ double peak_rss_mb() {
     return mb;
 }
 
+// Resets VmHWM to the current RSS (Linux's clear_refs "5"), so the next peak_rss_mb() is the
+// peak since now; false where the kernel does not allow it.
+bool reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    f << "5";
+    f.flush();
+    return bool(f);
+}
+
+// Peak RSS per stage of a fold, keyed by the model's progress stage names ("language model",
+// "trunk", ...): each stage's high-water mark, reset as the next one starts.
+struct StagePeaks {
+    std::map<std::string, double> mb;
+    std::string current;
+    double overall = 0;  // the process's peak across every reset
+    bool resets = true;
+    void close() {
+        const double now = peak_rss_mb();
+        overall = std::max(overall, now);
+        if (!current.empty()) mb[current] = std::max(mb[current], now);
+        resets = reset_peak_rss() && resets;
+    }
+    void enter(const std::string& stage) {
+        if (stage == current) return;
+        close();
+        current = stage;
+    }
+};
+
 int bench_matmul(const Args& a) {
     const int64_t M = a.get_int("m", 2048), K = a.get_int("k", 1280), N = a.get_int("n", 5120);
     BI_CHECK(M > 0 && K > 0 && N > 0, "--m/--k/--n", "must be positive");
@@ -102,17 +131,25 @@ int bench_fold(const Args& a) {
     io::FastaRecord warm;
     warm.id = "warm-up";
     warm.sequence = "MKTAYIAKQRQISFVK";
+    StagePeaks peaks;
+    peaks.current = "load";
+    peaks.enter("warm-up");
+    const double load_peak_mb = peaks.mb["load"];
     model->predict(model->spec().from_fasta(warm, "warm-up"), fo);
+    peaks.enter("");
     for (const auto& rec : records) {
         double best = 1e300;
         fold::Prediction keep;
         std::map<std::string, double> profile, best_profile;
+        peaks.mb.clear();
         for (int r = 0; r < repeat; ++r) {
             profile.clear();
             fo.trunk_profile = &profile;
+            fo.progress = [&](const std::string& stage, int, int) { peaks.enter(stage); };
             const auto t0 = std::chrono::steady_clock::now();
             fold::Prediction out = model->predict(rec.input, fo);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            peaks.enter("");
             if (s < best) {
                 best = s;
                 keep = std::move(out);
@@ -121,21 +158,25 @@ int bench_fold(const Args& a) {
         }
         nlohmann::json stages = nlohmann::json::object();
         for (const auto& [stage, sec] : keep.stage_seconds) stages[stage] = sec;
-        const nlohmann::json j = {
-            {"impl", "bioinfer"},
-            {"kernels", ops::backend_name()},
-            {"threads", num_threads()},
-            {"precision", precision},
-            {"id", rec.id},
-            {"length", rec.input.tokens},
-            {"seconds", best},
-            {"stages_s", stages},
-            {"trunk_ops_s", best_profile},
-            {"load_s", load_s},
-            {"chunk", fo.chunk},
-            {"num_recycles", fo.num_recycles},
-            {"repeat", repeat},
-            {"peak_rss_mb", peak_rss_mb()}};
+        nlohmann::json j = {{"impl", "bioinfer"},
+                            {"kernels", ops::backend_name()},
+                            {"threads", num_threads()},
+                            {"precision", precision},
+                            {"id", rec.id},
+                            {"length", rec.input.tokens},
+                            {"seconds", best},
+                            {"stages_s", stages},
+                            {"trunk_ops_s", best_profile},
+                            {"load_s", load_s},
+                            {"chunk", fo.chunk},
+                            {"num_recycles", fo.num_recycles},
+                            {"repeat", repeat},
+                            {"peak_rss_mb", std::max(peaks.overall, peak_rss_mb())}};
+        // each stage's own peak (the model's progress names), where the kernel lets VmHWM reset
+        if (peaks.resets) {
+            j["stage_peak_rss_mb"] = peaks.mb;
+            j["stage_peak_rss_mb"]["load"] = load_peak_mb;
+        }
         std::printf("%s\n", j.dump().c_str());
         std::fflush(stdout);
     }

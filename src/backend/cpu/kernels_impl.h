@@ -919,29 +919,68 @@ void widen_bf16(const uint16_t* src, int64_t ld_src, float* dst, int64_t ld_dst,
     }
 }
 
+// The calling thread's scratch of at least n floats (slot: which of its buffers), 64-byte
+// aligned, kept across calls.
+inline float* thread_buffer(int slot, int64_t n) {
+    struct Free {
+        void operator()(float* q) const { std::free(q); }
+    };
+    thread_local std::unique_ptr<float, Free> buf[2];
+    thread_local int64_t cap[2] = {0, 0};
+    if (cap[slot] < n) {
+        buf[slot].reset(aligned_array<float>(n));
+        cap[slot] = n;
+    }
+    return buf[slot].get();
+}
+
+// oneDNN's y (+)= scale * act(x . w^T + b), y's rows ldy apart. A scale without an activation is
+// applied in a pass of our own: oneDNN 2.6's GEMM-based matmul (AVX2's fast one) takes a sum only
+// as the first post-op, so eltwise_linear then sum went to its reference kernel (~100x slower),
+// and an output scale with the sum halved its speed (2 AVX2 cores, M = 130, K = N = 2560).
+template <typename V>
+void dnnl_linear(const float* x, const float* w, const void* pd, const float* b, float* y,
+                 int64_t ldy, int64_t M, int64_t K, int64_t N, Act act, float scale,
+                 bool accumulate) {
+    if (scale == 1.0f || act != Act::None) {
+        linear_dnnl(x, w, pd, b, y, M, K, N, act, scale, accumulate, ldy);
+        return;
+    }
+    float* t = accumulate ? thread_buffer(1, M * N) : y;
+    const int64_t ldt = accumulate ? N : ldy;
+    linear_dnnl(x, w, pd, b, t, M, K, N, Act::None, 1.0f, false, ldt);
+    const auto vs = V::set1(scale);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; ++r) {
+        float* yr = y + r * ldy;
+        const float* tr = t + r * ldt;
+        int64_t c = 0;
+        if (accumulate) {
+            for (; c + V::W <= N; c += V::W)
+                V::store(yr + c, V::fmadd(V::load(tr + c), vs, V::load(yr + c)));
+            for (; c < N; ++c) yr[c] += scale * tr[c];
+        } else {
+            for (; c + V::W <= N; c += V::W) V::store(yr + c, V::mul(V::load(tr + c), vs));
+            for (; c < N; ++c) yr[c] *= scale;
+        }
+    }
+}
+
 // y (+)= scale * act(x . w^T + b) for a bf16-stored w in fp32: panels of kWidenRows rows of w
-// (output columns) widened into a cached fp32 buffer, each one oneDNN GEMM with the epilogue
-// fused, writing its columns of y in place. Measured on 2 AVX2 cores at M = 130, K = 2560,
-// N = 7680: 256-row panels ran at 123 GFLOP/s, above the fp32 copy packed at load (95).
+// (output columns) widened into a cached fp32 buffer, each one oneDNN GEMM writing its columns
+// of y in place. On 2 AVX2 cores at M = 130, K = 2560, N = 7680, 256-row panels ran at 123
+// GFLOP/s, above the fp32 copy packed at load (95).
 template <typename V>
 void widened_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M,
                     Act act, float scale, bool accumulate) {
     constexpr int64_t kWidenRows = 256;
-    struct Free {
-        void operator()(float* q) const { std::free(q); }
-    };
-    thread_local std::unique_ptr<float, Free> panel;
-    thread_local int64_t cap = 0;
     const int64_t K = p.K, N = p.N, rows = std::min(kWidenRows, N);
-    if (cap < rows * K) {
-        panel.reset(aligned_array<float>(rows * K));
-        cap = rows * K;
-    }
+    float* panel = thread_buffer(0, rows * K);
     for (int64_t j0 = 0; j0 < N; j0 += rows) {
         const int64_t n = std::min(rows, N - j0);
-        widen_bf16<V>(p.wb + j0 * K, K, panel.get(), K, n, K);
-        linear_dnnl(x, panel.get(), nullptr, b ? b + j0 : nullptr, y + j0, M, K, n, act, scale,
-                    accumulate, N);
+        widen_bf16<V>(p.wb + j0 * K, K, panel, K, n, K);
+        dnnl_linear<V>(x, panel, nullptr, b ? b + j0 : nullptr, y + j0, N, M, K, n, act, scale,
+                       accumulate);
     }
 }
 
@@ -973,7 +1012,7 @@ void linear(const float* x, const float* w, const void* packed, const float* b, 
         });
         return;
     }
-    linear_dnnl(x, w, pd, b, y, M, K, N, act, scale, accumulate);
+    dnnl_linear<V>(x, w, pd, b, y, N, M, K, N, act, scale, accumulate);
 }
 
 // The kernel table of one ISA: kernels_avx2.cpp and kernels_avx512.cpp each instantiate it
