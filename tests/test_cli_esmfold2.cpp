@@ -103,3 +103,30 @@ TEST_F(EsmFold2Cli, BadInputIsRefusedCleanly) {
     EXPECT_NE(r.err.find("applies to Boltz-2 only"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(p("out2")));
 }
+
+// --msa-dir: ID.a3m feeds a one-chain record, ID_B.a3m the second chain of another; the MSA
+// changes the prediction (same seed), a chain without a file folds on its own sequence, and a
+// malformed a3m is refused naming the file and line, nothing of that target written.
+TEST_F(EsmFold2Cli, MsaDirFeedsChainsAndBadA3mIsRefused) {
+    write("in.fasta", ">mono\nMKTAYIAKQR\n>dimer\nMKTAY:GSHMEK\n");
+    fs::create_directories(p("msas"));
+    write("msas/mono.a3m", ">q\nMKTAYIAKQR\n>s1 key=1\nMKaaTAYLAKQ-\n>s2\nMRTAYIgAKER\n");
+    write("msas/dimer_B.a3m", ">q\nGSHMEK\n>s1\nGSccHLEK\n");
+    const std::string common = " --seed 5 --output-format pdb --out-dir ";
+    ASSERT_EQ(run("predict " + p("in.fasta") + kQuick + common + p("plain")).rc, 0);
+    Result r =
+        run("predict " + p("in.fasta") + kQuick + " --msa-dir " + p("msas") + common + p("msa"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const std::string id : {"mono", "dimer"})
+        EXPECT_NE(io::read_file(p("plain/" + id + ".pdb")), io::read_file(p("msa/" + id + ".pdb")))
+            << id;
+    write("msas/mono.a3m", ">q\nMKTAYIAKQR\n>s1\nMKTAY\n");
+    r = run("predict " + p("in.fasta") + kQuick + " --msa-dir " + p("msas") + common + p("bad"));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("mono.a3m:3"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("bad/mono.pdb")));
+    EXPECT_NE(
+        run("predict " + p("in.fasta") + kQuick + " --msa-dir " + p("nowhere") + common + p("bad2"))
+            .err.find("--msa-dir"),
+        std::string::npos);
+}

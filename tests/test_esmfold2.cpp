@@ -4,17 +4,23 @@
 // loop (LM encoder, injection, state, folding trunk), the decoded trunk pair and the distogram.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "io/model_dir.h"
+#include "io/msa.h"
 #include "models/boltz2/sampler.h"
 #include "models/esmfold2/confidence.h"
 #include "models/esmfold2/config.h"
 #include "models/esmfold2/diffusion.h"
+#include "models/esmfold2/esmfold2.h"
 #include "models/esmfold2/featurize.h"
+#include "models/esmfold2/legacy.h"
 #include "models/esmfold2/trunk.h"
+#include "models/structure_model.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -397,6 +403,112 @@ TEST_P(EsmFold2Case, ConfidenceMatchesReference) {
     ASSERT_EQ(c.pair_chains_iptm.numel(), ref.numel());
     for (int64_t i = 0; i < ref.numel(); ++i)
         EXPECT_NEAR(c.pair_chains_iptm.f32()[i], ref.f32()[i], 1e-4) << id << " chain-pair ipTM";
+}
+
+// The research layout (tools/reference/make_esmfold2_legacy_fixture.py: the fixture's weights
+// in the old trunk names with the tower apart in TransformerEngine names, laid out from Biohub's
+// own transformers-to-research table) is detected and folds exactly as the transformers layout.
+TEST(EsmFold2Legacy, ResearchLayoutFoldsAsTheTransformersLayout) {
+    const std::string legacy_dir = std::string(BIOINFER_FIXTURES) + "/esmfold2_tiny_legacy";
+    const io::ModelDir legacy = io::ModelDir::open(legacy_dir);
+    EXPECT_TRUE(esmfold2::is_legacy_layout(legacy));
+    EXPECT_FALSE(esmfold2::is_legacy_layout(model_dir()));
+    EXPECT_EQ(fold::detect_architecture(legacy), "esmfold2");
+    const auto a = esmfold2::EsmFold2Model::load(model_dir());
+    const auto b = esmfold2::EsmFold2Model::load(esmfold2::from_legacy(legacy));
+    for (const std::string id : {"mono", "dimer"}) {
+        esmfold2::FoldOptions o;
+        o.samples = 2;
+        o.steps = 6;
+        o.seed = 7;
+        const esmfold2::FoldOutput x = a->fold(inputs_of(id), o), y = b->fold(inputs_of(id), o);
+        const auto st = test::stats(y.coords.f32(), x.coords.f32(), x.coords.numel());
+        EXPECT_LE(st.max_abs, 1e-5) << id << " coordinates";
+        const auto pl = test::stats(y.confidence.plddt.f32(), x.confidence.plddt.f32(),
+                                    x.confidence.plddt.numel());
+        EXPECT_LE(pl.max_abs, 1e-6) << id << " pLDDT";
+        ASSERT_EQ(x.confidence.ptm.size(), y.confidence.ptm.size());
+        for (size_t s = 0; s < x.confidence.ptm.size(); ++s)
+            EXPECT_NEAR(x.confidence.ptm[s], y.confidence.ptm[s], 1e-6) << id << " pTM";
+    }
+}
+
+// Without its tower folder the research layout is refused with the folder it looked for.
+TEST(EsmFold2Legacy, MissingTowerIsNamed) {
+    namespace fs = std::filesystem;
+    const fs::path dir =
+        fs::temp_directory_path() / ("bioinfer_esmfold2_legacy_" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "model.safetensors"})
+        fs::copy_file(std::string(BIOINFER_FIXTURES) + "/esmfold2_tiny_legacy/" + f, dir / f,
+                      fs::copy_options::overwrite_existing);
+    const std::string err =
+        test::error_of([&] { esmfold2::from_legacy(io::ModelDir::open(dir.string())); });
+    EXPECT_NE(err.find((dir / "esmc").string()), std::string::npos) << err;
+    fs::remove_all(dir);
+}
+
+// The esm package's a3m rules: a record's lines joined, every row kept (duplicates too),
+// lower-case letters and '.' as insertions counted before the next column, key=N from the header.
+TEST(EsmFold2Msa, A3mReadAsTheEsmPackageReadsIt) {
+    const io::Msa m = io::parse_a3m_esm(
+        "#hhblits\n>query\nMKT\nAY\n>s1 key=7\nMa.KT-Y\n>s2 monkey=-3\nMKTAY\n>s3\nMKTAY\n"
+        ">s4\nMKTAY\n",
+        "t.a3m", 0);
+    ASSERT_EQ(m.rows.size(), 5u);  // s3 and s4 repeat s2: kept
+    EXPECT_EQ(m.rows[0].residues, "MKTAY");
+    EXPECT_EQ(m.rows[1].residues, "MKT-Y");
+    ASSERT_EQ(m.rows[1].deletions.size(), 1u);
+    EXPECT_EQ(m.rows[1].deletions[0], std::make_pair(1, 2));  // "a." before K
+    EXPECT_EQ(m.rows[1].taxonomy, 7);
+    EXPECT_EQ(m.rows[2].taxonomy, -3);  // a substring match, as the esm package's search
+    EXPECT_EQ(m.rows[3].taxonomy, -1);
+    // max_seqs rows read, the rest never parsed (the ragged third row)
+    EXPECT_EQ(io::parse_a3m_esm(">q\nMKTAY\n>a\nMKTAY\n>b\nMK\n", "t.a3m", 2).rows.size(), 2u);
+    EXPECT_NE(test::error_of([] {
+                  io::parse_a3m_esm(">q\nMKTAY\n>a\nMKT\n", "t.a3m", 0);
+              }).find("t.a3m:3"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([] { io::parse_a3m_esm("MKTAY\n", "t.a3m", 0); }).find("header"),
+              std::string::npos);
+}
+
+// Rows paired by key across chains as the esm package's construct_paired_msa lays them out (the
+// worked example of its layout, checked against the package: keys seen twice or more grouped,
+// the group touching more chains first, a shorter group cycled, unpaired rows side by side), and
+// its deletion transform pi/2 atan(d/3) (0.50540, 0.92363, 1.83140 at 1, 2, 7 deletions).
+TEST(EsmFold2Msa, ChainsPairByKeyAndDeletionsTransform) {
+    esmfold2::Inputs in = esmfold2::featurize({"MKTA", "GSW"}, "test");
+    const io::Msa a = io::parse_a3m_esm(
+        ">q\nMKTA\n>a1 key=7\nMKTV\n>a2\nMaKTL\n>a3 key=9\nMKTI\n>a4 key=7\nMbbKTF\n", "a.a3m", 0);
+    const io::Msa b =
+        io::parse_a3m_esm(">q\nGSW\n>b1 key=9\nGSY\n>b2 key=7\nGSF\n>b3\nGccccccSH\n", "b.a3m", 0);
+    esmfold2::attach_msas(in, {&a, &b}, "test");
+    ASSERT_EQ(in.msa_rows, 5);
+    const int64_t T = in.tokens;
+    // the last column's class of each chain per row: A, V, F, I, L | W, F, F, Y, H
+    const auto cls = [&](int64_t row, int64_t t) { return in.msa[size_t(row * T + t)]; };
+    const std::vector<char> last_a = {'A', 'V', 'F', 'I', 'L'}, last_b = {'W', 'F', 'F', 'Y', 'H'};
+    std::map<char, int32_t> letter;
+    for (const auto& r : esmfold2::protein_residues()) letter[r.letter] = r.res_type;
+    for (int64_t r = 0; r < 5; ++r) {
+        EXPECT_EQ(cls(r, 3), letter[last_a[size_t(r)]]) << "row " << r << " chain A";
+        EXPECT_EQ(cls(r, 6), letter[last_b[size_t(r)]]) << "row " << r << " chain B";
+    }
+    const auto dv = [&](int64_t row, int64_t t) { return in.deletion_value[size_t(row * T + t)]; };
+    EXPECT_NEAR(dv(4, 1), 0.50540f, 1e-5);  // a2: one insertion before K
+    EXPECT_NEAR(dv(2, 1), 0.92363f, 1e-5);  // a4: two
+    EXPECT_EQ(in.has_deletion[size_t(2 * T + 1)], 1.f);
+    EXPECT_EQ(in.has_deletion[size_t(2 * T + 0)], 0.f);
+    float sum = 0;
+    for (int64_t r = 0; r < 5; ++r) sum += dv(r, 5);  // b3's six insertions before S
+    EXPECT_NEAR(dv(4, 5), float(M_PI / 2) * std::atan(2.f), 1e-6);
+    EXPECT_NEAR(in.deletion_mean[5], sum / 5, 1e-6);
+    // a chain without an MSA keeps its own sequence in row 0 and gaps (class 1) below
+    esmfold2::Inputs solo = esmfold2::featurize({"MKTA", "GSW"}, "test");
+    esmfold2::attach_msas(solo, {&a, nullptr}, "test");
+    EXPECT_EQ(solo.msa[size_t(4)], letter['G']);
+    EXPECT_EQ(solo.msa[size_t(solo.tokens + 4)], 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EsmFold2Case, ::testing::Values("mono", "dimer"),

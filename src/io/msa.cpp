@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <regex>
 #include <unordered_set>
 
 #include "bioinfer/error.h"
@@ -30,19 +31,23 @@ void for_each_line(std::string_view text, F&& f) {
     }
 }
 
-// Collects rows with boltz's rules: skip a row whose gap-stripped upper-cased text was seen, stop
-// after max_seqs kept rows. Returns false when the limit is reached.
+// Collects rows. Boltz's rules: a row whose gap-stripped upper-cased text was seen is skipped,
+// insertions are lower-case letters. The esm package's (ESMFold2): every row kept, '.' is an
+// insertion too. Both stop after max_seqs kept rows; add returns false when the limit is reached.
 class RowCollector {
   public:
-    RowCollector(Msa& msa, int64_t max_seqs) : msa_(msa), max_seqs_(max_seqs) {}
+    RowCollector(Msa& msa, int64_t max_seqs, bool esm = false)
+        : msa_(msa), max_seqs_(max_seqs), esm_(esm) {}
 
     bool add(std::string_view seq, int64_t taxonomy, int lineno) {
         const std::string where = cat(msa_.source, ":", lineno);
-        std::string key;
-        key.reserve(seq.size());
-        for (char c : seq)
-            if (c != '-') key.push_back(char(std::toupper((unsigned char)c)));
-        if (!seen_.insert(key).second) return true;
+        if (!esm_) {
+            std::string key;
+            key.reserve(seq.size());
+            for (char c : seq)
+                if (c != '-') key.push_back(char(std::toupper((unsigned char)c)));
+            if (!seen_.insert(key).second) return true;
+        }
 
         MsaRow row;
         row.taxonomy = taxonomy;
@@ -50,12 +55,13 @@ class RowCollector {
         int32_t count = 0;
         for (size_t i = 0; i < seq.size(); ++i) {
             const char c = seq[i];
-            if (c >= 'a' && c <= 'z') {
+            if ((c >= 'a' && c <= 'z') || (esm_ && c == '.')) {
                 ++count;  // an insertion relative to the query: counted, not a column
                 continue;
             }
             BI_CHECK((c >= 'A' && c <= 'Z') || c == '-', where, "character '", c, "' at position ",
-                     i + 1, " is not an MSA letter: expected A-Z, a-z (insertions) or '-'");
+                     i + 1, " is not an MSA letter: expected A-Z, a-z", esm_ ? " or '.'" : "",
+                     " (insertions) or '-'");
             if (count > 0) {
                 row.deletions.emplace_back(int32_t(row.residues.size()), count);
                 count = 0;
@@ -65,8 +71,8 @@ class RowCollector {
         if (!msa_.rows.empty()) {
             const size_t want = msa_.rows[0].residues.size();
             BI_CHECK(row.residues.size() == want, where, "MSA row has ", row.residues.size(),
-                     " aligned columns (upper case and '-'); expected ", want,
-                     " as the first row (lines are sequences: is the file wrapped?)");
+                     " aligned columns (upper case and '-'); expected ", want, " as the first row",
+                     esm_ ? "" : " (lines are sequences: is the file wrapped?)");
         }
         msa_.rows.push_back(std::move(row));
         return !(max_seqs_ > 0 && int64_t(msa_.rows.size()) >= max_seqs_);
@@ -75,6 +81,7 @@ class RowCollector {
   private:
     Msa& msa_;
     int64_t max_seqs_;
+    bool esm_;
     std::unordered_set<std::string> seen_;
 };
 
@@ -120,6 +127,45 @@ Msa parse_a3m(std::string_view text, const std::string& source, int64_t max_seqs
         if (line.empty() || line[0] == '#' || line[0] == '>') return;
         more = rows.add(line, -1, lineno);  // a3m files carry no pairing key for boltz
     });
+    BI_CHECK(!msa.rows.empty(), source, "the MSA has no sequences");
+    return msa;
+}
+
+Msa parse_a3m_esm(std::string_view text, const std::string& source, int64_t max_seqs) {
+    Msa msa;
+    msa.source = source;
+    RowCollector rows(msa, max_seqs, /*esm=*/true);
+    static const std::regex key(R"(key=(-?\d+))");
+    std::string seq;
+    int64_t taxonomy = -1;
+    int record_line = 0;
+    bool more = true;
+    const auto flush = [&] {
+        if (record_line > 0 && more) more = rows.add(seq, taxonomy, record_line);
+        seq.clear();
+    };
+    for_each_line(text, [&](std::string_view raw, int lineno) {
+        std::string_view line = raw;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.empty() || line[0] == '#') return;
+        if (line[0] == '>') {
+            flush();
+            const std::string header(line.substr(1));
+            std::smatch m;
+            taxonomy = -1;
+            if (std::regex_search(header, m, key)) try {
+                    taxonomy = std::stoll(m[1].str());
+                } catch (const std::exception&) {
+                    fail(cat(source, ":", lineno),
+                         cat("pairing key '", m[1].str(), "' is out of range"));
+                }
+            record_line = lineno;
+            return;
+        }
+        BI_CHECK(record_line > 0, cat(source, ":", lineno), "sequence before the first '>' header");
+        seq.append(line);  // a record's lines joined
+    });
+    flush();
     BI_CHECK(!msa.rows.empty(), source, "the MSA has no sequences");
     return msa;
 }

@@ -30,6 +30,11 @@ struct Msa {
 // an integer, and an MSA without rows are errors naming the file and line.
 Msa parse_a3m(std::string_view text, const std::string& source, int64_t max_seqs);
 Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_seqs);
+// The esm package's a3m rules (ESMFold2's MSA.from_a3m): a record's sequence lines are joined;
+// every row is kept (no dedup); lower-case letters and '.' are insertions; the pairing key is
+// the header's first "key=N" (-1 when none). Blank and '#' lines are skipped; stricter checks as
+// above (letters, equal column counts, at least one row).
+Msa parse_a3m_esm(std::string_view text, const std::string& source, int64_t max_seqs);
 // By extension, .a3m or .csv (as boltz: anything else is refused).
 Msa read_msa(const std::string& path, int64_t max_seqs);
 

@@ -9,6 +9,7 @@
 #include "models/boltz2/boltz2_structure.h"
 #include "models/esmfold/esmfold_structure.h"
 #include "models/esmfold2/esmfold2.h"
+#include "models/esmfold2/legacy.h"
 
 namespace bioinfer::fold {
 
@@ -87,13 +88,15 @@ Input ModelSpec::from_file(const std::string& path) const {
 std::string detect_architecture(const io::ModelDir& dir) {
     const std::string where = dir.has_config() ? dir.dir() + "/config.json" : dir.dir();
     if (io::config_get_or<bool>(dir.config(), "is_folding_model", false, where)) return "esmfold";
-    if (io::config_get_or<std::string>(dir.config(), "model_type", "", where) == "esmfold2")
+    if (io::config_get_or<std::string>(dir.config(), "model_type", "", where) == "esmfold2" ||
+        esmfold2::is_legacy_layout(dir))
         return "esmfold2";
     // Boltz-2: a Lightning checkpoint whose state_dict holds the pairformer trunk
     if (dir.has("pairformer_module.layers.0.tri_mul_out.p_in.weight")) return "boltz2";
     fail(where,
          "not a structure model this build runs: neither ESMFold (config.json with "
-         "is_folding_model), ESMFold2 (model_type esmfold2) nor Boltz-2 (boltz2_conf.ckpt)");
+         "is_folding_model), ESMFold2 (model_type esmfold2, or its research layout) nor Boltz-2 "
+         "(boltz2_conf.ckpt)");
 }
 
 std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
@@ -101,6 +104,11 @@ std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
     if (arch == "esmfold")
         return std::make_unique<esmfold::EsmFoldSpec>(
             esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
+    if (arch == "esmfold2" && esmfold2::is_legacy_layout(dir)) {
+        const io::ModelDir converted = esmfold2::from_legacy(dir);
+        return std::make_unique<esmfold2::EsmFold2Spec>(
+            esmfold2::Config::from_json(converted.config(), dir.dir() + "/config.json"));
+    }
     if (arch == "esmfold2")
         return std::make_unique<esmfold2::EsmFold2Spec>(
             esmfold2::Config::from_json(dir.config(), dir.dir() + "/config.json"));
@@ -113,6 +121,8 @@ std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
 std::unique_ptr<StructureModel> load(const io::ModelDir& dir) {
     const std::string arch = detect_architecture(dir);
     if (arch == "esmfold") return esmfold::EsmFoldStructureModel::load(dir);
+    if (arch == "esmfold2" && esmfold2::is_legacy_layout(dir))
+        return esmfold2::EsmFold2StructureModel::load(esmfold2::from_legacy(dir));
     if (arch == "esmfold2") return esmfold2::EsmFold2StructureModel::load(dir);
     if (arch == "boltz2") return boltz2::Boltz2StructureModel::load(dir);
     fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));

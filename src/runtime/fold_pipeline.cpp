@@ -134,6 +134,7 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     fo.step_scale = opts.step_scale;
     fo.seed = opts.seed;
     fo.max_msa_seqs = opts.max_msa_seqs;
+    fo.msa_dir = opts.msa_dir;
     fo.affinity_sampling_steps = opts.affinity_sampling_steps;
     fo.affinity_samples = opts.affinity_samples;
     fo.affinity_mw_correction = opts.affinity_mw_correction;
@@ -375,7 +376,9 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
                          {"sampling_steps", opts.sampling_steps},
                          {"max_parallel_samples", opts.max_parallel_samples},
                          {"step_scale", opts.step_scale},
-                         {"seed", opts.seed}});
+                         {"seed", opts.seed},
+                         {"max_msa_seqs", opts.max_msa_seqs},
+                         {"msa_dir", opts.msa_dir}});
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;

@@ -41,6 +41,7 @@ struct PredictOptions : JobOptions {
     double step_scale = -1;
     uint64_t seed = 0;
     int64_t max_msa_seqs = -1;
+    std::string msa_dir;  // ESMFold2's MSA folder (fold::Options::msa_dir)
     // Boltz-2's affinity stage (see fold::Options)
     int affinity_sampling_steps = -1;
     int affinity_samples = -1;

@@ -28,7 +28,9 @@ per target <id>.pdb (or .cif) with pLDDT (0-100) as B-factors and one chain id p
 ESMFold2: INPUT as for ESMFold; chains separated by ':' fold as separate chains (no linker),
 every heavy atom written. --diffusion-samples N writes <id>.pdb and <id>_sample<k>.pdb, best
 first by pTM; --num-recycles sets its loops; --seed, --sampling-steps, --max-parallel-samples and
---step-scale apply as for Boltz-2.
+--step-scale apply as for Boltz-2. MSAs are optional: --msa-dir DIR holds ID.a3m for a one-chain
+record ID, or ID_A.a3m, ID_B.a3m, ... per chain (rows paired across chains by the headers'
+key=N, as the esm package pairs them); --max-msa-seqs caps the rows read from each file.
 
 Boltz-2: INPUT is an input file as `boltz predict` reads it, or a folder of them: boltz's YAML
 (version 1; sequences of protein, dna, rna with id, sequence, msa: PATH.a3m|PATH.csv|empty) or
@@ -64,7 +66,8 @@ Boltz-2 sampling (boltz 2.2's defaults):
                             covalent connections, ligand geometry, chirality, stereo and planar
                             bonds) steer the sampler, and 3 particles per sample are resampled by
                             their energies (Feynman-Kac steering); about 3x the sampler's time
-  --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192)
+  --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192; ESMFold2:
+                            every row, no limit)
 
 Boltz-2 binding affinity (inputs with `properties: - affinity: binder: <ligand chain>`):
 boltz's affinity stage runs the affinity model on the best structure, cropped around the binder,
@@ -101,7 +104,7 @@ int predict_main(int argc, char** argv) {
         argc, argv,
         {"model", "weights", "out-dir", "output-format", "num-recycles", "chunk-size", "max-memory",
          "sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
-         "max-msa-seqs", "ligands", "ligand-chain", "affinity-checkpoint",
+         "max-msa-seqs", "msa-dir", "ligands", "ligand-chain", "affinity-checkpoint",
          "sampling-steps-affinity", "diffusion-samples-affinity"},
         {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction", "use-potentials"});
     if (a.has("help")) {
@@ -135,6 +138,11 @@ int predict_main(int argc, char** argv) {
     opts.num_samples = int(positive("diffusion-samples", 1, 1000));
     opts.max_parallel_samples = int(positive("max-parallel-samples", -1, 1000));
     opts.max_msa_seqs = positive("max-msa-seqs", -1, 1 << 24);
+    if (a.has("msa-dir")) {
+        opts.msa_dir = a.get("msa-dir");
+        BI_CHECK(std::filesystem::is_directory(opts.msa_dir), "--msa-dir", opts.msa_dir,
+                 " is not a folder");
+    }
     opts.affinity_sampling_steps = int(positive("sampling-steps-affinity", -1, 100000));
     opts.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
     opts.affinity_mw_correction = a.has("affinity-mw-correction");
@@ -170,12 +178,13 @@ int predict_main(int argc, char** argv) {
         // ESMFold2 samples with its diffusion module too
         if (spec->architecture() != "esmfold2")
             for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
-                                  "step-scale", "seed"})
+                                  "step-scale", "seed", "max-msa-seqs"})
                 BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 and ESMFold2 only");
-        for (const char* k :
-             {"max-msa-seqs", "ligands", "ligand-chain", "affinity", "affinity-checkpoint",
-              "sampling-steps-affinity", "diffusion-samples-affinity", "affinity-mw-correction",
-              "use-potentials"})
+        if (spec->architecture() != "esmfold2")
+            BI_CHECK(!a.has("msa-dir"), "--msa-dir", "applies to ESMFold2 only");
+        for (const char* k : {"ligands", "ligand-chain", "affinity", "affinity-checkpoint",
+                              "sampling-steps-affinity", "diffusion-samples-affinity",
+                              "affinity-mw-correction", "use-potentials"})
             BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
     }
     BI_CHECK(a.has("ligands") || !a.has("ligand-chain"), "--ligand-chain", "needs --ligands");

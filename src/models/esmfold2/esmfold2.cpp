@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 
 #include "bioinfer/error.h"
+#include "io/atomic_file.h"
+#include "io/msa.h"
 #include "models/boltz2/sampler.h"
 #include "models/esmfold2/featurize.h"
 #include "ops/ops.h"
@@ -135,7 +138,28 @@ EsmFold2StructureModel::EsmFold2StructureModel(std::unique_ptr<EsmFold2Model> mo
 
 fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
                                                  const fold::Options& opts) const {
-    const Inputs feats = featurize(chains_of(in), in.where);
+    Inputs feats = featurize(chains_of(in), in.where);
+    // MSAs: an entity's own path, else the MSA folder's file for the record and chain
+    std::vector<io::Msa> msas(in.entities.size());
+    std::vector<const io::Msa*> per_chain(in.entities.size(), nullptr);
+    bool any = false;
+    for (size_t c = 0; c < in.entities.size(); ++c) {
+        std::string path = in.entities[c].msa;
+        if (path.empty() && !opts.msa_dir.empty()) {
+            const std::string base = opts.msa_dir + "/" + in.id;
+            for (const std::string& p : {in.entities.size() == 1 ? base + ".a3m" : std::string(),
+                                         base + "_" + in.entities[c].chain_id + ".a3m"})
+                if (!p.empty() && std::filesystem::is_regular_file(p)) {
+                    path = p;
+                    break;
+                }
+        }
+        if (path.empty()) continue;
+        msas[c] = io::parse_a3m_esm(io::read_file(path), path, opts.max_msa_seqs);
+        per_chain[c] = &msas[c];
+        any = true;
+    }
+    if (any) attach_msas(feats, per_chain, in.where);
     FoldOptions fo;
     fo.num_loops = opts.num_recycles;
     fo.samples = std::max(1, opts.num_samples);

@@ -1,7 +1,11 @@
 // ESMFold2's protein featurizer: see featurize.h.
 #include "models/esmfold2/featurize.h"
 
+#include <algorithm>
+#include <cmath>
+#include <deque>
 #include <map>
+#include <set>
 
 #include "bioinfer/error.h"
 
@@ -80,6 +84,132 @@ Inputs featurize(const std::vector<std::string>& chains, const std::string& wher
     in.deletion_value.assign(size_t(token), 0.f);
     in.deletion_mean.assign(size_t(token), 0.f);
     return in;
+}
+
+void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain,
+                 const std::string& where) {
+    constexpr size_t kMaxPaired = 8192, kMaxRows = 16384;
+    const int64_t T = in.tokens;
+    const int32_t C = T > 0 ? in.asym_id.back() + 1 : 0;
+    BI_CHECK(int32_t(per_chain.size()) == C, where, "MSAs for ", per_chain.size(),
+             " chains, the target has ", C);
+    // per chain: residue classes and deletion counts (rows x columns), pairing keys
+    std::map<char, int32_t> letter;
+    for (const ProteinResidue& r : protein_residues())
+        if (std::string(r.name) != "UNK") letter[r.letter] = r.res_type;
+    struct ChainMsa {
+        int64_t width = 0;
+        std::vector<int32_t> res;
+        std::vector<float> del;
+        std::vector<int64_t> key;
+    };
+    std::vector<ChainMsa> ch(static_cast<size_t>(C));
+    for (int32_t c = 0; c < C; ++c) {
+        ChainMsa& m = ch[size_t(c)];
+        if (!per_chain[size_t(c)]) {  // the chain's own sequence, one row
+            for (int64_t t = 0; t < T; ++t)
+                if (in.asym_id[size_t(t)] == c) m.res.push_back(in.res_type[size_t(t)]);
+            m.width = int64_t(m.res.size());
+            m.del.assign(m.res.size(), 0.f);
+            m.key = {-1};
+            continue;
+        }
+        const io::Msa& msa = *per_chain[size_t(c)];
+        m.width = int64_t(msa.rows[0].residues.size());
+        BI_CHECK(m.width > 0, msa.source, "the MSA's query row has no aligned columns");
+        for (const io::MsaRow& row : msa.rows) {
+            for (char l : row.residues) {
+                auto it = letter.find(l);
+                m.res.push_back(l == '-' ? 1 : it != letter.end() ? it->second : 22);
+            }
+            const size_t base = m.del.size();
+            m.del.resize(base + size_t(m.width), 0.f);
+            for (const auto& [col, n] : row.deletions) m.del[base + size_t(col)] = float(n);
+            m.key.push_back(row.taxonomy);
+        }
+    }
+    // the row layout: for each MSA row, the row of each chain (-1: gaps)
+    std::vector<std::vector<int64_t>> rows{std::vector<int64_t>(static_cast<size_t>(C), 0)};
+    std::vector<int64_t> order;  // pairing keys by first appearance
+    std::map<int64_t, std::vector<std::pair<int32_t, int64_t>>> groups;
+    for (int32_t c = 0; c < C; ++c)
+        for (size_t i = 1; i < ch[size_t(c)].key.size(); ++i) {
+            const int64_t k = ch[size_t(c)].key[i];
+            if (k == -1) continue;
+            auto [it, fresh] = groups.try_emplace(k);
+            if (fresh) order.push_back(k);
+            it->second.emplace_back(c, int64_t(i));
+        }
+    std::vector<std::pair<int64_t, size_t>> kept;  // (key, chains it touches)
+    std::set<std::pair<int32_t, int64_t>> grouped;
+    for (int64_t k : order) {
+        const auto& g = groups[k];
+        if (g.size() < 2) continue;
+        std::set<int32_t> chains;
+        for (const auto& [c, i] : g) chains.insert(c), grouped.insert({c, i});
+        kept.emplace_back(k, chains.size());
+    }
+    std::stable_sort(kept.begin(), kept.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::vector<std::deque<int64_t>> available(static_cast<size_t>(C));
+    for (int32_t c = 0; c < C; ++c)
+        for (size_t i = 1; i < ch[size_t(c)].key.size(); ++i)
+            if (!grouped.count({c, int64_t(i)})) available[size_t(c)].push_back(int64_t(i));
+    const auto next_unpaired = [&](int32_t c) {
+        auto& q = available[size_t(c)];
+        if (q.empty()) return int64_t(-1);
+        const int64_t i = q.front();
+        q.pop_front();
+        return i;
+    };
+    for (const auto& [k, n_chains] : kept) {
+        if (rows.size() >= kMaxPaired) break;
+        std::map<int32_t, std::vector<int64_t>> by_chain;
+        for (const auto& [c, i] : groups[k]) by_chain[c].push_back(i);
+        size_t n = 0;
+        for (const auto& [c, v] : by_chain) n = std::max(n, v.size());
+        for (size_t r = 0; r < n && rows.size() < kMaxPaired; ++r) {
+            std::vector<int64_t> row(static_cast<size_t>(C));
+            for (int32_t c = 0; c < C; ++c) {
+                auto it = by_chain.find(c);
+                row[size_t(c)] =
+                    it != by_chain.end() ? it->second[r % it->second.size()] : next_unpaired(c);
+            }
+            rows.push_back(std::move(row));
+        }
+    }
+    size_t unpaired = 0;
+    for (const auto& q : available) unpaired = std::max(unpaired, q.size());
+    for (size_t r = 0; r < unpaired && rows.size() < kMaxRows; ++r) {
+        std::vector<int64_t> row(static_cast<size_t>(C));
+        for (int32_t c = 0; c < C; ++c) row[size_t(c)] = next_unpaired(c);
+        rows.push_back(std::move(row));
+    }
+    // the features, rows x tokens
+    const int64_t M = int64_t(rows.size());
+    in.msa_rows = M;
+    in.msa.assign(size_t(M * T), 1);
+    in.has_deletion.assign(size_t(M * T), 0.f);
+    in.deletion_value.assign(size_t(M * T), 0.f);
+    in.deletion_mean.assign(size_t(T), 0.f);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t t = 0; t < T; ++t) {
+            const int32_t c = in.asym_id[size_t(t)];
+            const ChainMsa& cm = ch[size_t(c)];
+            const int64_t r = rows[size_t(m)][size_t(c)];
+            if (r < 0) continue;
+            const int64_t col = std::min<int64_t>(in.residue_index[size_t(t)], cm.width - 1);
+            const size_t at = size_t(r * cm.width + col), out = size_t(m * T + t);
+            in.msa[out] = cm.res[at];
+            const float d = cm.del[at];
+            in.has_deletion[out] = d > 0 ? 1.f : 0.f;
+            in.deletion_value[out] = float(M_PI / 2) * std::atan(d / 3.f);
+        }
+    for (int64_t t = 0; t < T; ++t) {
+        float s = 0;
+        for (int64_t m = 0; m < M; ++m) s += in.deletion_value[size_t(m * T + t)];
+        in.deletion_mean[size_t(t)] = s / float(M);
+    }
 }
 
 }  // namespace bioinfer::esmfold2

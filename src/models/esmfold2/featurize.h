@@ -7,6 +7,7 @@
 #include <array>
 #include <string>
 #include <vector>
+#include "io/msa.h"
 
 #include "models/esmfold2/trunk.h"
 
@@ -33,5 +34,16 @@ const std::vector<ProteinResidue>& protein_residues();
 // Chains: residue numbers restart per chain, token numbers and uids run over the target;
 // identical sequences are copies of one entity (entity by first appearance, sym_id the copy).
 Inputs featurize(const std::vector<std::string>& chains, const std::string& where);
+
+// Replaces the single-sequence MSA with the chains' alignments (null: that chain's own sequence),
+// as the esm package's ESMFold2 builder lays them out: rows grouped by the headers' pairing keys
+// (a key seen more than once; groups touching the most chains first; shorter groups cycled, the
+// chains outside a group taking their next unpaired row), up to 8192 rows with the query, then
+// the unpaired rows of every chain side by side (gaps where a chain has run out), up to 16384.
+// A token reads its residue's column (the last column past the alignment's end). Features: the
+// residue classes (A-V as the residue vocabulary, '-' 1, other letters 22), has_deletion,
+// deletion_value = pi/2 atan(d / 3) and its mean over the rows (the esm package's transform).
+void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain,
+                 const std::string& where);
 
 }  // namespace bioinfer::esmfold2
