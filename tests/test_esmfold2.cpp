@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -483,7 +484,7 @@ TEST(EsmFold2Msa, ChainsPairByKeyAndDeletionsTransform) {
         ">q\nMKTA\n>a1 key=7\nMKTV\n>a2\nMaKTL\n>a3 key=9\nMKTI\n>a4 key=7\nMbbKTF\n", "a.a3m", 0);
     const io::Msa b =
         io::parse_a3m_esm(">q\nGSW\n>b1 key=9\nGSY\n>b2 key=7\nGSF\n>b3\nGccccccSH\n", "b.a3m", 0);
-    esmfold2::attach_msas(in, {&a, &b}, "test");
+    esmfold2::attach_msas(in, {&a, &b}, "test");  // 5 rows: under the default limit
     ASSERT_EQ(in.msa_rows, 5);
     const int64_t T = in.tokens;
     // the last column's class of each chain per row: A, V, F, I, L | W, F, F, Y, H
@@ -504,6 +505,11 @@ TEST(EsmFold2Msa, ChainsPairByKeyAndDeletionsTransform) {
     for (int64_t r = 0; r < 5; ++r) sum += dv(r, 5);  // b3's six insertions before S
     EXPECT_NEAR(dv(4, 5), float(M_PI / 2) * std::atan(2.f), 1e-6);
     EXPECT_NEAR(in.deletion_mean[5], sum / 5, 1e-6);
+    // a row limit keeps the first rows of that layout
+    esmfold2::Inputs capped = esmfold2::featurize({"MKTA", "GSW"}, "test");
+    esmfold2::attach_msas(capped, {&a, &b}, "test", 3);
+    ASSERT_EQ(capped.msa_rows, 3);
+    EXPECT_TRUE(std::equal(capped.msa.begin(), capped.msa.end(), in.msa.begin()));
     // a chain without an MSA keeps its own sequence in row 0 and gaps (class 1) below
     esmfold2::Inputs solo = esmfold2::featurize({"MKTA", "GSW"}, "test");
     esmfold2::attach_msas(solo, {&a, nullptr}, "test");

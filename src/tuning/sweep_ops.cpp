@@ -95,6 +95,14 @@ std::vector<Shape> matmul_shapes(const std::string& set) {
         mk("gr00t", 448, 4096, 4096, kActGelu);
         mk("gr00t", 448, 4096, 2048, kActNone);
     }
+    if (set == "esmfold2")  // the pair-update blocks at c_z 256: L^2 rows at L 64 and 128
+        for (int64_t l : {64, 128}) {
+            const int64_t m = l * l;
+            mk("esmfold2 trimul-proj", m, 256, 1024, kActNone);
+            mk("esmfold2 trimul-gate", m, 256, 256, kActNone);
+            mk("esmfold2 transition-up", m, 256, 2048, kActNone);
+            mk("esmfold2 transition-down", m, 1024, 256, kActNone);
+        }
     if (set == "tiny") {
         mk("tiny", 64, 96, 80, kActGelu);
         mk("tiny", 33, 40, 24, kActNone);
@@ -687,7 +695,7 @@ Dims activation_table_shape(const Dims& d, const std::string&) { return {{"n", d
 }  // namespace
 
 const std::vector<std::string>& shape_sets() {
-    static const std::vector<std::string> s{"esm", "gr00t", "esmfold", "tiny"};
+    static const std::vector<std::string> s{"esm", "gr00t", "esmfold", "esmfold2", "tiny"};
     return s;
 }
 

@@ -30,7 +30,8 @@ every heavy atom written. --diffusion-samples N writes <id>.pdb and <id>_sample<
 first by pTM; --num-recycles sets its loops; --seed, --sampling-steps, --max-parallel-samples and
 --step-scale apply as for Boltz-2. MSAs are optional: --msa-dir DIR holds ID.a3m for a one-chain
 record ID, or ID_A.a3m, ID_B.a3m, ... per chain (rows paired across chains by the headers'
-key=N, as the esm package pairs them); --max-msa-seqs caps the rows read from each file.
+key=N, as the esm package pairs them); --max-msa-seqs N keeps the first N rows of the paired MSA
+(default 1024, the official model's depth).
 
 Boltz-2: INPUT is an input file as `boltz predict` reads it, or a folder of them: boltz's YAML
 (version 1; sequences of protein, dna, rna with id, sequence, msa: PATH.a3m|PATH.csv|empty) or
@@ -67,7 +68,7 @@ Boltz-2 sampling (boltz 2.2's defaults):
                             bonds) steer the sampler, and 3 particles per sample are resampled by
                             their energies (Feynman-Kac steering); about 3x the sampler's time
   --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192; ESMFold2:
-                            every row, no limit)
+                            the first N rows of the paired MSA, 1024)
 
 Boltz-2 binding affinity (inputs with `properties: - affinity: binder: <ligand chain>`):
 boltz's affinity stage runs the affinity model on the best structure, cropped around the binder,

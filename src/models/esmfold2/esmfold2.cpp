@@ -155,11 +155,13 @@ fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
                 }
         }
         if (path.empty()) continue;
-        msas[c] = io::parse_a3m_esm(io::read_file(path), path, opts.max_msa_seqs);
+        msas[c] = io::parse_a3m_esm(io::read_file(path), path, 0);
         per_chain[c] = &msas[c];
         any = true;
     }
-    if (any) attach_msas(feats, per_chain, in.where);
+    if (any)
+        attach_msas(feats, per_chain, in.where,
+                    opts.max_msa_seqs > 0 ? opts.max_msa_seqs : kMsaMaxRows);
     FoldOptions fo;
     fo.num_loops = opts.num_recycles;
     fo.samples = std::max(1, opts.num_samples);

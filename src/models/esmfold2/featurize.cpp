@@ -86,9 +86,10 @@ Inputs featurize(const std::vector<std::string>& chains, const std::string& wher
     return in;
 }
 
-void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain,
-                 const std::string& where) {
+void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const std::string& where,
+                 int64_t max_rows) {
     constexpr size_t kMaxPaired = 8192, kMaxRows = 16384;
+    BI_CHECK(max_rows >= 1, where, "MSA row limit ", max_rows, " must be at least 1");
     const int64_t T = in.tokens;
     const int32_t C = T > 0 ? in.asym_id.back() + 1 : 0;
     BI_CHECK(int32_t(per_chain.size()) == C, where, "MSAs for ", per_chain.size(),
@@ -186,6 +187,7 @@ void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain,
         rows.push_back(std::move(row));
     }
     // the features, rows x tokens
+    if (int64_t(rows.size()) > max_rows) rows.resize(size_t(max_rows));
     const int64_t M = int64_t(rows.size());
     in.msa_rows = M;
     in.msa.assign(size_t(M * T), 1);

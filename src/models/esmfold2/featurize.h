@@ -35,6 +35,9 @@ const std::vector<ProteinResidue>& protein_residues();
 // identical sequences are copies of one entity (entity by first appearance, sym_id the copy).
 Inputs featurize(const std::vector<std::string>& chains, const std::string& where);
 
+// MSA rows ESMFold2 reads by default: the official model's msa_max_depth.
+constexpr int64_t kMsaMaxRows = 1024;
+
 // Replaces the single-sequence MSA with the chains' alignments (null: that chain's own sequence),
 // as the esm package's ESMFold2 builder lays them out: rows grouped by the headers' pairing keys
 // (a key seen more than once; groups touching the most chains first; shorter groups cycled, the
@@ -43,7 +46,9 @@ Inputs featurize(const std::vector<std::string>& chains, const std::string& wher
 // A token reads its residue's column (the last column past the alignment's end). Features: the
 // residue classes (A-V as the residue vocabulary, '-' 1, other letters 22), has_deletion,
 // deletion_value = pi/2 atan(d / 3) and its mean over the rows (the esm package's transform).
-void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain,
-                 const std::string& where);
+// The first max_rows rows are kept (the query row first): the official model reads at most 1024
+// rows per loop (a random subset, redrawn each loop); transformers' port reads them all.
+void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const std::string& where,
+                 int64_t max_rows = kMsaMaxRows);
 
 }  // namespace bioinfer::esmfold2
