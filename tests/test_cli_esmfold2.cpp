@@ -108,7 +108,8 @@ TEST_F(EsmFold2Cli, BadInputIsRefusedCleanly) {
 // changes the prediction (same seed), a chain without a file folds on its own sequence, and a
 // malformed a3m is refused naming the file and line, nothing of that target written.
 TEST_F(EsmFold2Cli, MsaDirFeedsChainsAndBadA3mIsRefused) {
-    write("in.fasta", ">mono\nMKTAYIAKQR\n>dimer\nMKTAY:GSHMEK\n");
+    // same_seq: mono's sequence without an MSA, so a fold of its own (not mono's, deduplicated)
+    write("in.fasta", ">mono\nMKTAYIAKQR\n>dimer\nMKTAY:GSHMEK\n>same_seq\nMKTAYIAKQR\n");
     fs::create_directories(p("msas"));
     write("msas/mono.a3m", ">q\nMKTAYIAKQR\n>s1 key=1\nMKaaTAYLAKQ-\n>s2\nMRTAYIgAKER\n");
     write("msas/dimer_B.a3m", ">q\nGSHMEK\n>s1\nGSccHLEK\n");
@@ -120,6 +121,8 @@ TEST_F(EsmFold2Cli, MsaDirFeedsChainsAndBadA3mIsRefused) {
     for (const std::string id : {"mono", "dimer"})
         EXPECT_NE(io::read_file(p("plain/" + id + ".pdb")), io::read_file(p("msa/" + id + ".pdb")))
             << id;
+    EXPECT_EQ(io::read_file(p("plain/same_seq.pdb")), io::read_file(p("msa/same_seq.pdb")));
+    EXPECT_NE(io::read_file(p("msa/mono.pdb")), io::read_file(p("msa/same_seq.pdb")));
     write("msas/mono.a3m", ">q\nMKTAYIAKQR\n>s1\nMKTAY\n");
     r = run("predict " + p("in.fasta") + kQuick + " --msa-dir " + p("msas") + common + p("bad"));
     EXPECT_NE(r.rc, 0);

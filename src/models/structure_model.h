@@ -72,9 +72,6 @@ struct Options {
     double step_scale = -1;
     uint64_t seed = 0;
     int64_t max_msa_seqs = -1;
-    // ESMFold2: a folder of a3m files, ID.a3m for a one-chain record or ID_CHAIN.a3m (ID_A.a3m,
-    // ID_B.a3m, ...) per chain; a chain without one runs on its own sequence. Empty: no MSAs.
-    std::string msa_dir;
     // Boltz-2's affinity stage, for inputs with an affinity binder: its sampler steps and
     // samples (-1: boltz's 200 and 5), and the molecular-weight correction of the value.
     int affinity_sampling_steps = -1;

@@ -104,6 +104,22 @@ int64_t available_memory_bytes() {
     return 0;
 }
 
+void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir) {
+    for (FoldRecord& r : records) {
+        auto& ents = r.input.entities;
+        for (fold::Entity& e : ents) {
+            if (!e.msa.empty()) continue;
+            const std::string base = dir + "/" + r.input.id;
+            for (const std::string& p : {ents.size() == 1 ? base + ".a3m" : std::string(),
+                                         base + "_" + e.chain_id + ".a3m"})
+                if (!p.empty() && std::filesystem::is_regular_file(p)) {
+                    e.msa = p;
+                    break;
+                }
+        }
+    }
+}
+
 std::string fold_memory_error(const fold::ModelSpec& spec, const FoldRecord& r, int64_t budget) {
     if (budget <= 0 || !r.error.empty()) return "";
     const int64_t L = r.input.tokens;
@@ -134,7 +150,6 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     fo.step_scale = opts.step_scale;
     fo.seed = opts.seed;
     fo.max_msa_seqs = opts.max_msa_seqs;
-    fo.msa_dir = opts.msa_dir;
     fo.affinity_sampling_steps = opts.affinity_sampling_steps;
     fo.affinity_samples = opts.affinity_samples;
     fo.affinity_mw_correction = opts.affinity_mw_correction;

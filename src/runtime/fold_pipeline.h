@@ -26,6 +26,10 @@ struct FoldRecord {
 // files (Boltz-2), INPUT is one input file or a folder of them (.yaml, .yml, .fasta, .fa, .fas,
 // .faa; sorted by name), each a target named after its file; a bad file fails alone.
 std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec);
+// Names each chain's MSA from a folder (ESMFold2's --msa-dir): ID.a3m for a one-chain record,
+// else ID_<chain>.a3m; a chain without a file keeps none (single sequence). Done as records are
+// collected, so the MSAs are part of a target's identity and its memory estimate.
+void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir);
 
 struct PredictOptions : JobOptions {
     std::string format = "pdb";  // pdb | cif
@@ -41,7 +45,7 @@ struct PredictOptions : JobOptions {
     double step_scale = -1;
     uint64_t seed = 0;
     int64_t max_msa_seqs = -1;
-    std::string msa_dir;  // ESMFold2's MSA folder (fold::Options::msa_dir)
+    std::string msa_dir;  // ESMFold2's --msa-dir (attach_msa_dir names each chain's file)
     // Boltz-2's affinity stage (see fold::Options)
     int affinity_sampling_steps = -1;
     int affinity_samples = -1;

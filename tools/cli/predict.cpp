@@ -206,6 +206,7 @@ int predict_main(int argc, char** argv) {
     } else {
         records = runtime::collect_fold_records(a.positional[0], *spec);
     }
+    if (!opts.msa_dir.empty()) runtime::attach_msa_dir(records, opts.msa_dir);
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
         const long long gib = a.get_int("max-memory", 0);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "bioinfer/error.h"
@@ -120,10 +121,25 @@ int64_t EsmFold2Spec::memory_bytes(const fold::Input& in) const {
     // fitted to the peak RSS measured at 64 and 128 residues (bench/results/esmfold2_cpu.json:
     // 0.79 and 0.99 GB above the weights, about 15 pairs plus 0.73 GB at pair width 256; the
     // constant taken in proportion to the pair width for other shapes)
-    const int64_t trunk = pair * 16 + (int64_t(768) << 20) * C / 256;
+    int64_t trunk = pair * 16 + (int64_t(768) << 20) * C / 256;
     // diffusion: the conditioning pair and per-layer biases; per sample the atom stacks' windows
     const int64_t diff = pair + L * L * c.diffusion.heads * c.diffusion.layers * 4 +
                          c.sampler.samples * A * (c.diff_atom.hidden * 16 + 160 * 4 * 4);
+    // the MSA encoder (once, before the loops): its rows' activations (the MSA, its normalised
+    // copy, the pair-weighted average's values, gate and output, a transition chunk) and the outer
+    // product's pair; rows as the chains' a3m files hold them, up to the default row limit
+    if (c.msa.enabled) {
+        int64_t rows = 1;
+        for (const fold::Entity& e : in.entities) {
+            if (e.msa.empty()) continue;
+            std::ifstream f(e.msa);
+            int64_t n = 0;
+            for (std::string line; std::getline(f, line);) n += !line.empty() && line[0] == '>';
+            rows += std::max<int64_t>(n - 1, 0);
+        }
+        rows = std::min(rows, kMsaMaxRows);
+        trunk += rows * L * c.msa.hidden * 4 * 6 + pair * 2;
+    }
     // confidence: the base pair, a sample's pair, its stack's temporaries, the PAE/PDE logits
     const int64_t conf = pair * 7 + L * L * (c.confidence.pae_bins + c.confidence.pde_bins) * 4;
     return std::max(lm, int64_t(0)) + std::max({trunk, diff + pair, conf + pair});
@@ -139,21 +155,12 @@ EsmFold2StructureModel::EsmFold2StructureModel(std::unique_ptr<EsmFold2Model> mo
 fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
                                                  const fold::Options& opts) const {
     Inputs feats = featurize(chains_of(in), in.where);
-    // MSAs: an entity's own path, else the MSA folder's file for the record and chain
+    // MSAs: the chains' a3m files (predict's --msa-dir names them as records are collected)
     std::vector<io::Msa> msas(in.entities.size());
     std::vector<const io::Msa*> per_chain(in.entities.size(), nullptr);
     bool any = false;
     for (size_t c = 0; c < in.entities.size(); ++c) {
-        std::string path = in.entities[c].msa;
-        if (path.empty() && !opts.msa_dir.empty()) {
-            const std::string base = opts.msa_dir + "/" + in.id;
-            for (const std::string& p : {in.entities.size() == 1 ? base + ".a3m" : std::string(),
-                                         base + "_" + in.entities[c].chain_id + ".a3m"})
-                if (!p.empty() && std::filesystem::is_regular_file(p)) {
-                    path = p;
-                    break;
-                }
-        }
+        const std::string& path = in.entities[c].msa;
         if (path.empty()) continue;
         msas[c] = io::parse_a3m_esm(io::read_file(path), path, 0);
         per_chain[c] = &msas[c];
