@@ -339,7 +339,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, Boltz2ConfidenceCase, ::testing::ValuesIn(boltz2
 // the bar where the MSA has more than one row (the monomer's has 4).
 TEST(Boltz2Trunk, OpmCountAfterProjectionFailsTheBar) {
     const Boltz2Case c = load_boltz2_case("monomer");
-    OuterProductMean opm = tiny_trunk().msa.layers[0].outer_product_mean;
+    nn::OuterProductMean opm = tiny_trunk().msa.layers[0].outer_product_mean;
     const Tensor m = plus(plus(c.get0("trunk.pass0.msa.m0"),
                                c.get0("trunk.pass0.msa.l0.pair_weighted_averaging.out")),
                           c.get0("trunk.pass0.msa.l0.msa_transition.out"));

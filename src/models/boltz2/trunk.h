@@ -14,6 +14,7 @@
 #include "models/boltz2/config.h"
 #include "models/boltz2/features.h"
 #include "nn/heads.h"
+#include "nn/msa_blocks.h"
 #include "nn/pair_seq.h"
 #include "nn/relpos.h"
 #include "nn/transformer.h"
@@ -63,32 +64,6 @@ struct PairInputEmbedding {
     void add_to(const Features& f, Tensor& z, const Tensor* relpos = nullptr) const;
 };
 
-// PairWeightedAveraging: m (S, L, c_m) += proj_o(sigmoid(proj_g(LN(m))) * o), o[s, i, h] =
-// sum_j softmax_j(proj_z(LN(z))[i, j, h]) proj_m(LN(m))[s, j, h]. Masks are all ones (one target).
-struct PairWeightedAveraging {
-    int64_t heads = 8, head_dim = 32;
-    nn::LayerNorm norm_m, norm_z;
-    nn::Linear proj_m, proj_g, proj_z, proj_o;
-    static PairWeightedAveraging load(const io::ModelDir& m, const std::string& prefix,
-                                      int64_t c_m, int64_t c_z, int64_t head_dim = 32,
-                                      int64_t heads = 8);
-    void add_to(Tensor& m, const Tensor& z) const;
-};
-
-// OuterProductMean: z[i, j] += proj_o(sum_s a[s, i] (x) b[s, j] / n) with a, b = proj_a, proj_b of
-// LN(m) and n the MSA rows; boltz divides before the output linear (its bias not divided).
-// divide_before_projection = false divides after it instead (bias divided: ESMFold2's form).
-struct OuterProductMean {
-    int64_t hidden = 32;
-    bool divide_before_projection = true;
-    nn::LayerNorm norm;
-    nn::Linear proj_a, proj_b, proj_o;
-    static OuterProductMean load(const io::ModelDir& m, const std::string& prefix, int64_t c_m,
-                                 int64_t c_z, int64_t hidden = 32);
-    // m (S, L, c_m), z (L, L, c_z); every MSA row counts (msa_mask all ones).
-    void add_to(const Tensor& m, Tensor& z, int64_t chunk = 0) const;
-};
-
 // PairformerNoSeqLayer: z += tri_mul_out, tri_mul_in, tri_att_start, tri_att_end, transition_z,
 // each on the z the previous one left.
 struct PairformerNoSeqLayer {
@@ -131,9 +106,9 @@ struct PairformerModule {
 
 // One MSA layer: m += PWA(m, z); m += transition(m); z += OPM(m); z = PairformerNoSeqLayer(z).
 struct MsaLayer {
-    PairWeightedAveraging pair_weighted_averaging;
+    nn::PairWeightedAveraging pair_weighted_averaging;
     nn::ResidueMlp msa_transition;  // SwiGLU, 4 msa_s
-    OuterProductMean outer_product_mean;
+    nn::OuterProductMean outer_product_mean;
     PairformerNoSeqLayer pairformer_layer;
     void run(Tensor& z, Tensor& m) const;
 };

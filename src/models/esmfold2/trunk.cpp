@@ -168,27 +168,13 @@ MsaEncoder MsaEncoder::load(const io::ModelDir& m, const std::string& p, const C
     for (int64_t i = 0; i < mc.layers; ++i) {
         const std::string q = p + ".layers." + std::to_string(i);
         Layer l;
-        l.opm.hidden = mc.outer;
-        l.opm.divide_before_projection = false;
-        l.opm.norm = nn::LayerNorm::load(m, q + ".outer_product_mean.norm", cm, 1e-5f);
-        const Tensor ip =
-            m.get_f32(q + ".outer_product_mean.input_proj.weight", {2 * mc.outer, cm});
-        l.opm.proj_a = linear_rows(ip, 0, mc.outer);
-        l.opm.proj_b = linear_rows(ip, mc.outer, 2 * mc.outer);
-        l.opm.proj_o =
-            nn::Linear::load(m, q + ".outer_product_mean.output_proj", mc.outer * mc.outer, c);
+        l.opm = nn::OuterProductMean::load(m, q + ".outer_product_mean", cm, c, mc.outer,
+                                           nn::OuterProductMeanNames::esmfold2());
         l.updates_msa = i != mc.layers - 1;
         if (l.updates_msa) {
-            const std::string w = q + ".msa_pair_weighted_averaging";
-            auto& a = l.pwa;
-            a.heads = mc.heads;
-            a.head_dim = mc.head_dim;
-            a.norm_m = nn::LayerNorm::load(m, w + ".norm_single", cm, 1e-5f);
-            a.norm_z = nn::LayerNorm::load(m, w + ".bias_norm", c, 1e-5f);
-            a.proj_m = nn::Linear::load(m, w + ".v_proj", cm, mc.heads * mc.head_dim, false);
-            a.proj_g = nn::Linear::load(m, w + ".gate_proj", cm, mc.heads * mc.head_dim, false);
-            a.proj_z = nn::Linear::load(m, w + ".bias_proj", c, mc.heads, false);
-            a.proj_o = nn::Linear::load(m, w + ".o_proj", mc.heads * mc.head_dim, cm, false);
+            l.pwa = nn::PairWeightedAveraging::load(m, q + ".msa_pair_weighted_averaging", cm, c,
+                                                    mc.head_dim, mc.heads,
+                                                    nn::PairWeightedAveragingNames::esmfold2());
             l.transition = swiglu_transition(m, q + ".msa_transition", cm, mc.intermediate);
         }
         l.pair = PairUpdateLayer::load(m, q, c, cfg.pair_ff);

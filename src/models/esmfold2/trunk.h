@@ -16,6 +16,7 @@
 #include "models/esmc.h"
 #include "models/esmfold2/atom_stack.h"
 #include "models/esmfold2/config.h"
+#include "nn/msa_blocks.h"
 #include "nn/pair_seq.h"
 #include "nn/relpos.h"
 #include "nn/triangle.h"
@@ -79,9 +80,9 @@ struct LmShim {
 struct MsaEncoder {
     nn::Linear embed, project;
     struct Layer {
-        boltz2::OuterProductMean opm;
+        nn::OuterProductMean opm;
         bool updates_msa = false;
-        boltz2::PairWeightedAveraging pwa;
+        nn::PairWeightedAveraging pwa;
         nn::ResidueMlp transition;
         PairUpdateLayer pair;
     };
