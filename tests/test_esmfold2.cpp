@@ -517,6 +517,29 @@ TEST(EsmFold2Msa, ChainsPairByKeyAndDeletionsTransform) {
     EXPECT_EQ(solo.msa[size_t(solo.tokens + 4)], 1);
 }
 
+// The mono case's MSA written as an a3m (its rows' deletions as lower-case insertions) gives the
+// fixture's MSA features through bioinfer's parser and layout: classes, deletion flags, values and
+// their mean over the rows.
+TEST(EsmFold2Msa, A3mGivesTheFixturesMsaFeatures) {
+    const std::string a3m =
+        ">query\nMKTAYIAKQRQISFVKSHFXRQLW\n"
+        ">r1\nMKTAYaaLAKQRQ-SFVKSHcFARQLW\n"
+        ">r2\nMRT-YIAKERQISF--SHFSRQLW\n"
+        ">r3\n-KTAYIAKQRdddddddQISFVKAHFSRQL-\n";
+    const io::Msa msa = io::parse_a3m_esm(a3m, "mono.a3m", 0);
+    esmfold2::Inputs in = esmfold2::featurize({fixture().cases[0].sequence}, "test");
+    esmfold2::attach_msas(in, {&msa}, "test");
+    const esmfold2::Inputs ref = inputs_of("mono");
+    ASSERT_EQ(in.msa_rows, ref.msa_rows);
+    EXPECT_EQ(in.msa, ref.msa);
+    EXPECT_EQ(in.has_deletion, ref.has_deletion);
+    ASSERT_EQ(in.deletion_value.size(), ref.deletion_value.size());
+    for (size_t i = 0; i < ref.deletion_value.size(); ++i)
+        EXPECT_NEAR(in.deletion_value[i], ref.deletion_value[i], 1e-6) << i;
+    for (size_t t = 0; t < ref.deletion_mean.size(); ++t)
+        EXPECT_NEAR(in.deletion_mean[t], ref.deletion_mean[t], 1e-6) << t;
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, EsmFold2Case, ::testing::Values("mono", "dimer"),
                          [](const auto& info) { return info.param; });
 

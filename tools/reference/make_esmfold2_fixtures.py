@@ -176,9 +176,11 @@ def featurize(chains, msa_rows):
     out["msa"] = torch.stack(rows)
     dv = torch.stack(dels)
     out["has_deletion"] = dv > 0
-    out["deletion_value"] = (2.0 / math.pi) * torch.atan(dv / 3.0)
+    # the esm package's ESMFold2 builder (paired_msa.py): pi/2 atan(d / 3), not AlphaFold3's 2/pi,
+    # and the mean of the transformed values over the rows
+    out["deletion_value"] = (math.pi / 2.0) * torch.atan(dv / 3.0)
     out["msa_attention_mask"] = torch.ones_like(out["msa"], dtype=torch.bool)
-    out["deletion_mean"] = dv.mean(0)
+    out["deletion_mean"] = out["deletion_value"].mean(0)
     return {k: v.unsqueeze(0) for k, v in out.items()}
 
 
