@@ -919,21 +919,6 @@ void widen_bf16(const uint16_t* src, int64_t ld_src, float* dst, int64_t ld_dst,
     }
 }
 
-// The calling thread's scratch of at least n floats (slot: which of its buffers), 64-byte
-// aligned, kept across calls.
-inline float* thread_buffer(int slot, int64_t n) {
-    struct Free {
-        void operator()(float* q) const { std::free(q); }
-    };
-    thread_local std::unique_ptr<float, Free> buf[2];
-    thread_local int64_t cap[2] = {0, 0};
-    if (cap[slot] < n) {
-        buf[slot].reset(aligned_array<float>(n));
-        cap[slot] = n;
-    }
-    return buf[slot].get();
-}
-
 // oneDNN's y (+)= scale * act(x . w^T + b), y's rows ldy apart. A scale without an activation is
 // applied in a pass of our own: oneDNN 2.6's GEMM-based matmul (AVX2's fast one) takes a sum only
 // as the first post-op, so eltwise_linear then sum went to its reference kernel (~100x slower),
@@ -946,7 +931,10 @@ void dnnl_linear(const float* x, const float* w, const void* pd, const float* b,
         linear_dnnl(x, w, pd, b, y, M, K, N, act, scale, accumulate, ldy);
         return;
     }
-    float* t = accumulate ? thread_buffer(1, M * N) : y;
+    float* t =
+        accumulate
+            ? static_cast<float*>(thread_scratch(kScratchScaledSum, size_t(M * N) * sizeof(float)))
+            : y;
     const int64_t ldt = accumulate ? N : ldy;
     linear_dnnl(x, w, pd, b, t, M, K, N, Act::None, 1.0f, false, ldt);
     const auto vs = V::set1(scale);
@@ -975,7 +963,8 @@ void widened_linear(const float* x, const CpuPacked& p, const float* b, float* y
                     Act act, float scale, bool accumulate) {
     constexpr int64_t kWidenRows = 256;
     const int64_t K = p.K, N = p.N, rows = std::min(kWidenRows, N);
-    float* panel = thread_buffer(0, rows * K);
+    float* panel =
+        static_cast<float*>(thread_scratch(kScratchWidenedPanel, size_t(rows * K) * sizeof(float)));
     for (int64_t j0 = 0; j0 < N; j0 += rows) {
         const int64_t n = std::min(rows, N - j0);
         widen_bf16<V>(p.wb + j0 * K, K, panel, K, n, K);

@@ -4,12 +4,13 @@
 // depends on K and N only, so one packed copy serves every batch size M.
 #include "backend/cpu/linear_dnnl.h"
 
-#include <dnnl.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <dnnl.hpp>
 #include <map>
 #include <memory>
-#include <new>
 #include <mutex>
+#include <new>
 #include <tuple>
 #include <vector>
 
@@ -47,23 +48,6 @@ struct Packed {
     memory mem;  // owns the packed buffer
     DType compute;
 };
-
-// Activations rounded to bf16 for a bf16 GEMM: one buffer per thread, reused across calls, on a
-// 64-byte boundary (AMX tile loads of a misaligned source split cache lines: 25% slower here).
-uint16_t* bf16_scratch(size_t n) {
-    struct Free {
-        void operator()(uint16_t* p) const { std::free(p); }
-    };
-    thread_local std::unique_ptr<uint16_t, Free> buf;
-    thread_local size_t cap = 0;
-    if (cap < n) {
-        const size_t bytes = (n * sizeof(uint16_t) + 63) / 64 * 64;
-        buf.reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
-        if (!buf) throw std::bad_alloc();
-        cap = n;
-    }
-    return buf.get();
-}
 
 // Primitives are shared by every layer of the same shape: the packed layout is a function of
 // (K, N) and the compute dtype alone, so that is all the key needs to say about the weights.
@@ -105,6 +89,21 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, int64_t ldy, bool bias, Act a
 }
 
 }  // namespace
+
+void* thread_scratch(ScratchSlot slot, size_t bytes) {
+    struct Free {
+        void operator()(void* p) const { std::free(p); }
+    };
+    thread_local std::unique_ptr<void, Free> buf[kScratchSlots];
+    thread_local size_t cap[kScratchSlots] = {};
+    if (cap[slot] < bytes) {
+        const size_t rounded = (bytes + 63) / 64 * 64;
+        buf[slot].reset(std::aligned_alloc(64, std::max<size_t>(rounded, 64)));
+        if (!buf[slot]) throw std::bad_alloc();
+        cap[slot] = rounded;
+    }
+    return buf[slot].get();
+}
 
 void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute) {
     auto& eng = engine();
@@ -194,7 +193,9 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
     dnnl::stream s(eng);
     memory src_mem(md(M, K, K, 1), eng, const_cast<float*>(x));
     if (compute == DType::BF16) {  // round x to bf16 (oneDNN's vectorised reorder, cached)
-        memory xb(md(M, K, K, 1, memory::data_type::bf16), eng, bf16_scratch(size_t(M * K)));
+        memory xb(md(M, K, K, 1, memory::data_type::bf16), eng,
+                  static_cast<uint16_t*>(
+                      thread_scratch(kScratchBf16Activations, size_t(M * K) * sizeof(uint16_t))));
         dnnl::reorder round;
         {
             Cache& c = cache();

@@ -22,6 +22,15 @@ void free_packed_dnnl(void* packed);
 // trans_a; b[g] is (K, N), or stored (N, K) when trans_b. One batched oneDNN matmul.
 void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
               bool trans_a, bool trans_b);
+// A buffer of at least `bytes` owned by the calling thread, 64-byte aligned (AMX tile loads of a
+// misaligned source split cache lines: 25% slower), kept across calls; one per slot.
+enum ScratchSlot : int {
+    kScratchBf16Activations,  // x rounded to bf16 for a bf16 GEMM
+    kScratchWidenedPanel,     // a bf16 weight's rows widened to fp32
+    kScratchScaledSum,        // a GEMM's output before its scaled residual add
+    kScratchSlots
+};
+void* thread_scratch(ScratchSlot slot, size_t bytes);
 // The oneDNN library this build runs: "MAJOR.MINOR.PATCH (git hash)" (recorded with benchmarks).
 std::string onednn_version();
 
