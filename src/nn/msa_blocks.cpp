@@ -76,9 +76,9 @@ OuterProductMean OuterProductMean::load(const io::ModelDir& m, const std::string
     o.divide_before_projection = n.divide_before_projection;
     o.norm = LayerNorm::load(m, p + "." + n.norm, c_m, 1e-5f);
     if (!n.proj_ab.empty()) {
-        const Tensor ab = m.get(p + "." + n.proj_ab + ".weight", {2 * hidden, c_m});
-        o.proj_a = Linear::from(ab.narrow0(0, hidden), Tensor());
-        o.proj_b = Linear::from(ab.narrow0(hidden, 2 * hidden), Tensor());
+        const Tensor ab = m.get_f32(p + "." + n.proj_ab + ".weight", {2 * hidden, c_m});
+        o.proj_a = Linear::from_rows(ab, 0, hidden);
+        o.proj_b = Linear::from_rows(ab, hidden, 2 * hidden);
     } else {
         o.proj_a = Linear::load(m, p + "." + n.proj_a, c_m, hidden, false);
         o.proj_b = Linear::load(m, p + "." + n.proj_b, c_m, hidden, false);

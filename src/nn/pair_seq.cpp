@@ -132,13 +132,27 @@ ResidueMlpNames ResidueMlpNames::boltz2() {
     return n;
 }
 
+ResidueMlpNames ResidueMlpNames::esmfold2() {
+    ResidueMlpNames n;
+    n.ln = "norm", n.gate_up = "mlp.gate_up_proj", n.down = "mlp.down_proj";
+    n.bias = false;
+    return n;
+}
+
 ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t dim, int64_t inner,
                             const ResidueMlpNames& n) {
     ResidueMlp r;
     r.ln = LayerNorm::load(m, p + "." + n.ln, dim, 1e-5f);
-    r.up = Linear::load(m, p + "." + n.up, dim, inner, n.bias);
+    if (!n.gate_up.empty()) {
+        BI_CHECK(!n.bias, p, "a stacked gate_up projection is read without biases");
+        const Tensor gu = m.get_f32(p + "." + n.gate_up + ".weight", {2 * inner, dim});
+        r.gate = Linear::from_rows(gu, 0, inner);
+        r.up = Linear::from_rows(gu, inner, 2 * inner);
+    } else {
+        r.up = Linear::load(m, p + "." + n.up, dim, inner, n.bias);
+        if (!n.gate.empty()) r.gate = Linear::load(m, p + "." + n.gate, dim, inner, n.bias);
+    }
     r.down = Linear::load(m, p + "." + n.down, inner, dim, n.bias);
-    if (!n.gate.empty()) r.gate = Linear::load(m, p + "." + n.gate, dim, inner, n.bias);
     return r;
 }
 

@@ -80,9 +80,15 @@ struct SequenceToPair {
 struct ResidueMlpNames {
     std::string ln = "0", up = "1", down = "3";
     std::string gate;   // SwiGLU's gate linear; empty: ReLU MLP
+    // SwiGLU's gate and up rows stacked in this one bias-free weight (gate first), instead of
+    // `gate` and `up`
+    std::string gate_up;
     bool bias = true;   // the linears have biases
     // Boltz's Transition: norm, fc1 (gate), fc2 (up), fc3 (down), no linear biases.
     static ResidueMlpNames boltz2();
+    // ESMFold2's transitions (EsmFold2Transition, its SwiGLU feed-forwards): norm,
+    // mlp.gate_up_proj (gate rows first), mlp.down_proj, no linear biases.
+    static ResidueMlpNames esmfold2();
 };
 
 struct ResidueMlp {

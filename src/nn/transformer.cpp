@@ -29,6 +29,10 @@ Linear Linear::from(Tensor w, Tensor b) {
     return l;
 }
 
+Linear Linear::from_rows(const Tensor& w, int64_t r0, int64_t r1) {
+    return from(w.narrow0(r0, r1).clone(), Tensor());
+}
+
 void Linear::operator()(const Tensor& x, Tensor& out, ops::Epilogue ep) const {
     ops::linear(x, w, b.defined() ? &b : nullptr, out, ep, packed.get());
 }

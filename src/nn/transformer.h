@@ -26,6 +26,9 @@ struct Linear {
     // From tensors already loaded, in any storage dtype (e.g. rows of a fused checkpoint
     // matrix); b may be undefined.
     static Linear from(Tensor w, Tensor b);
+    // Rows [r0, r1) of a checkpoint matrix as a bias-free linear: one part of a fused projection
+    // (a gate_up_proj, an outer product's stacked a/b projection).
+    static Linear from_rows(const Tensor& w, int64_t r0, int64_t r1);
     int64_t out_features() const { return w.size(0); }
     // out (M, out) = x (M, in) . w^T + b, with an optional fused epilogue.
     void operator()(const Tensor& x, Tensor& out, ops::Epilogue ep = {}) const;

@@ -43,21 +43,6 @@ void add_gated(const Tensor& gate, const Tensor& x, Tensor& out) {
 
 }  // namespace
 
-nn::Linear linear_rows(const Tensor& w, int64_t r0, int64_t r1) {
-    return nn::Linear::from(w.narrow0(r0, r1).clone(), Tensor());
-}
-
-nn::ResidueMlp swiglu_transition(const io::ModelDir& m, const std::string& p, int64_t d,
-                                 int64_t f) {
-    nn::ResidueMlp r;
-    r.ln = nn::LayerNorm::load(m, p + ".norm", d, 1e-5f);
-    const Tensor gu = m.get_f32(p + ".mlp.gate_up_proj.weight", {2 * f, d});
-    r.gate = linear_rows(gu, 0, f);
-    r.up = linear_rows(gu, f, 2 * f);
-    r.down = nn::Linear::load(m, p + ".mlp.down_proj", f, d, false);
-    return r;
-}
-
 AtomStack AtomStack::load(const io::ModelDir& m, const std::string& p, const AtomStackConfig& cfg,
                           int64_t window, int64_t atom_features, bool encoder) {
     AtomStack s;
@@ -79,8 +64,8 @@ AtomStack AtomStack::load(const io::ModelDir& m, const std::string& p, const Ato
         a.o = nn::Linear::load(m, q + ".self_attn.o_proj", c, c, false);
         a.gate = nn::Linear::load(m, q + ".self_attn.gate_proj", c, c, false);
         const Tensor gu = m.get_f32(q + ".mlp.gate_up_proj.weight", {2 * F, c});
-        a.mlp_gate = linear_rows(gu, 0, F);
-        a.mlp_up = linear_rows(gu, F, 2 * F);
+        a.mlp_gate = nn::Linear::from_rows(gu, 0, F);
+        a.mlp_up = nn::Linear::from_rows(gu, F, 2 * F);
         a.mlp_down = nn::Linear::load(m, q + ".mlp.down_proj", F, c, false);
         s.layers.push_back(std::move(a));
     }

@@ -18,15 +18,6 @@
 
 namespace bioinfer::esmfold2 {
 
-// Rows [r0, r1) of a checkpoint matrix as a bias-free linear: one part of a fused projection
-// (gate_up_proj, input_proj).
-nn::Linear linear_rows(const Tensor& w, int64_t r0, int64_t r1);
-// EsmFold2Transition / the SwiGLU feed-forwards: <prefix>.norm (LayerNorm),
-// <prefix>.mlp.gate_up_proj (2f, d) with the gate rows first, <prefix>.mlp.down_proj; a residual x
-// += down(silu(gate) * up).
-nn::ResidueMlp swiglu_transition(const io::ModelDir& m, const std::string& prefix, int64_t d,
-                                 int64_t f);
-
 // The per-atom reference features of a target, as EsmFold2AtomInputs holds them (atoms padded to
 // a multiple of 32; padding atoms last, zero everywhere, invalid).
 struct AtomFeatures {

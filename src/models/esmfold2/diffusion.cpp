@@ -36,8 +36,10 @@ DiffusionModule DiffusionModule::load(const io::ModelDir& m, const Config& cfg) 
                                 cfg.atom_features, false);
     d.pair_in_norm = nn::LayerNorm::load(m, c + ".pair_input_norm", 2 * C, 1e-5f);
     d.pair_proj = nn::Linear::load(m, c + ".pair_proj", 2 * C, C, false);
-    d.pair_tr0 = swiglu_transition(m, c + ".pair_transition_0", C, dc.pair_intermediate);
-    d.pair_tr1 = swiglu_transition(m, c + ".pair_transition_1", C, dc.pair_intermediate);
+    d.pair_tr0 = nn::ResidueMlp::load(m, c + ".pair_transition_0", C, dc.pair_intermediate,
+                                      nn::ResidueMlpNames::esmfold2());
+    d.pair_tr1 = nn::ResidueMlp::load(m, c + ".pair_transition_1", C, dc.pair_intermediate,
+                                      nn::ResidueMlpNames::esmfold2());
     d.single_in_norm = nn::LayerNorm::load(m, c + ".single_input_norm", cfg.c_inputs, 1e-5f);
     d.single_proj = nn::Linear::load(m, c + ".single_proj", cfg.c_inputs, D, false);
     const Tensor fw = m.get_f32(c + ".fourier.frequencies", {dc.fourier});
@@ -47,8 +49,10 @@ DiffusionModule DiffusionModule::load(const io::ModelDir& m, const Config& cfg) 
     d.fourier_b.assign(fb.f32(), fb.f32() + dc.fourier);
     d.noise_norm = nn::LayerNorm::load(m, c + ".noise_norm", dc.fourier, 1e-5f);
     d.noise_proj = nn::Linear::load(m, c + ".noise_proj", dc.fourier, D, false);
-    d.single_tr0 = swiglu_transition(m, c + ".single_transition_0", D, dc.intermediate);
-    d.single_tr1 = swiglu_transition(m, c + ".single_transition_1", D, dc.intermediate);
+    d.single_tr0 = nn::ResidueMlp::load(m, c + ".single_transition_0", D, dc.intermediate,
+                                        nn::ResidueMlpNames::esmfold2());
+    d.single_tr1 = nn::ResidueMlp::load(m, c + ".single_transition_1", D, dc.intermediate,
+                                        nn::ResidueMlpNames::esmfold2());
     const Tensor cw = m.get_f32(h + ".coords_linear.weight", {ca, 6});
     d.coords_linear = nn::Linear::from(ops::contiguous(cw.slice(1, 0, 3)), Tensor());
     d.single_to_token = nn::Linear::load(m, h + ".single_to_token", D, D, false);
@@ -70,8 +74,8 @@ DiffusionModule DiffusionModule::load(const io::ModelDir& m, const Config& cfg) 
         l.out_proj = nn::Linear::load(m, p + ".attn_gate", D, D);
         l.transition.adaln = adaln(m, p + ".post_attention_layernorm", D);
         const Tensor gu = m.get_f32(p + ".mlp.gate_up_proj.weight", {2 * dc.intermediate, D});
-        l.transition.gate = linear_rows(gu, 0, dc.intermediate);
-        l.transition.up = linear_rows(gu, dc.intermediate, 2 * dc.intermediate);
+        l.transition.gate = nn::Linear::from_rows(gu, 0, dc.intermediate);
+        l.transition.up = nn::Linear::from_rows(gu, dc.intermediate, 2 * dc.intermediate);
         l.transition.b_to_a = nn::Linear::load(m, p + ".mlp.down_proj", dc.intermediate, D, false);
         l.transition.out_proj = nn::Linear::load(m, p + ".mlp_gate", D, D);
         d.tokens.layers.push_back(std::move(l));

@@ -76,7 +76,8 @@ PairUpdateLayer PairUpdateLayer::load(const io::ModelDir& m, const std::string& 
     const auto names = nn::TriangleMultiplicationNames::esmfold2();
     l.tri_out = nn::TriangleMultiplication::load(m, p + ".tri_mul_out", c, true, names);
     l.tri_in = nn::TriangleMultiplication::load(m, p + ".tri_mul_in", c, false, names);
-    l.transition = swiglu_transition(m, p + ".pair_transition", c, ff);
+    l.transition =
+        nn::ResidueMlp::load(m, p + ".pair_transition", c, ff, nn::ResidueMlpNames::esmfold2());
     return l;
 }
 
@@ -175,7 +176,8 @@ MsaEncoder MsaEncoder::load(const io::ModelDir& m, const std::string& p, const C
             l.pwa = nn::PairWeightedAveraging::load(m, q + ".msa_pair_weighted_averaging", cm, c,
                                                     mc.head_dim, mc.heads,
                                                     nn::PairWeightedAveragingNames::esmfold2());
-            l.transition = swiglu_transition(m, q + ".msa_transition", cm, mc.intermediate);
+            l.transition = nn::ResidueMlp::load(m, q + ".msa_transition", cm, mc.intermediate,
+                                                nn::ResidueMlpNames::esmfold2());
         }
         l.pair = PairUpdateLayer::load(m, q, c, cfg.pair_ff);
         e.layers.push_back(std::move(l));
