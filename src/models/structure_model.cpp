@@ -104,14 +104,10 @@ std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
     if (arch == "esmfold")
         return std::make_unique<esmfold::EsmFoldSpec>(
             esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
-    if (arch == "esmfold2" && esmfold2::is_legacy_layout(dir)) {
-        const io::ModelDir converted = esmfold2::from_legacy(dir);
-        return std::make_unique<esmfold2::EsmFold2Spec>(
-            esmfold2::Config::from_json(converted.config(), dir.dir() + "/config.json"));
-    }
     if (arch == "esmfold2")
-        return std::make_unique<esmfold2::EsmFold2Spec>(
-            esmfold2::Config::from_json(dir.config(), dir.dir() + "/config.json"));
+        return std::make_unique<esmfold2::EsmFold2Spec>(esmfold2::Config::from_json(
+            esmfold2::is_legacy_layout(dir) ? esmfold2::legacy_config(dir) : dir.config(),
+            dir.dir() + "/config.json"));
     if (arch == "boltz2")
         return std::make_unique<boltz2::Boltz2Spec>(boltz2::Config::load(dir),
                                                     boltz2::mols_dir_of(dir));

@@ -309,11 +309,6 @@ const std::vector<std::pair<std::string, std::string>>& tower_renames() {
     return r;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
     for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
         s.replace(p, from.size(), to);
@@ -341,6 +336,9 @@ Tensor cat_rows(const Tensor& a, const Tensor& b, const std::string& where) {
     return t;
 }
 
+// The conditioning transitions' unfused SwiGLU halves, joined into one gate_up_proj.
+const std::regex kTransitionAB(R"(_transition_\d+\.(a|b)_proj\.weight$)");
+
 }  // namespace
 
 bool is_legacy_layout(const io::ModelDir& dir) {
@@ -348,13 +346,26 @@ bool is_legacy_layout(const io::ModelDir& dir) {
     return !c.contains("model_type") && c.contains("type") && c.contains("d_pair");
 }
 
-io::ModelDir from_legacy(const io::ModelDir& dir) {
-    const std::string where = dir.dir() + "/config.json";
+namespace {
+
+io::ModelDir open_tower(const io::ModelDir& dir) {
     const std::string tower_dir = dir.dir() + "/esmc";
     BI_CHECK(std::filesystem::is_directory(tower_dir), dir.dir(),
              "research-layout ESMFold2 checkpoint: the ESM C tower (biohub/ESMC-6B's config.json ",
              "and safetensors) is expected in ", tower_dir);
-    const io::ModelDir tower = io::ModelDir::open(tower_dir);
+    return io::ModelDir::open(tower_dir);
+}
+
+}  // namespace
+
+nlohmann::json legacy_config(const io::ModelDir& dir) {
+    return map_config(dir.config(), dir, map_esmc_config(open_tower(dir)),
+                      dir.dir() + "/config.json");
+}
+
+io::ModelDir from_legacy(const io::ModelDir& dir) {
+    const std::string where = dir.dir() + "/config.json";
+    const io::ModelDir tower = open_tower(dir);
     json cfg = map_config(dir.config(), dir, map_esmc_config(tower), where);
 
     std::map<std::string, Tensor> out;
@@ -370,13 +381,13 @@ io::ModelDir from_legacy(const io::ModelDir& dir) {
         std::string key = old;
         for (const Rule& r : trunk_rules()) key = std::regex_replace(key, r.pattern, r.replacement);
         const Tensor t = dir.get_raw(old);
-        if (ends_with(key, ".self_attn.Wqkv.weight")) {
+        if (key.ends_with(".self_attn.Wqkv.weight")) {
             split_rows(out, t, key.substr(0, key.size() - 11),
                        {"q_proj.weight", "k_proj.weight", "v_proj.weight"}, where);
-        } else if (ends_with(key, ".self_attn.kv_proj.weight")) {
+        } else if (key.ends_with(".self_attn.kv_proj.weight")) {
             split_rows(out, t, key.substr(0, key.size() - 14), {"k_proj.weight", "v_proj.weight"},
                        where);
-        } else if (std::regex_search(key, std::regex(R"(_transition_\d+\.(a|b)_proj\.weight$)"))) {
+        } else if (std::regex_search(key, kTransitionAB)) {
             pending_b[key] = t;
         } else {
             BI_CHECK(out.emplace(key, t).second, dir.dir(), "two research-layout tensors map to '",
@@ -384,7 +395,7 @@ io::ModelDir from_legacy(const io::ModelDir& dir) {
         }
     }
     for (const auto& [key, t] : pending_b) {
-        if (!ends_with(key, ".a_proj.weight")) continue;
+        if (!key.ends_with(".a_proj.weight")) continue;
         const std::string base = key.substr(0, key.size() - 14);
         auto b = pending_b.find(base + ".b_proj.weight");
         BI_CHECK(b != pending_b.end(), dir.dir(), "research-layout tensor '", base,
@@ -392,22 +403,22 @@ io::ModelDir from_legacy(const io::ModelDir& dir) {
         out[base + ".mlp.gate_up_proj.weight"] = cat_rows(t, b->second, where);  // gate first
     }
     for (const auto& [key, t] : pending_b)
-        BI_CHECK(ends_with(key, ".a_proj.weight") ||
+        BI_CHECK(key.ends_with(".a_proj.weight") ||
                      pending_b.count(key.substr(0, key.size() - 14) + ".a_proj.weight"),
                  dir.dir(), "research-layout tensor '", key, "' has no a_proj");
 
     // the tower: esmc.* only (the masked-LM head and TransformerEngine's extra state dropped)
     for (const std::string& old : tower.names()) {
-        if (old.rfind("esmc.", 0) != 0 || ends_with(old, "_extra_state")) continue;
+        if (old.rfind("esmc.", 0) != 0 || old.ends_with("_extra_state")) continue;
         std::string key = old;
         for (const auto& [from, to] : tower_renames()) replace_all(key, from, to);
         const Tensor t = tower.get_raw(old);
-        if (ends_with(key, "attn.layernorm_qkv.weight"))
+        if (key.ends_with("attn.layernorm_qkv.weight"))
             split_rows(
                 out, t, key.substr(0, key.size() - 25),
                 {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
                 where);
-        else if (ends_with(key, "ffn.fc1_weight"))  // gate first, as SwiGLU reads it
+        else if (key.ends_with("ffn.fc1_weight"))  // gate first, as SwiGLU reads it
             split_rows(out, t, key.substr(0, key.size() - 14),
                        {"mlp.gate_proj.weight", "mlp.up_proj.weight"}, where);
         else

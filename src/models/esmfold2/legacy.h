@@ -15,6 +15,10 @@ namespace bioinfer::esmfold2 {
 // True for the research layout: a config with "type" and "d_pair" and no model_type.
 bool is_legacy_layout(const io::ModelDir& dir);
 
+// The research config as transformers' EsmFold2Config (the tower's config, and widths the config
+// lacks, read from the tensors' headers; no tensor is mapped).
+nlohmann::json legacy_config(const io::ModelDir& dir);
+
 // The research checkpoint in `dir` as the transformers layout. The tower is read from
 // `dir`/esmc (biohub/ESMC-6B's config.json and safetensors shards). Errors name the file and key.
 io::ModelDir from_legacy(const io::ModelDir& dir);
