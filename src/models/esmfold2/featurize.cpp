@@ -11,17 +11,37 @@
 
 namespace bioinfer::esmfold2 {
 
-Inputs featurize(const std::vector<std::string>& chains, const std::string& where) {
-    const std::vector<ProteinResidue>& table = protein_residues();
+namespace {
+
+// The 20 amino acids by one-letter code, and UNK (every other letter).
+struct ResidueLetters {
     std::map<char, const ProteinResidue*> by_letter;
     const ProteinResidue* unk = nullptr;
-    for (const ProteinResidue& r : table) {
-        if (std::string(r.name) == "UNK")
-            unk = &r;
-        else
-            by_letter[r.letter] = &r;
+    const ProteinResidue& of(char l) const {
+        auto it = by_letter.find(l);
+        return it != by_letter.end() ? *it->second : *unk;
     }
-    BI_CHECK(unk != nullptr, where, "the residue table lacks UNK");
+};
+
+const ResidueLetters& residue_letters() {
+    static const ResidueLetters t = [] {
+        ResidueLetters r;
+        for (const ProteinResidue& p : protein_residues()) {
+            if (std::string(p.name) == "UNK")
+                r.unk = &p;
+            else
+                r.by_letter[p.letter] = &p;
+        }
+        BI_CHECK(r.unk != nullptr, "esmfold2 featurize", "the residue table lacks UNK");
+        return r;
+    }();
+    return t;
+}
+
+}  // namespace
+
+Inputs featurize(const std::vector<std::string>& chains, const std::string& where) {
+    const ResidueLetters& letters = residue_letters();
     BI_CHECK(!chains.empty(), where, "no chains");
     Inputs in;
     AtomFeatures& a = in.atoms;
@@ -36,8 +56,7 @@ Inputs featurize(const std::vector<std::string>& chains, const std::string& wher
             const char l = seq[i];
             BI_CHECK(l >= 'A' && l <= 'Z', where, "chain ", c + 1, ": character '", l,
                      "' at position ", i + 1, " is not an upper-case amino-acid letter");
-            auto it = by_letter.find(l);
-            const ProteinResidue& r = it != by_letter.end() ? *it->second : *unk;
+            const ProteinResidue& r = letters.of(l);
             in.token_index.push_back(token);
             in.residue_index.push_back(int32_t(i));
             in.asym_id.push_back(int32_t(c));
@@ -95,9 +114,7 @@ void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const
     BI_CHECK(int32_t(per_chain.size()) == C, where, "MSAs for ", per_chain.size(),
              " chains, the target has ", C);
     // per chain: residue classes and deletion counts (rows x columns), pairing keys
-    std::map<char, int32_t> letter;
-    for (const ProteinResidue& r : protein_residues())
-        if (std::string(r.name) != "UNK") letter[r.letter] = r.res_type;
+    const ResidueLetters& letters = residue_letters();
     struct ChainMsa {
         int64_t width = 0;
         std::vector<int32_t> res;
@@ -119,10 +136,7 @@ void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const
         m.width = int64_t(msa.rows[0].residues.size());
         BI_CHECK(m.width > 0, msa.source, "the MSA's query row has no aligned columns");
         for (const io::MsaRow& row : msa.rows) {
-            for (char l : row.residues) {
-                auto it = letter.find(l);
-                m.res.push_back(l == '-' ? 1 : it != letter.end() ? it->second : 22);
-            }
+            for (char l : row.residues) m.res.push_back(l == '-' ? 1 : letters.of(l).res_type);
             const size_t base = m.del.size();
             m.del.resize(base + size_t(m.width), 0.f);
             for (const auto& [col, n] : row.deletions) m.del[base + size_t(col)] = float(n);
