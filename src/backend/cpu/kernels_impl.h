@@ -921,8 +921,8 @@ void widen_bf16(const uint16_t* src, int64_t ld_src, float* dst, int64_t ld_dst,
 
 // oneDNN's y (+)= scale * act(x . w^T + b), y's rows ldy apart. A scale without an activation is
 // applied in a pass of our own: oneDNN 2.6's GEMM-based matmul (AVX2's fast one) takes a sum only
-// as the first post-op, so eltwise_linear then sum went to its reference kernel (~100x slower),
-// and an output scale with the sum halved its speed (2 AVX2 cores, M = 130, K = N = 2560).
+// as the first post-op, so eltwise_linear then sum went to its reference kernel (DNNL_VERBOSE=1
+// shows ref:any), and an output scale with the sum was slower than this pass.
 template <typename V>
 void dnnl_linear(const float* x, const float* w, const void* pd, const float* b, float* y,
                  int64_t ldy, int64_t M, int64_t K, int64_t N, Act act, float scale,
@@ -956,8 +956,8 @@ void dnnl_linear(const float* x, const float* w, const void* pd, const float* b,
 
 // y (+)= scale * act(x . w^T + b) for a bf16-stored w in fp32: panels of kWidenRows rows of w
 // (output columns) widened into a cached fp32 buffer, each one oneDNN GEMM writing its columns
-// of y in place. On 2 AVX2 cores at M = 130, K = 2560, N = 7680, 256-row panels ran at 123
-// GFLOP/s, above the fp32 copy packed at load (95).
+// of y in place. `bioinfer bench matmul --weights-dtype bf16|fp32` times it against the fp32 copy
+// packed at load (docs/performance.md: 140 against 92 GFLOP/s at 130 x 2560 x 7680, 2 AVX2 cores).
 template <typename V>
 void widened_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M,
                     Act act, float scale, bool accumulate) {
