@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 AA = "ACDEFGHIKLMNPQRSTVWY"
 WARMUP_RESIDUES = 16
-from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
+from lm_bench import machine_info, peak_rss_mb, time_calls, write_json  # noqa: E402
 
 WARMUP, TARGET = "a_warmup", "b_target"  # file stems: bioinfer predicts a folder in name order
 
@@ -318,16 +318,6 @@ def at_default_steps(row, steps, default=200):
 
 
 # ---- driver --------------------------------------------------------------------------------------
-
-def machine_info(threads):
-    cpuinfo = open("/proc/cpuinfo").read().splitlines()
-    model = next((l.split(":", 1)[1].strip() for l in cpuinfo if l.startswith("model name")), "")
-    flags = next((l.split(":", 1)[1].split() for l in cpuinfo if l.startswith("flags")), [])
-    return {"cpu_model": model, "cores": os.cpu_count(), "threads": threads,
-            "isa": [f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma", "f16c"))],
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-            "load_average_at_start": os.getloadavg()}
-
 
 def versions(bin_path):
     out = {}

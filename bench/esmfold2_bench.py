@@ -31,8 +31,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fold_bench import sequence  # noqa: E402
-from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
+from fold_bench import bioinfer_fold, print_fastest_fold  # noqa: E402
+from lm_bench import machine_info, time_calls, write_json  # noqa: E402
 
 TOWERS = {  # hidden, layers, heads, intermediate (ESM C's SwiGLU width)
     "6b": (2560, 80, 40, 6912),  # the released tower: stored bf16, bioinfer only (see --tower)
@@ -146,36 +146,16 @@ def hf_worker(model_dir, length, threads, repeat, steps):
         out["trunk"] = out.pop("trunk_total") - out["language_model"]
         return total, out
 
-    fold(sequence(16, 99))
-    runs = [fold(sequence(length, length)) for _ in range(repeat)]
-    best = min(runs, key=lambda r: r[0])
-    print(json.dumps({"impl": "transformers", "length": length, "seconds": best[0],
-                      "stages_s": best[1], "peak_rss_mb": peak_rss_mb(),
-                      "threads": torch.get_num_threads()}))
-
-
-def bioinfer_run(bin_path, model_dir, length, threads, repeat, steps, workdir):
-    fasta = os.path.join(workdir, f"target_{length}.fa")
-    with open(fasta, "w") as f:
-        f.write(f">target_{length}\n{sequence(length, length)}\n")
-    cmd = [bin_path, "bench", "fold", fasta, "--weights", model_dir, "--threads", str(threads),
-           "--repeat", str(repeat), "--sampling-steps", str(steps)]
-    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    print_fastest_fold(fold, length, repeat, torch.get_num_threads())
 
 
 def write_doc(args, rows):
     """The results so far (rewritten after every row, so a long run keeps what it measured)."""
     import torch
     import transformers
-    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
-                  if l.startswith("flags")), [])
     doc = {"bench": "esmfold2_cpu",
            "command": shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-           "machine": {"threads": args.threads,
-                       "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                                          if l.startswith("model name")), ""),
-                       "cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
-                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+           "machine": machine_info(args.threads),
            "model": {"tower": f"ESM C {args.tower} shape, random weights" +
                               (", stored bf16" if args.tower == "6b" else ""),
                      "trunk": "released shapes: pair 256, 48 trunk blocks, LM encoder 4, MSA encoder 4, coda 2",
@@ -232,7 +212,8 @@ def main():
     print(f"checkpoint ready in {time.time() - t0:.0f} s: {model_dir}", file=sys.stderr)
     rows = []
     for n in [int(x) for x in args.lengths.split(",") if x]:
-        r = bioinfer_run(args.bin, model_dir, n, args.threads, args.repeat, args.steps, args.workdir)
+        r = bioinfer_fold(args.bin, model_dir, n, args.threads, args.repeat, args.workdir,
+                          ["--sampling-steps", str(args.steps)])
         print(json.dumps(r), file=sys.stderr)
         rows.append(r)
         write_doc(args, rows)

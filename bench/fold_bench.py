@@ -129,23 +129,32 @@ def hf_worker(model_dir, length, threads, repeat, recycles):
         out["heads"] = total - out["language_model"] - out["trunk"] - out["structure_module"]
         return total, out
 
+    print_fastest_fold(fold, length, repeat, torch.get_num_threads())
+
+
+def print_fastest_fold(fold, length, repeat, threads):
+    """A reference worker's result line: one warm-up fold of 16 residues, then the fastest of
+    `repeat` folds of the target; fold(seq) returns (seconds, stage seconds)."""
     fold(sequence(16, 99))
     runs = [fold(sequence(length, length)) for _ in range(repeat)]
     best = min(runs, key=lambda r: r[0])
     print(json.dumps({"impl": "transformers", "length": length, "seconds": best[0],
-                      "stages_s": best[1], "peak_rss_mb": peak_rss_mb(),
-                      "threads": torch.get_num_threads()}))
+                      "stages_s": best[1], "peak_rss_mb": peak_rss_mb(), "threads": threads}))
 
 
-def bioinfer_run(bin_path, model_dir, length, threads, repeat, recycles, workdir):
+def bioinfer_fold(bin_path, model_dir, length, threads, repeat, workdir, extra=()):
+    """`bioinfer bench fold` on the target of `length` residues (written to workdir), its JSON."""
     fasta = os.path.join(workdir, f"target_{length}.fa")
     with open(fasta, "w") as f:
         f.write(f">target_{length}\n{sequence(length, length)}\n")
     cmd = [bin_path, "bench", "fold", fasta, "--weights", model_dir, "--threads", str(threads),
-           "--repeat", str(repeat)]
-    if recycles >= 0:
-        cmd += ["--num-recycles", str(recycles)]
+           "--repeat", str(repeat), *extra]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def bioinfer_run(bin_path, model_dir, length, threads, repeat, recycles, workdir):
+    extra = ["--num-recycles", str(recycles)] if recycles >= 0 else []
+    return bioinfer_fold(bin_path, model_dir, length, threads, repeat, workdir, extra)
 
 
 def write_doc(args, rows):

@@ -105,6 +105,17 @@ def peak_rss_mb():
     return float("nan")
 
 
+def machine_info(threads):
+    """The CPU a benchmark ran on: model, cores, threads, ISA flags, memory, load at start."""
+    cpuinfo = open("/proc/cpuinfo").read().splitlines()
+    model = next((l.split(":", 1)[1].strip() for l in cpuinfo if l.startswith("model name")), "")
+    flags = next((l.split(":", 1)[1].split() for l in cpuinfo if l.startswith("flags")), [])
+    return {"cpu_model": model, "cores": os.cpu_count(), "threads": threads,
+            "isa": [f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma", "f16c"))],
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "load_average_at_start": os.getloadavg()}
+
+
 def write_json(path, doc):
     """Writes a results JSON under a temporary name, then renames it into place (a stopped run
     never leaves half a file)."""
