@@ -266,6 +266,26 @@ TEST_F(Cli, BenchMatmulAndEmbedPrintJson) {
     EXPECT_EQ(j["threads"], 1);
     EXPECT_GT(j["gflops"].get<double>(), 0.0);
     EXPECT_GT(j["seconds_per_call"].get<double>(), 0.0);
+    EXPECT_FALSE(j["machine"]["cpu"].get<std::string>().empty());
+    EXPECT_TRUE(j["machine"]["isa"].contains("avx2"));
+    // The machine's ceilings: every register-level loop listed, the runnable ones timed.
+    r = run("bench peak --no-gemm --seconds 0.002 --repeat 1 --threads 1", "", p("peak.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    j = nlohmann::json::parse(io::read_file(p("peak.json")));
+    EXPECT_FALSE(j["machine"]["cpu"].get<std::string>().empty());
+    ASSERT_GE(j["register_peaks"].size(), 8u);
+    for (const auto& row : j["register_peaks"]) {
+        const std::string unit = row["dtype"] == "int8" ? "gops" : "gflops";
+        EXPECT_EQ(row.contains(unit), row["supported"].get<bool>()) << row.dump();
+        if (row["name"] == "fp32_fma_avx2" && row["supported"].get<bool>()) {
+            EXPECT_GT(row[unit].get<double>(), 0.0);
+            EXPECT_EQ(j["best_register_peak"]["fp32"]["kernel"].is_string(), true);
+        }
+    }
+    EXPECT_FALSE(j.contains("gemm_and_memory"));
+    r = run("bench peak --seconds 0");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("--seconds"), std::string::npos) << r.err;
     r = run("bench embed " + cases_fasta() + " --weights " + kFix + " --repeat 1 --warmup-records 1",
             "", p("embed.json"));
     ASSERT_EQ(r.rc, 0) << r.err;

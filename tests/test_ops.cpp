@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "backend/cpu/peak.h"
 #include "backend/registry.h"
 #include "bioinfer/error.h"
 #include "nn/rigid.h"
@@ -57,6 +58,35 @@ protected:
 };
 
 }  // namespace
+
+// Every register-level peak loop this CPU runs counts what it adds (measure_peak checks each
+// thread's accumulators against the closed form and throws otherwise), at a rate a core can
+// reach (at most 4 such instructions a cycle at 6 GHz); the loops it lacks are refused by name.
+TEST(Peak, RunnableLoopsCountWhatTheyAddAndOthersAreRefused) {
+    __builtin_cpu_init();
+    bool saw_fp32 = false;
+    for (const cpu::PeakKernel& k : cpu::peak_kernels()) {
+        SCOPED_TRACE(k.name);
+        if (k.name == "fp32_fma_avx2") {
+            saw_fp32 = true;
+            EXPECT_EQ(k.supported, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+        }
+        if (!k.supported) {
+            test::expect_throw_msg([&] { cpu::measure_peak(k, 1, 100, 1); }, "lacks");
+            continue;
+        }
+        for (int threads : {1, 2}) {
+            const cpu::PeakResult r = cpu::measure_peak(k, threads, 1000, 2);
+            EXPECT_GT(r.ops_per_s, 0.0);
+            EXPECT_LT(r.ops_per_s, threads * k.ops_per_instr * 4 * 6e9);
+            EXPECT_GT(r.instructions_per_thread, 0);
+        }
+        const int64_t n = cpu::peak_iterations(k, 1e6);  // capped where the sums stay exact
+        EXPECT_NO_THROW(cpu::measure_peak(k, 1, n, 1));
+        test::expect_throw_msg([&] { cpu::measure_peak(k, 1, n + 1, 1); }, "iterations");
+    }
+    EXPECT_TRUE(saw_fp32);
+}
 
 TEST(Ops, KernelTableIsOptimized) {
     // On an x86-64 machine with AVX2 the dispatcher must not fall back to the reference.

@@ -2,8 +2,6 @@
 // picks the winner per tuned-table decision, writes results, reports, and updates a table file.
 #include "tuning/sweep.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,7 +11,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "backend/cpu/linear_dnnl.h"
 #include "bioinfer/error.h"
@@ -21,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "ops/ops.h"
 #include "tuning/gemm_timing.h"
+#include "tuning/machine.h"
 
 namespace bioinfer::tuning::sweep {
 
@@ -52,80 +50,6 @@ struct LookupShape {
             dims.push_back({names[i].c_str(), it.value().get<int64_t>()});
     }
 };
-
-// ---- machine facts ----------------------------------------------------------------------
-
-std::string cpu_model() {
-    std::ifstream f("/proc/cpuinfo");
-    for (std::string line; std::getline(f, line);)
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown";
-}
-
-json isa_flags() {
-    __builtin_cpu_init();
-    json j = json::object();
-    j["avx2"] = bool(__builtin_cpu_supports("avx2"));
-    j["fma"] = bool(__builtin_cpu_supports("fma"));
-    j["avx512f"] = bool(__builtin_cpu_supports("avx512f"));
-    j["avx512bf16"] = bool(__builtin_cpu_supports("avx512bf16"));
-    std::ifstream f("/proc/cpuinfo");  // AMX is not in GCC 12's __builtin_cpu_supports list
-    std::string flags;
-    for (std::string line; std::getline(f, line);)
-        if (line.rfind("flags", 0) == 0) {
-            flags = " " + line.substr(line.find(':') + 1) + " ";
-            break;
-        }
-    j["amx_bf16"] = flags.find(" amx_bf16 ") != std::string::npos;
-    j["amx_tile"] = flags.find(" amx_tile ") != std::string::npos;
-    return j;
-}
-
-json machine_facts() {
-    return {{"cpu", cpu_model()},
-            {"isa", isa_flags()},
-            {"cores", std::thread::hardware_concurrency()},
-            {"threads", num_threads()},
-            {"kernels", ops::backend_name()},
-            {"libraries",
-             {{"onednn", cpu::onednn_version()},
-              {"compiler", "gcc " __VERSION__},
-              {"openmp", _OPENMP}}}};
-}
-
-template <typename F>
-double best_seconds(int reps, F f) {
-    double best = 1e300;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
-
-// The machine's measured peaks, against which rows state their fraction: a large packed GEMM per
-// dtype, and a streaming a + b -> y over arrays far larger than the caches.
-json measure_peaks() {
-    json g = json::object();
-    const int64_t n = 2048;
-    for (auto [name, dt] : {std::pair<const char*, DType>{"fp32", DType::F32}, {"bf16", DType::BF16}}) {
-        const double s = time_packed_linear(n, n, n, dt, 5, 1);
-        if (s > 0) g[name] = 2.0 * double(n * n * n) / s * 1e-9;
-    }
-    const int64_t m = int64_t(1) << 24;  // 64 MiB per array
-    std::vector<float> a(static_cast<size_t>(m), 1.0f), b(static_cast<size_t>(m), 2.0f),
-        c(static_cast<size_t>(m), 0.0f);
-    const auto stream = [&] {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < m; ++i) c[size_t(i)] = a[size_t(i)] + b[size_t(i)];
-    };
-    stream();
-    const double gbps = 3.0 * 4.0 * double(m) / best_seconds(5, stream) * 1e-9;
-    return {{"gemm_gflops", g}, {"memory_gbps", gbps},
-            {"method", "gemm: best of 5 packed 2048^3 GEMMs; memory: best of 5 passes of "
-                       "y = a + b over 64 MiB fp32 arrays, 3 arrays counted"}};
-}
 
 // ---- running ----------------------------------------------------------------------------
 
@@ -543,7 +467,7 @@ RunSummary run(const Options& o, const std::function<void(const std::string&)>& 
     load_active_table();
     std::filesystem::create_directories(o.out_dir);
     log("sweep: measuring the machine's GEMM and memory peaks");
-    const json peaks = measure_peaks();
+    const json peaks = measure_gemm_and_memory_peaks();
     json machine = machine_facts();
     machine["peaks"] = peaks;
     const std::string tag = [&] {

@@ -1,13 +1,15 @@
 // bioinfer bench embed: warm timing of the embedding forward on an input set; bioinfer bench
-// matmul: the GEMM provider's throughput at one shape (the machine's measured GEMM peak). JSON on
-// stdout.
+// matmul: the GEMM provider's throughput at one shape; bioinfer bench peak: the machine's ceilings
+// (register-level arithmetic peaks, the GEMM's peak, memory bandwidth). JSON on stdout, each with
+// the CPU model and ISA flags.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "args.h"
 #include "bioinfer/error.h"
@@ -20,6 +22,7 @@
 #include "runtime/fold_pipeline.h"
 #include "sweep.h"
 #include "tuning/gemm_timing.h"
+#include "tuning/machine.h"
 #include "tuning/tuned_table.h"
 
 namespace bioinfer::cli {
@@ -30,6 +33,7 @@ static const char* kBenchHelp =
                  [--sampling-steps N] [--chunk-size N] [--threads N]
        bioinfer bench matmul [--m M --k K --n N] [--precision P] [--weights-dtype fp32|bf16]
                  [--threads N] [--repeat N]
+       bioinfer bench peak [--threads N] [--seconds S] [--repeat N] [--no-gemm]
        bioinfer bench sweep [options]   (see 'bioinfer bench sweep --help')
 
 Loads the model once, runs one warm-up pass over INPUT (or over its first --warmup-records
@@ -50,6 +54,14 @@ bench matmul times out (M, N) = x (M, K) . w (N, K)^T with w packed once, as the
 linear layers (default shape 2048 x 1280 x 5120, ESM-2 650M's FFN at 8x256 tokens), and prints
 the best GFLOP/s over --repeat timings of 10 calls each. --weights-dtype bf16 stores w in bf16, as
 a bf16 checkpoint is held (at fp32 precision it is widened inside the GEMM, never copied to fp32).
+
+bench peak measures the ceilings other results are fractions of: each instruction family's
+register-level peak on this CPU (fp32 FMA on AVX2 and AVX-512, AVX512-BF16, AMX-BF16, int8 on
+AVX2's vpmaddubsw/vpmaddwd, AVX-VNNI, AVX512-VNNI, AMX-INT8; families the CPU lacks are listed
+as unsupported), a loop of independent accumulators on every thread for about --seconds
+(default 0.05) per repetition, best of --repeat (default 5), each thread's accumulators checked
+against what the loop adds; then the packed GEMM's peak (2048^3) as a fraction of the fp32 and
+bf16 register peaks, and the memory bandwidth (skipped with --no-gemm).
 )";
 
 namespace {
@@ -117,7 +129,44 @@ int bench_matmul(const Args& a) {
                         {"n", N},
                         {"seconds_per_call", best},
                         {"gflops", gflops},
-                        {"repeat", repeat}};
+                        {"repeat", repeat},
+                        {"machine", tuning::machine_facts()}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+}
+
+int bench_peak(const Args& a) {
+    double seconds = 0.05;
+    if (a.has("seconds")) {
+        const std::string v = a.get("seconds");
+        char* end = nullptr;
+        seconds = std::strtod(v.c_str(), &end);
+        BI_CHECK(!v.empty() && end && *end == 0 && seconds > 0 && seconds <= 10, "--seconds",
+                 "expected a number of seconds in (0, 10], got '", v, "'");
+    }
+    const int repeat = int(a.get_int("repeat", 5));
+    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    nlohmann::json j = {{"bench", "peak"}, {"machine", tuning::machine_facts()}};
+    const nlohmann::json regs = tuning::register_peaks(num_threads(), seconds, repeat);
+    j["register_peaks"] = regs;
+    // the best register peak per operand type, for the fractions below
+    nlohmann::json best = nlohmann::json::object();
+    for (const auto& r : regs) {
+        const std::string unit = r["dtype"] == "int8" ? "gops" : "gflops";
+        if (!r.contains(unit)) continue;
+        const std::string dt = r["dtype"];
+        if (!best.contains(dt) || best[dt]["value"].get<double>() < r[unit].get<double>())
+            best[dt] = {{"value", r[unit]}, {"kernel", r["name"]}};
+    }
+    j["best_register_peak"] = best;
+    if (!a.has("no-gemm")) {
+        nlohmann::json g = tuning::measure_gemm_and_memory_peaks();
+        for (const auto& [dt, gf] : g["gemm_gflops"].items())
+            if (best.contains(dt))
+                g["gemm_fraction_of_register_peak"][dt] =
+                    gf.get<double>() / best[dt]["value"].get<double>();
+        j["gemm_and_memory"] = g;
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
 }
@@ -183,7 +232,8 @@ int bench_fold(const Args& a) {
                             {"chunk", fo.chunk},
                             {"num_recycles", fo.num_recycles},
                             {"repeat", repeat},
-                            {"peak_rss_mb", std::max(peaks.overall, peak_rss_mb())}};
+                            {"peak_rss_mb", std::max(peaks.overall, peak_rss_mb())},
+                            {"machine", tuning::machine_facts()}};
         // each stage's own peak (the model's progress names), where the kernel lets VmHWM reset
         if (peaks.resets) {
             j["stage_peak_rss_mb"] = peaks.mb;
@@ -199,11 +249,12 @@ int bench_fold(const Args& a) {
 
 int bench_main(int argc, char** argv) {
     if (argc > 0 && std::string(argv[0]) == "sweep") return sweep_main(argc - 1, argv + 1);
-    Args a = parse_args(argc, argv,
-                        {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
-                         "precision", "m", "k", "n", "warmup-records", "compare-table",
-                         "num-recycles", "chunk-size", "sampling-steps", "weights-dtype"},
-                        {"help", "fast"});
+    Args a =
+        parse_args(argc, argv,
+                   {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
+                    "precision", "m", "k", "n", "warmup-records", "compare-table", "num-recycles",
+                    "chunk-size", "sampling-steps", "weights-dtype", "seconds"},
+                   {"help", "fast", "no-gemm"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);
         return a.has("help") ? 0 : 2;
@@ -213,13 +264,18 @@ int bench_main(int argc, char** argv) {
         set_num_threads(int(a.get_int("threads", 0)));
         return bench_fold(a);
     }
+    if (a.positional[0] == "peak") {
+        BI_CHECK(a.positional.size() == 1, "arguments", "'bench peak' takes no input");
+        set_num_threads(int(a.get_int("threads", 0)));
+        return bench_peak(a);
+    }
     if (a.positional[0] == "matmul") {
         BI_CHECK(a.positional.size() == 1, "arguments", "'bench matmul' takes no input");
         set_num_threads(int(a.get_int("threads", 0)));
         return bench_matmul(a);
     }
     BI_CHECK(a.positional.size() == 2 && a.positional[0] == "embed", "arguments",
-             "expected 'bench embed INPUT' or 'bench matmul'");
+             "expected 'bench embed INPUT', 'bench fold INPUT', 'bench matmul' or 'bench peak'");
     set_num_threads(int(a.get_int("threads", 0)));
     runtime::EmbedOptions opts;
     opts.precision = apply_precision(a);
@@ -289,7 +345,8 @@ int bench_main(int argc, char** argv) {
                         {"peak_rss_mb", peak_mb},
                         {"repeat", repeat},
                         {"tuned_table", tuning::active_table().origin},
-                        {"pass_seconds", secs}};
+                        {"pass_seconds", secs},
+                        {"machine", tuning::machine_facts()}};
     if (other) {
         std::sort(paired.begin(), paired.end());
         const size_t n = paired.size();
