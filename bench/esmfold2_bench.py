@@ -19,6 +19,12 @@ fold of a warm-up sequence, then --repeat timed folds of the target (one diffusi
 fastest counts. Stage times: language model, trunk (inputs embedder, LM shim and every loop), the
 diffusion sampler, the confidence head. Upstream's stages are timed by wrapping its methods. The
 sampler's schedule length is --steps on both sides (the cap at sigma 256 drops the top entries).
+
+Each bioinfer row also states its ceiling: the trunk's pair-update GEMM FLOPs (counted from the
+shapes), the fp32 register peak of this CPU (`bioinfer bench peak`, measured before and after the
+folds; the higher counts), the trunk's GEMM rate as a fraction of it, and the floor: those FLOPs
+at the peak plus bioinfer's other stages as measured, with the speedup over transformers that
+floor would give.
 """
 import argparse
 import json
@@ -149,6 +155,45 @@ def hf_worker(model_dir, length, threads, repeat, steps):
     print_fastest_fold(fold, length, repeat, torch.get_num_threads())
 
 
+def pair_update_flop(cfg, length):
+    """The GEMM FLOPs of the trunk's pair-update layers at `length` tokens, counted from the
+    shapes: per layer two triangle multiplications (the bundle and gate projections C -> 5C, the
+    per-channel L x L x L product, the C -> C output) and the SwiGLU transition (C -> 2F, F -> C);
+    layers: the MSA encoder's once, (num_loops + 1) x (LM encoder + folding trunk), the coda. The
+    rest of the trunk (LM shim, outer product mean, parcae projections, distogram) is left out, so
+    this is a lower bound on the trunk's GEMM work."""
+    c, f, n = cfg["pairwise_hidden_size"], cfg["pair_transition_intermediate_size"], length
+    trimul = 2 * n * n * c * 5 * c + 2 * c * n ** 3 + 2 * n * n * c * c
+    layer = 2 * trimul + 2 * n * n * c * 3 * f
+    layers = (cfg["msa_encoder"]["num_hidden_layers"] +
+              (cfg["num_loops"] + 1) * (cfg["lm_encoder"]["num_hidden_layers"] +
+                                        cfg["folding_trunk_num_hidden_layers"]) +
+              cfg["parcae_num_coda_layers"])
+    return layers * layer
+
+
+def register_peak(bin_path, threads):
+    """This CPU's fp32 register-level peak (`bioinfer bench peak`), GFLOP/s on `threads` threads."""
+    out = subprocess.run([bin_path, "bench", "peak", "--no-gemm", "--threads", str(threads),
+                          "--seconds", "0.5"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["best_register_peak"]["fp32"]
+
+
+def add_ceiling(row, model_dir, peaks):
+    """The fold's floor at the fp32 register peak: the trunk's pair-update GEMMs at the highest
+    peak measured in this run plus bioinfer's other stages as measured."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    peak = max(p["value"] for p in peaks)
+    flop = pair_update_flop(cfg, row["length"])
+    other = row["seconds"] - row["stages_s"]["trunk"]
+    row["ceiling"] = {"pair_update_tflop": flop * 1e-12,
+                      "fp32_register_peak_gflops": peak,
+                      "trunk_gemm_gflops": flop / row["stages_s"]["trunk"] * 1e-9,
+                      "trunk_fraction_of_peak": flop / row["stages_s"]["trunk"] * 1e-9 / peak,
+                      "floor_seconds": flop / (peak * 1e9) + other}
+
+
 def write_doc(args, rows):
     """The results so far (rewritten after every row, so a long run keeps what it measured)."""
     import torch
@@ -163,6 +208,7 @@ def write_doc(args, rows):
                      "num_loops": args.num_loops, "sampling_steps": args.steps, "samples": 1,
                      "compute": "fp32" if args.tower == "6b" else "fp32 on both sides"},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+           "fp32_register_peaks": args.peaks,
            "rows": rows}
     write_json(args.out, doc)
 
@@ -211,9 +257,12 @@ def main():
     make_checkpoint(model_dir, args.tower, args.num_loops, args.steps)
     print(f"checkpoint ready in {time.time() - t0:.0f} s: {model_dir}", file=sys.stderr)
     rows = []
+    # the fp32 register peak before and after the folds (a shared machine's speed drifts)
+    args.peaks = [register_peak(args.bin, args.threads)]
     for n in [int(x) for x in args.lengths.split(",") if x]:
         r = bioinfer_fold(args.bin, model_dir, n, args.threads, args.repeat, args.workdir,
                           ["--sampling-steps", str(args.steps)])
+        add_ceiling(r, model_dir, args.peaks)
         print(json.dumps(r), file=sys.stderr)
         rows.append(r)
         write_doc(args, rows)
@@ -232,7 +281,17 @@ def main():
         print(json.dumps(h), file=sys.stderr)
         rows.append(h)
         r["speedup_vs_transformers"] = h["seconds"] / r["seconds"]
+        r["ceiling"]["max_speedup_at_peak"] = h["seconds"] / r["ceiling"]["floor_seconds"]
         write_doc(args, rows)
+    args.peaks.append(register_peak(args.bin, args.threads))
+    for r in rows:  # restated against the highest peak of the run
+        if "ceiling" in r:
+            h = next((x for x in rows
+                      if x["impl"] == "transformers" and x["length"] == r["length"]), None)
+            add_ceiling(r, model_dir, args.peaks)
+            if h:
+                r["ceiling"]["max_speedup_at_peak"] = h["seconds"] / r["ceiling"]["floor_seconds"]
+    write_doc(args, rows)
     print(f"wrote {args.out}", file=sys.stderr)
 
 
