@@ -268,6 +268,15 @@ TEST_F(Cli, BenchMatmulAndEmbedPrintJson) {
     EXPECT_GT(j["seconds_per_call"].get<double>(), 0.0);
     EXPECT_FALSE(j["machine"]["cpu"].get<std::string>().empty());
     EXPECT_TRUE(j["machine"]["isa"].contains("avx2"));
+    r = run("bench matmul --m 33 --k 20 --n 17 --repeat 2 --threads 1 --precision int8", "",
+            p("mm8.json"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    j = nlohmann::json::parse(io::read_file(p("mm8.json")));
+    EXPECT_EQ(j["precision"], "int8");
+    EXPECT_GT(j["gflops"].get<double>(), 0.0);
+    r = run("bench matmul --precision int4");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("expected fp32, bf16 or int8"), std::string::npos) << r.err;
     // The machine's ceilings: every register-level loop listed, the runnable ones timed.
     r = run("bench peak --no-gemm --seconds 0.002 --repeat 1 --threads 1", "", p("peak.json"));
     ASSERT_EQ(r.rc, 0) << r.err;

@@ -149,6 +149,62 @@ TEST_P(OpBackend, LinearBf16Packed) {
     }
 }
 
+// int8 linear (per-channel weights quantized at pack time, per-row activations on every call):
+// against the fp32 reference at the fast path's bar, for every epilogue, across shapes that
+// leave partial SIMD rows. Backends without an int8 GEMM (ref) pack nothing.
+TEST_P(OpBackend, LinearInt8Packed) {
+    ops::set_backend(tested());
+    if (!ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::I8))
+        GTEST_SKIP() << tested() << " has no int8 GEMM";
+    const Act acts[] = {Act::Gelu, Act::None, Act::None, Act::Relu, Act::Sigmoid};
+    for (int64_t n : {7, 64, 100}) {
+        const int64_t M = 2 * n + 3, K = 3 * n + 5;
+        Tensor x = random_tensor({M, K}, 51), w = random_tensor({n, K}, 52),
+               b = random_tensor({n}, 53), res = random_tensor({M, n}, 54);
+        auto packed = ops::pack_linear_weight(w, DType::I8);
+        ASSERT_TRUE(packed);
+        for (int mode = 0; mode < 5; ++mode) {
+            const ops::Epilogue ep{
+                .act = acts[mode], .scale = mode == 2 ? 0.5f : 1.0f, .accumulate = mode == 2};
+            Tensor ref = mode == 2 ? res.clone() : Tensor::empty({M, n});
+            Tensor got = mode == 2 ? res.clone() : Tensor::empty({M, n});
+            ops::set_backend("ref");
+            ops::linear(x, w, mode == 1 ? nullptr : &b, ref, ep);
+            ops::set_backend(tested());
+            ops::linear(x, w, mode == 1 ? nullptr : &b, got, ep, packed.get());
+            auto s = test::stats(got.f32(), ref.f32(), got.numel());
+            EXPECT_GE(s.pcc, 0.999) << "n " << n << " mode " << mode;
+            EXPECT_LE(s.rel_l2, 5e-2) << "n " << n << " mode " << mode;
+            EXPECT_GT(s.max_abs, 0.0) << "int8 rounding must show: is the fp32 path running?";
+        }
+    }
+}
+
+// Values on the quantization grids come through int8 exactly (up to fp32 rounding of the
+// rescale), including the extremes that would saturate AVX2's 16-bit pair sums if the weights
+// used all 8 bits: every x row holds +-max|x| (127 after scaling) and every w row +-max|w|.
+TEST_P(OpBackend, LinearInt8ExactOnGridAndUnsaturated) {
+    ops::set_backend(tested());
+    if (!ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::I8))
+        GTEST_SKIP() << tested() << " has no int8 GEMM";
+    const int64_t M = 9, K = 256, N = 33;
+    Tensor x = Tensor::empty({M, K}), w = Tensor::empty({N, K});
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k)  // all at the row's max magnitude, mostly positive
+            x.f32()[m * K + k] = float(m + 1) * ((k % 7 == 3) ? -1.0f : 1.0f);
+    for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k)
+            w.f32()[j * K + k] = 0.25f * float(j + 1) * ((k + j) % 5 == 0 ? -1.0f : 1.0f);
+    auto packed = ops::pack_linear_weight(w, DType::I8);
+    ASSERT_TRUE(packed);
+    Tensor got = Tensor::empty({M, N}), ref = Tensor::empty({M, N});
+    ops::linear(x, w, nullptr, got, {}, packed.get());
+    ops::set_backend("ref");
+    ops::linear(x, w, nullptr, ref);
+    ops::set_backend(tested());
+    compare(got, ref, 1e-4, 1e-5, "int8 linear on the grid");
+}
+
 TEST_P(OpBackend, PackedWeightIsIgnoredUnderAnotherBackend) {
     Tensor x = random_tensor({5, 9}, 1), w = random_tensor({4, 9}, 2);
     ops::set_backend(tested());

@@ -1,5 +1,5 @@
-// Storage dtypes (f32, bf16, f16; i32 for index tensors such as bins and residue types) and
-// scalar conversions; compute is always fp32.
+// Storage dtypes (f32, bf16, f16; i32 for index tensors such as bins and residue types; i8 for
+// quantized linear weights) and scalar conversions.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,9 +8,11 @@
 
 namespace bioinfer {
 
-enum class DType : uint8_t { F32, BF16, F16, I32 };
+enum class DType : uint8_t { F32, BF16, F16, I32, I8 };
 
-inline size_t dtype_size(DType dt) { return dt == DType::F32 || dt == DType::I32 ? 4 : 2; }
+inline size_t dtype_size(DType dt) {
+    return dt == DType::F32 || dt == DType::I32 ? 4 : dt == DType::I8 ? 1 : 2;
+}
 
 inline const char* dtype_name(DType dt) {
     switch (dt) {
@@ -18,6 +20,8 @@ inline const char* dtype_name(DType dt) {
         case DType::BF16: return "BF16";
         case DType::F16: return "F16";
         case DType::I32: return "I32";
+        case DType::I8:
+            return "I8";
     }
     return "?";
 }

@@ -44,6 +44,9 @@ void convert_to_f32(DType dt, const void* src, float* dst, size_t n) {
         case DType::I32:
             for (size_t i = 0; i < n; ++i) dst[i] = float(static_cast<const int32_t*>(src)[i]);
             break;
+        case DType::I8:
+            for (size_t i = 0; i < n; ++i) dst[i] = float(static_cast<const int8_t*>(src)[i]);
+            break;
     }
 }
 

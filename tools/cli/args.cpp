@@ -166,11 +166,13 @@ const char* job_options_help() {
 )";
 }
 
-std::string apply_precision(const Args& a) {
+std::string apply_precision(const Args& a, bool allow_int8) {
     std::string p = a.get("precision", a.has("fast") ? "bf16" : "fp32");
     BI_CHECK(!(a.has("fast") && p != "bf16"), "--fast", "means --precision bf16, not ", p);
-    BI_CHECK(p == "fp32" || p == "bf16", "--precision", "expected fp32 or bf16, got '", p, "'");
-    ops::set_matmul_precision(p == "bf16" ? DType::BF16 : DType::F32);
+    const char* expected = allow_int8 ? "expected fp32, bf16 or int8" : "expected fp32 or bf16";
+    BI_CHECK(p == "fp32" || p == "bf16" || (allow_int8 && p == "int8"), "--precision", expected,
+             ", got '", p, "'");
+    ops::set_matmul_precision(p == "bf16" ? DType::BF16 : p == "int8" ? DType::I8 : DType::F32);
     return p;
 }
 

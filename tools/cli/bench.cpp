@@ -45,7 +45,7 @@ of the fastest pass and peak RSS.
   --toks-per-batch N   tokens per batch, run packed (default 4096)
   --include LIST       as for embed (default mean)
   --threads N          worker threads (default: all cores)
-  --precision P        fp32 (default) or bf16 (--fast)
+  --precision P        fp32 (default) or bf16 (--fast); bench matmul also int8
   --compare-table T    also load the model under tuned table T (a file, or none: every kernel's
                        default) and alternate passes between the two; reports both and the
                        ratio (tokens/s with the table in use over T)
@@ -54,6 +54,8 @@ bench matmul times out (M, N) = x (M, K) . w (N, K)^T with w packed once, as the
 linear layers (default shape 2048 x 1280 x 5120, ESM-2 650M's FFN at 8x256 tokens), and prints
 the best GFLOP/s over --repeat timings of 10 calls each. --weights-dtype bf16 stores w in bf16, as
 a bf16 checkpoint is held (at fp32 precision it is widened inside the GEMM, never copied to fp32).
+--precision int8 times the int8 linear: w quantized per output channel at load, x per row on
+every call, oneDNN's u8 x s8 -> s32 GEMM, then the rescaling pass (GOP/s in "gflops").
 
 bench peak measures the ceilings other results are fractions of: each instruction family's
 register-level peak on this CPU (fp32 FMA on AVX2 and AVX-512, AVX512-BF16, AMX-BF16, int8 on
@@ -110,13 +112,14 @@ int bench_matmul(const Args& a) {
     BI_CHECK(M > 0 && K > 0 && N > 0, "--m/--k/--n", "must be positive");
     const int repeat = int(a.get_int("repeat", 5));
     BI_CHECK(repeat > 0, "--repeat", "must be positive");
-    const std::string precision = apply_precision(a);
+    const std::string precision = apply_precision(a, /*allow_int8=*/true);
     const std::string stored = a.has("weights-dtype") ? a.get("weights-dtype") : "fp32";
     BI_CHECK(stored == "fp32" || stored == "bf16", "--weights-dtype",
              "expected fp32 or bf16, got '", stored, "'");
     const double best = tuning::time_packed_linear(M, K, N, ops::matmul_precision(), repeat, 10,
                                                    stored == "bf16" ? DType::BF16 : DType::F32);
     BI_CHECK(best > 0, "--precision", "no ", precision, " GEMM on this CPU");
+    // int8: giga-operations (a multiply-add counts 2), the activations' quantization included
     const double gflops = 2.0 * double(M) * double(K) * double(N) / best * 1e-9;
     nlohmann::json j = {{"impl", "bioinfer"},
                         {"op", "linear"},

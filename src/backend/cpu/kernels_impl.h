@@ -791,6 +791,10 @@ void attention(const float* q, const float* k, const float* v, float* out, const
 // bf16 checkpoint never has an fp32 copy (half the memory; exact, bf16 -> fp32 loses nothing).
 struct CpuPacked {
     void* dnnl = nullptr;
+    // int8 (compute I8): w quantized per output channel, w ~ w_scale[n] * q[n, k], packed for
+    // oneDNN's u8 x s8 GEMM in dnnl; w_sum[n] = sum_k q[n, k] undoes the activations' +128 shift
+    std::vector<float> w_scale;
+    std::vector<int32_t> w_sum;
     float* wt = nullptr;     // own_packed: (K, N), 64-byte aligned
     uint16_t* wb = nullptr;  // bf16 storage, fp32 compute: (N, K), 64-byte aligned
     int64_t K = 0, N = 0, m_block = 0, n_block = 0, k_block = 0;
@@ -818,13 +822,56 @@ inline float stored_to_f32(const void* w, DType t, int64_t i) {
         case DType::F32: return static_cast<const float*>(w)[i];
         case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
         case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+        case DType::I8:
+            return float(static_cast<const int8_t*>(w)[i]);
         case DType::I32: break;  // not a weight dtype: ops::pack_linear_weight refuses it
     }
     return 0.0f;
 }
 
+// The int8 weight levels: +-127 where oneDNN's int8 GEMM accumulates each product in 32 bits
+// (AVX512-VNNI, and AMX, whose CPUs have it); +-63 elsewhere, where AVX2's vpmaddubsw adds two
+// u8 x s8 products in a saturating 16-bit lane: 255 * 63 * 2 = 32130 fits, 255 * 127 * 2 does not.
+inline int int8_weight_levels() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") ? 127 : 63;
+}
+
+// w (N, K) quantized per output channel into p (int8 compute): q = round(w / s), s = max|w| / Q.
+inline void pack_int8(const void* w, DType w_dtype, int64_t K, int64_t N, CpuPacked& p) {
+    const int Q = int8_weight_levels();
+    std::vector<int8_t> q(size_t(N * K));
+    p.w_scale.assign(size_t(N), 0.0f);
+    p.w_sum.assign(size_t(N), 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        float mx = 0.0f;
+        for (int64_t k = 0; k < K; ++k)
+            mx = std::max(mx, std::fabs(stored_to_f32(w, w_dtype, n * K + k)));
+        const float sc = mx > 0.0f ? mx / float(Q) : 1.0f, inv = 1.0f / sc;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; ++k) {
+            const float v = std::nearbyint(stored_to_f32(w, w_dtype, n * K + k) * inv);
+            const auto qi = int8_t(std::clamp(v, float(-Q), float(Q)));
+            q[size_t(n * K + k)] = qi;
+            sum += qi;
+        }
+        p.w_scale[size_t(n)] = sc;
+        p.w_sum[size_t(n)] = sum;
+    }
+    p.dnnl = pack_linear_dnnl(q.data(), DType::I8, K, N, DType::I8);
+}
+
 template <typename V>
 void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute) {
+    if (compute == DType::I8) {
+        auto p = std::make_unique<CpuPacked>();
+        p->K = K;
+        p->N = N;
+        p->compute = compute;
+        pack_int8(w, w_dtype, K, N, *p);
+        return p->dnnl ? p.release() : nullptr;
+    }
     const tuning::Choice c = tuned_dtype<V>("matmul", compute, {{"k", K}, {"n", N}});
     auto p = std::make_unique<CpuPacked>();
     p->K = K;
@@ -973,6 +1020,54 @@ void widened_linear(const float* x, const CpuPacked& p, const float* b, float* y
     }
 }
 
+// y (+)= scale * act(x . w^T + b) in int8: each row of x quantized on the fly to s8 with its own
+// scale (max|x| / 127) and shifted by 128 into u8, oneDNN's u8 x s8 -> s32 GEMM against the
+// per-channel quantized w, then one pass: y = sx * sw * (acc - 128 * w_sum) + b, the activation,
+// the scale, the residual.
+template <typename V>
+void int8_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M, Act act,
+                 float scale, bool accumulate) {
+    const int64_t K = p.K, N = p.N;
+    const size_t xq_bytes = (size_t(M * K) + 63) / 64 * 64;
+    auto* xq = static_cast<uint8_t*>(
+        thread_scratch(kScratchInt8Activations, xq_bytes + size_t(M) * sizeof(float)));
+    auto* sx = reinterpret_cast<float*>(xq + xq_bytes);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; ++r) {
+        const float* xr = x + r * K;
+        float mx = 0.0f;
+        for (int64_t k = 0; k < K; ++k) mx = std::max(mx, std::fabs(xr[k]));
+        const float sc = mx > 0.0f ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
+        uint8_t* qr = xq + r * K;
+        for (int64_t k = 0; k < K; ++k)
+            qr[k] = uint8_t(int(std::clamp(std::nearbyint(xr[k] * inv), -127.0f, 127.0f)) + 128);
+        sx[r] = sc;
+    }
+    auto* acc = static_cast<int32_t*>(
+        thread_scratch(kScratchInt8Accumulators, size_t(M * N) * sizeof(int32_t)));
+    linear_int8_dnnl(xq, p.dnnl, acc, M, K, N);
+    const float* sw = p.w_scale.data();
+    const int32_t* ws = p.w_sum.data();
+#pragma omp parallel
+    {
+        std::vector<float> t(static_cast<size_t>(N));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < M; ++r) {
+            const int32_t* ar = acc + r * N;
+            const float s = sx[r];
+            for (int64_t n = 0; n < N; ++n)
+                t[size_t(n)] = float(ar[n] - 128 * ws[n]) * (s * sw[n]) + (b ? b[n] : 0.0f);
+            activate_span<V>(act, t.data(), 0, N);
+            if (scale != 1.0f) scale_row(t.data(), N, scale);
+            float* yr = y + r * N;
+            if (accumulate)
+                add<V>(yr, t.data(), yr, N);
+            else
+                std::copy(t.begin(), t.end(), yr);
+        }
+    }
+}
+
 // The linear kernel: the provider the weight was packed for (oneDNN when not packed). With an
 // activation, oneDNN applies it as a post-op (fused, the default) or the GEMM writes y and the
 // activation runs after it over y (separate), as the tuned table says for the shape.
@@ -980,6 +1075,10 @@ template <typename V>
 void linear(const float* x, const float* w, const void* packed, const float* b, float* y,
             int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate) {
     const auto* p = static_cast<const CpuPacked*>(packed);
+    if (p && p->compute == DType::I8) {
+        int8_linear<V>(x, *p, b, y, M, act, scale, accumulate);
+        return;
+    }
     if (p && p->wt) {
         own_linear<V>(x, *p, b, y, M, act, scale, accumulate);
         return;

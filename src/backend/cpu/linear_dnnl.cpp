@@ -29,6 +29,10 @@ memory::data_type dnnl_dt(DType d) {
         case DType::F32: return memory::data_type::f32;
         case DType::BF16: return memory::data_type::bf16;
         case DType::F16: return memory::data_type::f16;
+        case DType::I8:
+            return memory::data_type::s8;
+        case DType::I32:
+            return memory::data_type::s32;
     }
     return memory::data_type::f32;
 }
@@ -59,6 +63,7 @@ struct Cache {
     std::map<std::pair<int64_t, int64_t>, dnnl::reorder> to_bf16;  // (M, K) -> f32 -> bf16
     // batched matmuls: (G, M, N, K, trans_a, trans_b)
     std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, dnnl::matmul> bmm;
+    std::map<std::tuple<int64_t, int64_t, int64_t>, dnnl::matmul> int8;  // (M, K, N)
 };
 
 Cache& cache() {
@@ -112,10 +117,15 @@ void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType
     constexpr int64_t kProbeM = 4096;
     const auto ct = dnnl_dt(compute);
     memory::desc any({K, N}, ct, memory::format_tag::any);
+    // int8: u8 activations (s8 shifted by 128) times s8 weights into s32
+    const bool int8 = compute == DType::I8;
+    const auto src_dt = int8 ? memory::data_type::u8 : ct;
+    const auto dst_dt = int8 ? memory::data_type::s32 : memory::data_type::f32;
     dnnl::matmul::primitive_desc pd;
     try {
         pd = dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(md(kProbeM, K, K, 1, ct), any, md(kProbeM, N, N, 1)), eng);
+            dnnl::matmul::desc(md(kProbeM, K, K, 1, src_dt), any, md(kProbeM, N, N, 1, dst_dt)),
+            eng);
     } catch (const dnnl::error&) {
         return nullptr;  // no kernel for this compute dtype on this CPU
     }
@@ -140,6 +150,31 @@ void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType
     dnnl::reorder(src, p->mem).execute(s, src, p->mem);
     s.wait();
     return p;
+}
+
+void linear_int8_dnnl(const uint8_t* xq, const void* packed, int32_t* acc, int64_t M, int64_t K,
+                      int64_t N) {
+    const auto* p = static_cast<const Packed*>(packed);
+    dnnl::matmul prim;
+    {
+        Cache& c = cache();
+        std::lock_guard<std::mutex> lock(c.mu);
+        const auto key = std::make_tuple(M, K, N);
+        auto it = c.int8.find(key);
+        if (it == c.int8.end()) {
+            dnnl::matmul::desc d(md(M, K, K, 1, memory::data_type::u8), p->desc,
+                                 md(M, N, N, 1, memory::data_type::s32));
+            it = c.int8.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()))).first;
+        }
+        prim = it->second;
+    }
+    auto& eng = engine();
+    dnnl::stream s(eng);
+    prim.execute(s, {{DNNL_ARG_SRC,
+                      memory(md(M, K, K, 1, memory::data_type::u8), eng, const_cast<uint8_t*>(xq))},
+                     {DNNL_ARG_WEIGHTS, p->mem},
+                     {DNNL_ARG_DST, memory(md(M, N, N, 1, memory::data_type::s32), eng, acc)}});
+    s.wait();
 }
 
 void free_packed_dnnl(void* packed) {

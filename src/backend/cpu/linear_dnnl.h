@@ -14,10 +14,15 @@ namespace bioinfer::cpu {
 void linear_dnnl(const float* x, const float* w, const void* packed, const float* b, float* y,
                  int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate,
                  int64_t ldy = 0);
-// w (N, K) reordered into oneDNN's preferred weights layout for `compute` (F32 or BF16), straight
-// from its stored dtype (no fp32 copy of a bf16 checkpoint); owned by the returned handle.
+// w (N, K) reordered into oneDNN's preferred weights layout for `compute` (F32, BF16, or I8 for
+// s8 weights already quantized), straight from its stored dtype (no fp32 copy of a bf16
+// checkpoint); owned by the returned handle.
 void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute);
 void free_packed_dnnl(void* packed);
+// acc (M, N) int32 = xq (M, K) u8 . w^T for w packed with compute I8 (s8 weights): oneDNN's
+// u8 x s8 -> s32 matmul.
+void linear_int8_dnnl(const uint8_t* xq, const void* packed, int32_t* acc, int64_t M, int64_t K,
+                      int64_t N);
 // c[g] (M, N) = op(a[g]) . op(b[g]) for g < G, fp32; a[g] is (M, K), or stored (K, M) when
 // trans_a; b[g] is (K, N), or stored (N, K) when trans_b. One batched oneDNN matmul.
 void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N, int64_t K,
@@ -25,9 +30,11 @@ void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, in
 // A buffer of at least `bytes` owned by the calling thread, 64-byte aligned (AMX tile loads of a
 // misaligned source split cache lines: 25% slower), kept across calls; one per slot.
 enum ScratchSlot : int {
-    kScratchBf16Activations,  // x rounded to bf16 for a bf16 GEMM
-    kScratchWidenedPanel,     // a bf16 weight's rows widened to fp32
-    kScratchScaledSum,        // a GEMM's output before its scaled residual add
+    kScratchBf16Activations,   // x rounded to bf16 for a bf16 GEMM
+    kScratchWidenedPanel,      // a bf16 weight's rows widened to fp32
+    kScratchScaledSum,         // a GEMM's output before its scaled residual add
+    kScratchInt8Activations,   // x quantized per row to u8, and the rows' scales
+    kScratchInt8Accumulators,  // an int8 GEMM's int32 output
     kScratchSlots
 };
 void* thread_scratch(ScratchSlot slot, size_t bytes);
