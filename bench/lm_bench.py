@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Language-model embedding throughput: bioinfer vs Hugging Face transformers (EsmModel, EsmcModel),
 same machine, same run, same threads, random weights at the real shapes of the released
-checkpoints, in fp32 (both sides) and bf16 (bioinfer's --precision bf16 vs torch's own bf16).
+checkpoints, in fp32 (both sides), bf16 (bioinfer's --precision bf16 vs torch's own bf16) and
+int8 (bioinfer's --precision int8 vs transformers in fp32, the comparison a user makes).
 
     .venv-reference/bin/python bench/lm_bench.py [--models esm2_650M,esmc_600M]
-        [--precisions fp32,bf16] [--sets uniform_8x256,mixed_64_lognormal300] [--threads 2]
+        [--precisions fp32,bf16,int8] [--sets uniform_8x256,mixed_64_lognormal300] [--threads 2]
 
 transformers runs two ways: "typical", as users call it (batches of 8 in input order, each padded
 to its longest member), and "sorted", at its best (length-sorted batches filled up to 4096 padded
@@ -169,7 +170,8 @@ def hf_worker(model_dir, arch, fasta, threads, repeat, precision, mode, warmup):
 
     run([encode(list(range(min(warmup, len(seqs)))))] if warmup > 0 else encoded)
     best = min(run(encoded) for _ in range(repeat))
-    print(json.dumps({"impl": "transformers", "batching": mode, "precision": precision,
+    print(json.dumps({"impl": "transformers", "batching": mode,
+                      "precision": "fp32" if precision == "int8" else precision,
                       "threads": torch.get_num_threads(),
                       "attn_implementation": model.config._attn_implementation,
                       "sequences": len(seqs), "tokens": tokens, "seconds": best,

@@ -128,12 +128,20 @@ std::vector<std::vector<int32_t>> inputs(const lm::LanguageModel& m) {
     return out;
 }
 
-void expect_fast_path_close(const io::ModelDir& dir, const char* name) {
-    if (!test::has_bf16_gemm()) GTEST_SKIP() << "no bf16 GEMM on this CPU";
+// `fast_dtype`: BF16 (bar: PCC >= 0.999) or I8 (PCC >= 0.995); logits argmax agreement on
+// decided positions >= `min_argmax`.
+void expect_fast_path_close(const io::ModelDir& dir, const char* name, DType fast_dtype,
+                            double min_argmax = 0.99) {
+    if (fast_dtype == DType::BF16 && !test::has_bf16_gemm())
+        GTEST_SKIP() << "no bf16 GEMM on this CPU";
+    if (!ops::pack_linear_weight(Tensor::zeros({16, 16}), fast_dtype))
+        GTEST_SKIP() << "no " << dtype_name(fast_dtype) << " GEMM on this CPU";
+    const double bar = fast_dtype == DType::I8 ? 0.995 : 0.999;
+    const char* label = fast_dtype == DType::I8 ? "int8" : "fast path";
     lm::Output ref, fast;
     int64_t layers = 0;
     std::vector<std::vector<int32_t>> toks;
-    for (DType p : {DType::F32, DType::BF16}) {
+    for (DType p : {DType::F32, fast_dtype}) {
         ops::set_matmul_precision(p);
         auto model = lm::load(dir);
         ops::set_matmul_precision(DType::F32);
@@ -182,21 +190,38 @@ void expect_fast_path_close(const io::ModelDir& dir, const char* name) {
     }
     const double argmax = double(agree_decided) / double(decided);
     // One line per model, quoted in docs/parity.md.
-    std::printf("[fast path] %s: %ld residues, per-residue PCC min %.6f mean %.6f, mean-embedding "
-                "PCC min %.6f, logits argmax agreement %.4f (%ld of %ld positions whose fp32 top-2 "
-                "gap >= %.2f), %.4f over all positions; disagreements at fp32 top-2 gaps %.4f-%.4f; "
-                "logits max-abs difference %.4f\n",
-                name, long(residues), min_pcc, sum_pcc / double(residues), min_mean_pcc, argmax,
-                long(agree_decided), long(decided), kTieMargin, double(agree) / double(residues),
-                agree == residues ? 0.0 : tie_lo, tie_hi, logit_err);
-    EXPECT_GE(min_pcc, 0.999) << name;
-    EXPECT_GE(min_mean_pcc, 0.999) << name;
-    EXPECT_GE(argmax, 0.99) << name;
+    std::printf(
+        "[%s] %s: %ld residues, per-residue PCC min %.6f mean %.6f, mean-embedding "
+        "PCC min %.6f, logits argmax agreement %.4f (%ld of %ld positions whose fp32 top-2 "
+        "gap >= %.2f), %.4f over all positions; disagreements at fp32 top-2 gaps %.4f-%.4f; "
+        "logits max-abs difference %.4f\n",
+        label, name, long(residues), min_pcc, sum_pcc / double(residues), min_mean_pcc, argmax,
+        long(agree_decided), long(decided), kTieMargin, double(agree) / double(residues),
+        agree == residues ? 0.0 : tie_lo, tie_hi, logit_err);
+    EXPECT_GE(min_pcc, bar) << name;
+    EXPECT_GE(min_mean_pcc, bar) << name;
+    EXPECT_GE(argmax, min_argmax) << name;
     EXPECT_GE(decided, residues * 9 / 10) << name << ": the tie rule would exclude too much";
 }
 
 }  // namespace
 
-TEST(FastPathAtRealShapes, Esm2_650M) { expect_fast_path_close(esm2_650m(), "ESM-2 650M"); }
+TEST(FastPathAtRealShapes, Esm2_650M) {
+    expect_fast_path_close(esm2_650m(), "ESM-2 650M", DType::BF16);
+}
 
-TEST(FastPathAtRealShapes, EsmC_600M) { expect_fast_path_close(esmc_600m(), "ESM C 600M"); }
+TEST(FastPathAtRealShapes, EsmC_600M) {
+    expect_fast_path_close(esmc_600m(), "ESM C 600M", DType::BF16);
+}
+
+// int8 (--precision int8): every linear layer of the blocks in int8, the LM head in fp32.
+TEST(Int8AtRealShapes, Esm2_650M) {
+    expect_fast_path_close(esm2_650m(), "ESM-2 650M", DType::I8);
+}
+
+// ESM C's logits move more under int8 (max-abs 0.19 against ESM-2's 0.11): on a random head,
+// whose 64 logits crowd within 0.2 of each other, 0.94 of the decided positions agree; the
+// 0.99 target is not met yet (docs/parity.md), and this floor guards what is.
+TEST(Int8AtRealShapes, EsmC_600M) {
+    expect_fast_path_close(esmc_600m(), "ESM C 600M", DType::I8, 0.93);
+}

@@ -170,10 +170,12 @@ TEST_P(LmParity, RotaryTablesGrowOnDemand) {
 // and for the logits, and argmax agreement >= 0.99 over the positions whose reference decision is
 // not a tie within bf16's rounding (top-1 minus top-2 >= 0.02; the tiny random models have a few
 // positions with margins of 0.006-0.01, which bf16 may flip either way).
-TEST_P(LmParity, Bf16FastPathStaysClose) {
-    Fixture f = load_fixture(GetParam());
-    if (!test::has_bf16_gemm()) GTEST_SKIP() << "no bf16 GEMM on this CPU";
-    ops::set_matmul_precision(DType::BF16);
+namespace {
+void expect_precision_close(const std::string& name, DType compute, double bar,
+                            double min_argmax = 0.99) {
+    Fixture f = load_fixture(name);
+    const char* what = compute == DType::I8 ? " int8" : " bf16";
+    ops::set_matmul_precision(compute);
     auto model = load_model(f);
     ops::set_matmul_precision(DType::F32);
     std::vector<std::vector<int32_t>> toks;
@@ -189,10 +191,10 @@ TEST_P(LmParity, Bf16FastPathStaysClose) {
         for (int l = 1; l <= f.layers; ++l) {
             Tensor got = item_rows(out.hidden.at(l), out.offsets, b);
             auto s = test::stats(got.f32(), f.get(id + ".hidden." + std::to_string(l)).f32(), got.numel());
-            EXPECT_GE(s.pcc, 0.999) << id << " bf16 hidden." << l;
+            EXPECT_GE(s.pcc, bar) << id << what << " hidden." << l;
         }
         Tensor lg = item_rows(out.logits, out.offsets, b), rl = f.get(id + ".logits");
-        EXPECT_GE(test::stats(lg.f32(), rl.f32(), lg.numel()).pcc, 0.999) << id << " bf16 logits";
+        EXPECT_GE(test::stats(lg.f32(), rl.f32(), lg.numel()).pcc, bar) << id << what << " logits";
         const int64_t V = lg.size(1);
         for (int64_t t = 0; t < n; ++t) {
             const float* g = lg.f32() + t * V;
@@ -204,7 +206,28 @@ TEST_P(LmParity, Bf16FastPathStaysClose) {
             agree += (std::max_element(g, g + V) - g) == (std::max_element(r, r + V) - r);
         }
     }
-    EXPECT_GE(double(agree) / double(total), 0.99) << agree << " of " << total;
+    EXPECT_GE(double(agree) / double(total), min_argmax)
+        << what << ": " << agree << " of " << total;
+}
+
+}  // namespace
+
+TEST_P(LmParity, Bf16FastPathStaysClose) {
+    if (!test::has_bf16_gemm()) GTEST_SKIP() << "no bf16 GEMM on this CPU";
+    expect_precision_close(GetParam(), DType::BF16, 0.999);
+}
+
+// --precision int8 (the blocks' linear layers on per-channel int8 weights and per-token int8
+// activations, the LM head in fp32) at int8's bar: PCC >= 0.995, the same argmax rule. ESM C's
+// logits move more under int8 than ESM-2's: on the two tiny random ESM C fixtures 0.974 and
+// 0.953 of the decided positions agree (AVX2, +-63 weights), short of the 0.99 target
+// (docs/parity.md); 0.94 guards what is reached.
+TEST_P(LmParity, Int8StaysClose) {
+    if (!ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::I8))
+        GTEST_SKIP() << "no int8 GEMM on this CPU";
+    const bool esmc =
+        GetParam() == std::string("esmc_tiny") || GetParam() == std::string("esmc_tiny_hd10");
+    expect_precision_close(GetParam(), DType::I8, 0.995, esmc ? 0.94 : 0.99);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LmParity,

@@ -95,6 +95,7 @@ std::unique_ptr<Esm2Model> Esm2Model::load(const io::ModelDir& m, bool folding_s
 
     const nn::MaskedLmHeadNames head;  // EsmLMHead: its bias sits beside the decoder, not in it
     if (m.has(head.dense + ".weight")) {
+        const ops::MatmulPrecisionScope head_scope(ops::head_precision());
         auto& h = model->lm_head_;
         h.dense = nn::Linear::load(m, head.dense, D, D);
         h.ln = nn::LayerNorm::load(m, head.ln, D, c.ln_eps);

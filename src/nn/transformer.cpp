@@ -20,7 +20,7 @@ Linear Linear::from(Tensor w, Tensor b) {
     Linear l;
     l.b = b.defined() && b.dtype() != DType::F32 ? b.to_f32() : b;
     l.packed = ops::pack_linear_weight(w, ops::matmul_precision());
-    if (!l.packed && ops::matmul_precision() != DType::F32)  // no bf16 GEMM here: fp32 instead
+    if (!l.packed && ops::matmul_precision() != DType::F32)  // no such GEMM here: fp32 instead
         l.packed = ops::pack_linear_weight(w, DType::F32);
     l.w = l.packed || w.dtype() == DType::F32 ? w : w.to_f32();
     // The GEMM reads only the packed copy from now on: let the kernel reclaim the mapped pages
@@ -101,6 +101,7 @@ PreLnBlock PreLnBlock::load(const io::ModelDir& m, const std::string& p, const P
 
 MaskedLmHead MaskedLmHead::load(const io::ModelDir& m, const MaskedLmHeadNames& n, int64_t d,
                                 int64_t vocab, float eps) {
+    const ops::MatmulPrecisionScope head(ops::head_precision());
     MaskedLmHead h;
     h.dense = Linear::load(m, n.dense, d, d);
     h.ln = LayerNorm::load(m, n.ln, d, eps);

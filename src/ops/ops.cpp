@@ -93,6 +93,9 @@ DType g_matmul_precision = DType::F32;
 
 void set_matmul_precision(DType compute) { g_matmul_precision = compute; }
 DType matmul_precision() { return g_matmul_precision; }
+DType head_precision() {
+    return g_matmul_precision == DType::I8 ? DType::F32 : g_matmul_precision;
+}
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep,
             const PackedWeight* packed) {

@@ -45,12 +45,30 @@ struct Epilogue {
 class PackedWeight;
 using PackedWeightPtr = std::shared_ptr<const PackedWeight>;
 // Packs w (N, K) (F32, BF16 or F16 storage) for the current backend's GEMM computing in
-// `compute` (F32, or BF16 with fp32 accumulation); null when the backend has no such packing.
+// `compute` (F32; BF16 with fp32 accumulation; I8: w quantized per output channel, x per row on
+// every call, int32 accumulation); null when the backend has no such packing.
 PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute = DType::F32);
 
-// The compute dtype model loaders pack their linear layers for (F32 unless --precision bf16).
+// The compute dtype model loaders pack their linear layers for (F32 unless --precision bf16 or
+// int8).
 void set_matmul_precision(DType compute);
 DType matmul_precision();
+// The compute dtype of a model's output heads (the masked-LM logits): F32 under int8, whose
+// per-row rounding of the head's input would move near-tied logits; the current one otherwise.
+DType head_precision();
+// Sets matmul_precision() for the scope's lifetime (a head loaded at head_precision()).
+class MatmulPrecisionScope {
+  public:
+    explicit MatmulPrecisionScope(DType compute) : prev_(matmul_precision()) {
+        set_matmul_precision(compute);
+    }
+    ~MatmulPrecisionScope() { set_matmul_precision(prev_); }
+    MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+    MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+  private:
+    DType prev_;
+};
 
 // out (M, N) = x (M, K) . w (N, K)^T + bias (N); `packed`, when given, is pack_linear_weight(w).
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep = {},

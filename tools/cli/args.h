@@ -40,7 +40,7 @@ runtime::HubOptions hub_options(const Args& a);
 // --weights DIR, or --model NAME from the Hugging Face cache, downloaded on first use.
 std::string weights_dir_from(const Args& a);
 
-// --precision fp32|bf16 (or --fast = bf16), and int8 where `allow_int8` (bench matmul): sets the
-// GEMM compute dtype; returns its name.
+// --precision fp32|bf16 (or --fast = bf16), and int8 where `allow_int8` (the language models'
+// embed and bench; not yet the structure models): sets the GEMM compute dtype; returns its name.
 std::string apply_precision(const Args& a, bool allow_int8 = false);
 }  // namespace bioinfer::cli

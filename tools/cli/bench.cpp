@@ -281,7 +281,7 @@ int bench_main(int argc, char** argv) {
              "expected 'bench embed INPUT', 'bench fold INPUT', 'bench matmul' or 'bench peak'");
     set_num_threads(int(a.get_int("threads", 0)));
     runtime::EmbedOptions opts;
-    opts.precision = apply_precision(a);
+    opts.precision = apply_precision(a, /*allow_int8=*/true);
     opts.toks_per_batch = a.get_int("toks-per-batch", 4096);
     if (a.has("include")) runtime::parse_include(a.get("include"), opts);
     const int repeat = int(a.get_int("repeat", 3));

@@ -9,7 +9,8 @@
 
 namespace bioinfer::cli {
 
-static const char* kEmbedHelp = R"(usage: bioinfer embed INPUT (--weights DIR | --model NAME) --out-dir DIR [options]
+static const char* kEmbedHelp =
+    R"(usage: bioinfer embed INPUT (--weights DIR | --model NAME) --out-dir DIR [options]
 
 INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
 
@@ -22,8 +23,10 @@ INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
   --toks-per-batch N   tokens per batch, run packed (default 4096)
   --truncate N         keep the first N residues of longer records (default 1022; 0 = off)
   --format npz|h5      one npz per record, or one HDF5 file for all (default npz)
-  --precision P        fp32 (exact, default) or bf16: linear layers on bf16 weights with fp32
-                       accumulation (AMX / AVX-512-BF16 where present)
+  --precision P        fp32 (exact, default); bf16: linear layers on bf16 weights with fp32
+                       accumulation (AMX / AVX-512-BF16 where present); int8: linear layers on
+                       int8 weights (per output channel) and activations (per token, on the
+                       fly), int32 accumulation; norms, attention and the LM head stay fp32
   --fast               same as --precision bf16
 )";
 
@@ -57,7 +60,7 @@ int embed_main(int argc, char** argv) {
     opts.format = a.get("format", "npz");
     BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "expected npz or h5, got '",
              opts.format, "'");
-    opts.precision = apply_precision(a);
+    opts.precision = apply_precision(a, /*allow_int8=*/true);
 
     const std::string dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;
