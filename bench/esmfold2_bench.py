@@ -77,12 +77,17 @@ def write_safetensors(path, entries, metadata):
         offset += n * codes[dtype][1]
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
+    written, step = 0, 2e9
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(blob)) + blob)
         for name, dtype, shape, make in entries:
             t = make().to(dtype).contiguous()
             assert tuple(t.shape) == tuple(shape), name
             f.write(t.view(torch.int16 if dtype == torch.bfloat16 else torch.int32).numpy().tobytes())
+            before, written = written, written + t.numel() * t.element_size()
+            if written // step > before // step:  # a line every 2 GB
+                print(f"{os.path.basename(path)}: {written / 1e9:.0f} of {offset / 1e9:.0f} GB",
+                      file=sys.stderr, flush=True)
 
 
 def make_checkpoint(out, tower, num_loops, steps, seed=0):
