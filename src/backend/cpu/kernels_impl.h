@@ -830,11 +830,11 @@ inline float stored_to_f32(const void* w, DType t, int64_t i) {
 }
 
 // The int8 weight levels: +-127 where oneDNN's int8 GEMM accumulates each product in 32 bits
-// (AVX512-VNNI, and AMX, whose CPUs have it); +-63 elsewhere, where AVX2's vpmaddubsw adds two
-// u8 x s8 products in a saturating 16-bit lane: 255 * 63 * 2 = 32130 fits, 255 * 127 * 2 does not.
+// (AVX512-VNNI, AMX); +-63 elsewhere, where vpmaddubsw adds two u8 x s8 products in a saturating
+// 16-bit lane: 255 * 63 * 2 = 32130 fits, 255 * 127 * 2 does not.
 inline int int8_weight_levels() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") ? 127 : 63;
+    static const int q = dnnl_int8_exact_products() ? 127 : 63;
+    return q;
 }
 
 // w (N, K) quantized per output channel into p (int8 compute): q = round(w / s), s = max|w| / Q.

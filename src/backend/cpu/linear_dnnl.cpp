@@ -177,6 +177,13 @@ void linear_int8_dnnl(const uint8_t* xq, const void* packed, int32_t* acc, int64
     s.wait();
 }
 
+bool dnnl_int8_exact_products() {
+    // ONEDNN_MAX_CPU_ISA can hold oneDNN below what the CPU has: ask the library, not the CPU.
+    const auto isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+           isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
 void free_packed_dnnl(void* packed) {
     delete static_cast<Packed*>(packed);
 }

@@ -19,6 +19,9 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
 // checkpoint); owned by the returned handle.
 void* pack_linear_dnnl(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute);
 void free_packed_dnnl(void* packed);
+// Whether oneDNN's int8 GEMM on this machine adds each u8 x s8 product into 32 bits (VNNI, AMX),
+// rather than pairs of them into a saturating 16-bit lane first (AVX2, plain AVX-512).
+bool dnnl_int8_exact_products();
 // acc (M, N) int32 = xq (M, K) u8 . w^T for w packed with compute I8 (s8 weights): oneDNN's
 // u8 x s8 -> s32 matmul.
 void linear_int8_dnnl(const uint8_t* xq, const void* packed, int32_t* acc, int64_t M, int64_t K,
