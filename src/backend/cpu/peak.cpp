@@ -25,6 +25,19 @@ constexpr const char* kWhere = "bench peak";
 // Each loop returns the sum of every accumulator lane after `iters` iterations; the loops add a
 // known amount per iteration (all operands are ones), so that sum has a closed form.
 
+// The sum of every lane of n vectors of type Vec, lanes of type E (float or int32), read through
+// memory so no instruction of the vectors' ISA runs here.
+template <typename E, typename Vec>
+double lane_sum(const Vec* v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) {
+        E l[sizeof(Vec) / sizeof(E)];
+        std::memcpy(l, &v[i], sizeof(Vec));
+        for (E e : l) s += double(e);
+    }
+    return s;
+}
+
 // fp32: 12 independent accumulators, acc = acc * 1 + 1 (each lane counts the iterations)
 __attribute__((target("avx2,fma"))) double fp32_fma_avx2(int64_t iters) {
     __m256 one = _mm256_set1_ps(1.0f);
@@ -40,13 +53,7 @@ __attribute__((target("avx2,fma"))) double fp32_fma_avx2(int64_t iters) {
 #pragma GCC unroll 12
         for (int k = 0; k < 12; ++k) a[k] = _mm256_fmadd_ps(a[k], one, one);
     }
-    double s = 0;
-    for (const auto& x : a) {
-        float l[8];
-        _mm256_storeu_ps(l, x);
-        for (float v : l) s += double(v);
-    }
-    return s;
+    return lane_sum<float>(a, 12);
 }
 
 __attribute__((target("avx512f"))) double fp32_fma_avx512(int64_t iters) {
@@ -61,9 +68,7 @@ __attribute__((target("avx512f"))) double fp32_fma_avx512(int64_t iters) {
 #pragma GCC unroll 12
         for (int k = 0; k < 12; ++k) a[k] = _mm512_fmadd_ps(a[k], one, one);
     }
-    double s = 0;
-    for (const auto& x : a) s += double(_mm512_reduce_add_ps(x));
-    return s;
+    return lane_sum<float>(a, 12);
 }
 
 // bf16 pairs: acc += 1 * 1 + 1 * 1 per lane
@@ -80,9 +85,7 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_avx512(int64_t iters) 
 #pragma GCC unroll 12
         for (int k = 0; k < 12; ++k) a[k] = _mm512_dpbf16_ps(a[k], one, one);
     }
-    double s = 0;
-    for (const auto& x : a) s += double(_mm512_reduce_add_ps(x));
-    return s;
+    return lane_sum<float>(a, 12);
 }
 
 // int8 without VNNI: u8 x s8 pairs to s16 (vpmaddubsw), pairs of those to s32 (vpmaddwd by
@@ -106,13 +109,7 @@ __attribute__((target("avx2"))) double int8_avx2(int64_t iters) {
             acc[k] =
                 _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w[k]), ones16));
     }
-    double s = 0;
-    for (const auto& v : acc) {
-        int32_t l[8];
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(l), v);
-        for (int32_t e : l) s += double(e);
-    }
-    return s;
+    return lane_sum<int32_t>(acc, 6);
 }
 
 // int8 with VNNI: four u8 x s8 products per s32 lane in one instruction
@@ -128,13 +125,7 @@ __attribute__((target("avx2,avxvnni"))) double int8_avx_vnni(int64_t iters) {
 #pragma GCC unroll 12
         for (int k = 0; k < 12; ++k) a[k] = _mm256_dpbusd_avx_epi32(a[k], one, one);
     }
-    double s = 0;
-    for (const auto& v : a) {
-        int32_t l[8];
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(l), v);
-        for (int32_t e : l) s += double(e);
-    }
-    return s;
+    return lane_sum<int32_t>(a, 12);
 }
 
 __attribute__((target("avx512f,avx512vnni"))) double int8_avx512_vnni(int64_t iters) {
@@ -149,9 +140,7 @@ __attribute__((target("avx512f,avx512vnni"))) double int8_avx512_vnni(int64_t it
 #pragma GCC unroll 12
         for (int k = 0; k < 12; ++k) a[k] = _mm512_dpbusd_epi32(a[k], one, one);
     }
-    double s = 0;
-    for (const auto& v : a) s += double(_mm512_reduce_add_epi32(v));
-    return s;
+    return lane_sum<int32_t>(a, 12);
 }
 
 // AMX: tiles 0-3 accumulate 16 x 16 fp32 (int32), tiles 4-5 hold A rows and 6-7 B columns (16
@@ -236,81 +225,29 @@ struct Loop {
 
 const std::vector<Loop>& loops() {
     // start sums: lanes x (0 + 1 + ... + 11), or x (0 + ... + 5) for the six int8 AVX2 chains
+    // clang-format off
+    // name, dtype, isa; cpuinfo flags; loop; instructions, ops, lane sum per iteration; start
+    // sum; nominal cycles per iteration; iteration cap
     static const std::vector<Loop> l = {
-        {{"fp32_fma_avx2", "fp32", "avx2 fma"},
-         {"avx2", "fma"},
-         fp32_fma_avx2,
-         12,
-         12 * 16,
-         12 * 8,
-         8 * 66,
-         6,
-         int64_t(1) << 23},
-        {{"fp32_fma_avx512", "fp32", "avx512f"},
-         {"avx512f"},
-         fp32_fma_avx512,
-         12,
-         12 * 32,
-         12 * 16,
-         16 * 66,
-         6,
-         int64_t(1) << 23},
-        {{"bf16_avx512_bf16", "bf16", "avx512_bf16"},
-         {"avx512f", "avx512_bf16"},
-         bf16_avx512,
-         12,
-         12 * 64,
-         12 * 16 * 2,
-         16 * 66,
-         6,
-         int64_t(1) << 22},
-        {{"amx_bf16", "bf16", "amx_tile amx_bf16"},
-         {"amx_tile", "amx_bf16", "amx_int8"},
-         amx<false>,
-         4,
-         4 * 16384,
-         4 * 256 * 32.0,
-         0,
-         64,
-         int64_t(1) << 18},
+        {{"fp32_fma_avx2", "fp32", "avx2 fma"}, {"avx2", "fma"},
+         fp32_fma_avx2, 12, 12 * 16, 12 * 8, 8 * 66, 6, int64_t(1) << 23},
+        {{"fp32_fma_avx512", "fp32", "avx512f"}, {"avx512f"},
+         fp32_fma_avx512, 12, 12 * 32, 12 * 16, 16 * 66, 6, int64_t(1) << 23},
+        {{"bf16_avx512_bf16", "bf16", "avx512_bf16"}, {"avx512f", "avx512_bf16"},
+         bf16_avx512, 12, 12 * 64, 12 * 16 * 2, 16 * 66, 6, int64_t(1) << 22},
+        {{"amx_bf16", "bf16", "amx_tile amx_bf16"}, {"amx_tile", "amx_bf16", "amx_int8"},
+         amx<false>, 4, 4 * 16384, 4 * 256 * 32.0, 0, 64, int64_t(1) << 18},
         // vpmaddubsw, vpmaddwd, vpaddd: 32 multiply-adds per three instructions
-        {{"int8_avx2", "int8", "avx2"},
-         {"avx2"},
-         int8_avx2,
-         18,
-         6 * 64,
-         6 * 8 * 4,
-         8 * 15,
-         6,
-         int64_t(1) << 26},
-        {{"int8_avx_vnni", "int8", "avx_vnni"},
-         {"avx2", "avx_vnni"},
-         int8_avx_vnni,
-         12,
-         12 * 64,
-         12 * 8 * 4,
-         8 * 66,
-         6,
-         int64_t(1) << 26},
-        {{"int8_avx512_vnni", "int8", "avx512_vnni"},
-         {"avx512f", "avx512_vnni"},
-         int8_avx512_vnni,
-         12,
-         12 * 128,
-         12 * 16 * 4,
-         16 * 66,
-         6,
-         int64_t(1) << 26},
-        {{"amx_int8", "int8", "amx_tile amx_int8"},
-         {"amx_tile", "amx_bf16", "amx_int8"},
-         amx<true>,
-         4,
-         4 * 32768,
-         4 * 256 * 64.0,
-         0,
-         64,
-         int64_t(1) << 22},
+        {{"int8_avx2", "int8", "avx2"}, {"avx2"},
+         int8_avx2, 18, 6 * 64, 6 * 8 * 4, 8 * 15, 6, int64_t(1) << 26},
+        {{"int8_avx_vnni", "int8", "avx_vnni"}, {"avx2", "avx_vnni"},
+         int8_avx_vnni, 12, 12 * 64, 12 * 8 * 4, 8 * 66, 6, int64_t(1) << 26},
+        {{"int8_avx512_vnni", "int8", "avx512_vnni"}, {"avx512f", "avx512_vnni"},
+         int8_avx512_vnni, 12, 12 * 128, 12 * 16 * 4, 16 * 66, 6, int64_t(1) << 26},
+        {{"amx_int8", "int8", "amx_tile amx_int8"}, {"amx_tile", "amx_bf16", "amx_int8"},
+         amx<true>, 4, 4 * 32768, 4 * 256 * 64.0, 0, 64, int64_t(1) << 22},
     };
+    // clang-format on
     return l;
 }
 
