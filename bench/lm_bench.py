@@ -200,29 +200,38 @@ def torch_matmul(threads, m, k, n, precision, repeat=5, calls=10):
             "repeat": repeat}
 
 
-def make_model(name, out):
-    import torch
-
-    arch, layers, hidden, heads, inter = MODELS[name]
-    torch.manual_seed(0)
+def hf_model(arch, layers, hidden, heads, inter):
+    """transformers' masked-LM class and config for an ESM-2 or ESM C shape."""
     if arch == "esmc":
         from transformers import EsmcConfig, EsmcForMaskedLM
-        cfg = EsmcConfig(vocab_size=64, hidden_size=hidden, num_hidden_layers=layers,
-                         num_attention_heads=heads, intermediate_size=inter,
-                         max_position_embeddings=2048)
-        EsmcForMaskedLM(cfg).save_pretrained(out, safe_serialization=True)
-        return
+        return EsmcForMaskedLM, EsmcConfig(vocab_size=64, hidden_size=hidden,
+                                           num_hidden_layers=layers, num_attention_heads=heads,
+                                           intermediate_size=inter, max_position_embeddings=2048)
     from transformers import EsmConfig, EsmForMaskedLM
-    cfg = EsmConfig(vocab_size=33, hidden_size=hidden, num_hidden_layers=layers,
-                    num_attention_heads=heads, intermediate_size=inter, hidden_act="gelu",
-                    max_position_embeddings=1026, position_embedding_type="rotary",
-                    layer_norm_eps=1e-5, emb_layer_norm_before=False, token_dropout=True,
-                    mask_token_id=32, pad_token_id=1, hidden_dropout_prob=0.0,
-                    attention_probs_dropout_prob=0.0)
-    EsmForMaskedLM(cfg).save_pretrained(out, safe_serialization=True)
+    return EsmForMaskedLM, EsmConfig(
+        vocab_size=33, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=inter, hidden_act="gelu", max_position_embeddings=1026,
+        position_embedding_type="rotary", layer_norm_eps=1e-5, emb_layer_norm_before=False,
+        token_dropout=True, mask_token_id=32, pad_token_id=1, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0)
+
+
+def write_esm2_vocab(out):
+    """ESM-2's vocab.txt, which the checkpoint directories of EsmForMaskedLM carry."""
     with open(os.path.join(out, "vocab.txt"), "w") as f:
         f.write("\n".join(["<cls>", "<pad>", "<eos>", "<unk>"] + list("LAGVSERTIDPKQNFYMHWCXBUZO.-")
                           + ["<null_1>", "<mask>"]) + "\n")
+
+
+def make_model(name, out):
+    import torch
+
+    arch = MODELS[name][0]
+    torch.manual_seed(0)
+    cls, cfg = hf_model(*MODELS[name])
+    cls(cfg).save_pretrained(out, safe_serialization=True)
+    if arch == "esm2":
+        write_esm2_vocab(out)
 
 
 def run_json(cmd, env=None):

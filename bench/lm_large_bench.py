@@ -25,28 +25,12 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from esmfold2_bench import write_safetensors  # noqa: E402
-from lm_bench import machine_info, write_json  # noqa: E402
+from lm_bench import hf_model, machine_info, write_esm2_vocab, write_json  # noqa: E402
 
 MODELS = {  # arch, layers, hidden, heads, intermediate
     "esm2_15B": ("esm2", 48, 5120, 40, 20480),
     "esmc_6B": ("esmc", 80, 2560, 40, 6912),
 }
-
-
-def model_config(name):
-    arch, layers, hidden, heads, inter = MODELS[name]
-    if arch == "esmc":
-        from transformers import EsmcConfig, EsmcForMaskedLM
-        return EsmcForMaskedLM, EsmcConfig(vocab_size=64, hidden_size=hidden,
-                                           num_hidden_layers=layers, num_attention_heads=heads,
-                                           intermediate_size=inter, max_position_embeddings=2048)
-    from transformers import EsmConfig, EsmForMaskedLM
-    return EsmForMaskedLM, EsmConfig(
-        vocab_size=33, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=inter, hidden_act="gelu", max_position_embeddings=1026,
-        position_embedding_type="rotary", layer_norm_eps=1e-5, emb_layer_norm_before=False,
-        token_dropout=True, mask_token_id=32, pad_token_id=1, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0)
 
 
 def make_checkpoint(name, out, seed=0):
@@ -55,7 +39,7 @@ def make_checkpoint(name, out, seed=0):
     if os.path.exists(os.path.join(out, "model.safetensors")):
         return
     os.makedirs(out, exist_ok=True)
-    cls, cfg = model_config(name)
+    cls, cfg = hf_model(*MODELS[name])
     with torch.device("meta"):
         meta = cls(cfg)
     norms = {f"{mn}.{pn}" for mn, m in meta.named_modules()
@@ -79,9 +63,7 @@ def make_checkpoint(name, out, seed=0):
     cfg.dtype = "bfloat16"
     cfg.to_json_file(os.path.join(out, "config.json"))
     if MODELS[name][0] == "esm2":
-        with open(os.path.join(out, "vocab.txt"), "w") as f:
-            f.write("\n".join(["<cls>", "<pad>", "<eos>", "<unk>"] +
-                              list("LAGVSERTIDPKQNFYMHWCXBUZO.-") + ["<null_1>", "<mask>"]) + "\n")
+        write_esm2_vocab(out)
     os.replace(tmp, os.path.join(out, "model.safetensors"))
 
 

@@ -3,6 +3,8 @@
 // (tools/reference/make_esm2_fixtures.py, make_esmc_fixtures.py).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
@@ -206,6 +208,9 @@ void expect_precision_close(const std::string& name, DType compute, double bar,
             agree += (std::max_element(g, g + V) - g) == (std::max_element(r, r + V) - r);
         }
     }
+    // One line per fixture and precision, quoted in docs/parity.md.
+    std::printf("[%s] %s: logits argmax agreement %.4f (%ld of %ld decided positions)\n", what + 1,
+                name.c_str(), double(agree) / double(total), long(agree), long(total));
     EXPECT_GE(double(agree) / double(total), min_argmax)
         << what << ": " << agree << " of " << total;
 }

@@ -72,7 +72,8 @@ TEST(Peak, RunnableLoopsCountWhatTheyAddAndOthersAreRefused) {
             EXPECT_EQ(k.supported, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
         }
         if (!k.supported) {
-            test::expect_throw_msg([&] { cpu::measure_peak(k, 1, 100, 1); }, "lacks");
+            const std::string e = test::error_of([&] { cpu::measure_peak(k, 1, 100, 1); });
+            EXPECT_NE(e.find("lacks"), std::string::npos) << e;
             continue;
         }
         for (int threads : {1, 2}) {
@@ -83,7 +84,8 @@ TEST(Peak, RunnableLoopsCountWhatTheyAddAndOthersAreRefused) {
         }
         const int64_t n = cpu::peak_iterations(k, 1e6);  // capped where the sums stay exact
         EXPECT_NO_THROW(cpu::measure_peak(k, 1, n, 1));
-        test::expect_throw_msg([&] { cpu::measure_peak(k, 1, n + 1, 1); }, "iterations");
+        const std::string e = test::error_of([&] { cpu::measure_peak(k, 1, n + 1, 1); });
+        EXPECT_NE(e.find("iterations"), std::string::npos) << e;
     }
     EXPECT_TRUE(saw_fp32);
 }

@@ -91,15 +91,4 @@ inline void compare(const Tensor& got, const Tensor& ref, double atol, double rt
 // would test nothing new.
 inline bool has_bf16_gemm() { return tuning::has_packed_gemm(DType::BF16); }
 
-// f() throws bioinfer::Error whose message contains `needle`.
-template <typename F>
-void expect_throw_msg(F f, const std::string& needle) {
-    try {
-        f();
-        ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-}
-
 }  // namespace bioinfer::test

@@ -48,11 +48,10 @@ std::string cpu_model() {
 }
 
 json isa_flags() {
-    const std::string flags = " " + cpuinfo_field("flags") + " ";
     json j = json::object();
     for (const char* f : {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
                           "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"})
-        j[f] = flags.find(std::string(" ") + f + " ") != std::string::npos;
+        j[f] = cpu::cpu_has_flag(f);
     return j;
 }
 

@@ -1050,20 +1050,19 @@ void int8_linear(const float* x, const CpuPacked& p, const float* b, float* y, i
     const int32_t* ws = p.w_sum.data();
 #pragma omp parallel
     {
-        std::vector<float> t(static_cast<size_t>(N));
+        // a row is rescaled straight into y, or, for a residual add, into a row of its own first
+        std::vector<float> t(accumulate ? static_cast<size_t>(N) : 0);
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < M; ++r) {
             const int32_t* ar = acc + r * N;
             const float s = sx[r];
-            for (int64_t n = 0; n < N; ++n)
-                t[size_t(n)] = float(ar[n] - 128 * ws[n]) * (s * sw[n]) + (b ? b[n] : 0.0f);
-            activate_span<V>(act, t.data(), 0, N);
-            if (scale != 1.0f) scale_row(t.data(), N, scale);
             float* yr = y + r * N;
-            if (accumulate)
-                add<V>(yr, t.data(), yr, N);
-            else
-                std::copy(t.begin(), t.end(), yr);
+            float* o = accumulate ? t.data() : yr;
+            for (int64_t n = 0; n < N; ++n)
+                o[n] = float(ar[n] - 128 * ws[n]) * (s * sw[n]) + (b ? b[n] : 0.0f);
+            activate_span<V>(act, o, 0, N);
+            if (scale != 1.0f) scale_row(o, N, scale);
+            if (accumulate) add<V>(yr, o, yr, N);
         }
     }
 }

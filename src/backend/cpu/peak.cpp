@@ -251,17 +251,9 @@ const std::vector<Loop>& loops() {
     return l;
 }
 
-std::string cpuinfo_flags() {
-    std::ifstream f("/proc/cpuinfo");
-    for (std::string line; std::getline(f, line);)
-        if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
-    return "";
-}
-
 bool runs(const Loop& l) {
-    static const std::string flags = cpuinfo_flags();
     for (const std::string& f : l.needs)
-        if (flags.find(" " + f + " ") == std::string::npos) return false;
+        if (!cpu_has_flag(f)) return false;
     if (l.k.name.rfind("amx", 0) == 0) return amx_permitted();
     return true;
 }
@@ -274,6 +266,16 @@ const Loop& loop_of(const PeakKernel& k) {
 }
 
 }  // namespace
+
+bool cpu_has_flag(const std::string& flag) {
+    static const std::string flags = [] {
+        std::ifstream f("/proc/cpuinfo");
+        for (std::string line; std::getline(f, line);)
+            if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
+        return std::string();
+    }();
+    return flags.find(" " + flag + " ") != std::string::npos;
+}
 
 std::vector<PeakKernel> peak_kernels() {
     std::vector<PeakKernel> out;

@@ -18,6 +18,9 @@ struct PeakKernel {
     bool supported = false;    // this CPU (and, for AMX, the kernel) lets it run
 };
 
+// Whether /proc/cpuinfo's flags line lists `flag` (its spelling: "avx512_vnni", "amx_int8").
+bool cpu_has_flag(const std::string& flag);
+
 // Every kernel this build knows, with `supported` set for this CPU.
 std::vector<PeakKernel> peak_kernels();
 
