@@ -124,6 +124,84 @@ TEST_P(OpSizes, Linear) {
     }
 }
 
+// The fused linear (the own GEMM with a layer norm on its input, paired weights, an output gate,
+// strided input and output) against its parts run one op at a time by the reference backend,
+// over shapes with partial register tiles, K past the GEMM's K slice (no norm) and one row.
+TEST_P(OpBackend, FusedLinearMatchesItsParts) {
+    struct Shape3 {
+        int64_t M, K, N;
+    };
+    int checked = 0;
+    for (const Shape3 sh : {Shape3{1, 3, 1}, Shape3{7, 32, 9}, Shape3{13, 256, 40},
+                            Shape3{100, 300, 17}, Shape3{61, 64, 260}}) {
+        const int64_t M = sh.M, K = sh.K, N = sh.N;
+        Tensor x = random_tensor({M, K}, 61, 0.5f, 2.0f), xt = random_tensor({K, M}, 62),
+               w = random_tensor({N, K}, 63, 0.0f, 0.2f),
+               w2 = random_tensor({N, K}, 64, 0.0f, 0.2f), b = random_tensor({N}, 65),
+               b2 = random_tensor({N}, 66), g = random_tensor({K}, 67, 1.0f, 0.3f),
+               beta = random_tensor({K}, 68), gate = random_tensor({M, N}, 69),
+               res = random_tensor({M, N}, 70);
+        for (int mode = 0; mode < 4;
+             ++mode)  // single + sigmoid, single plain, SwiGLU, sigmoid pair
+            for (int opt = 0; opt < 8; ++opt) {
+                const bool ln = opt & 1, gated = opt & 2, transposed = opt & 4;
+                ops::FusedLinear f;
+                if (ln) {
+                    f.ln_gamma = &g;
+                    f.ln_beta = &beta;
+                }
+                if (mode >= 2) {
+                    f.w2 = &w2;
+                    f.bias2 = &b2;
+                    f.glu = mode == 2 ? kernels::Glu::Silu : kernels::Glu::Sigmoid;
+                }
+                f.ep = {.act = mode == 0 ? Act::Sigmoid : Act::None,
+                        .scale = mode == 1 ? 0.5f : 1.0f,
+                        .accumulate = mode != 0};
+                if (gated) f.mul = &gate;
+                // transposed: x read from a (K, M) tensor, out written into an (N, M) one
+                const Tensor xin = transposed ? xt.permute({1, 0}) : x;
+                auto run = [&](const ops::PackedWeight* packed) {
+                    Tensor store = transposed ? ops::contiguous(res.permute({1, 0})) : res.clone();
+                    Tensor out = transposed ? store.permute({1, 0}) : store;
+                    ops::fused_linear(xin, w, mode == 1 ? nullptr : &b, out, f, packed);
+                    return ops::contiguous(out);
+                };
+                ops::set_backend("ref");
+                const Tensor ref = run(nullptr);
+                ops::set_backend(tested());
+                const auto packed = ops::pack_fused_weight(w, mode >= 2 ? &w2 : nullptr);
+                if (!packed) GTEST_SKIP() << tested() << " has no fused linear";
+                const std::string what = "M " + std::to_string(M) + " K " + std::to_string(K) +
+                                         " N " + std::to_string(N) + " mode " +
+                                         std::to_string(mode) + " opt " + std::to_string(opt);
+                compare(run(packed.get()), ref, 1e-4, 1e-4, what);
+                ++checked;
+            }
+    }
+    EXPECT_EQ(checked, 5 * 4 * 8);
+}
+
+// A packed weight of the wrong kind (a plain linear's, or one weight where two are paired) is
+// refused by name instead of being read as panels.
+TEST_P(OpBackend, FusedLinearRefusesAWrongPacking) {
+    ops::set_backend(tested());
+    Tensor x = random_tensor({4, 8}, 1), w = random_tensor({5, 8}, 2), out = Tensor::empty({4, 5});
+    const auto single = ops::pack_fused_weight(w);
+    if (!single) GTEST_SKIP() << tested() << " has no fused linear";
+    ops::FusedLinear paired{.w2 = &w};
+    EXPECT_NE(test::error_of([&] {
+                  ops::fused_linear(x, w, nullptr, out, paired, single.get());
+              }).find("pack_fused_weight"),
+              std::string::npos);
+    const auto plain = ops::pack_linear_weight(w);
+    ASSERT_NE(plain, nullptr);
+    EXPECT_NE(test::error_of([&] {
+                  ops::fused_linear(x, w, nullptr, out, {}, plain.get());
+              }).find("pack_fused_weight"),
+              std::string::npos);
+}
+
 // bf16 GEMM (AMX / AVX-512-BF16 where present, fp32 accumulation): x and w rounded to bf16, so
 // the bar is the fast path's (PCC >= 0.999), not fp32's. Weights are packed straight from bf16
 // storage or from fp32.

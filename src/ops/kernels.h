@@ -56,6 +56,33 @@ struct AtomFrameArgs {
     float trans_scale;
 };
 
+// A paired linear's gate: y = silu(first) * second (SwiGLU) or sigmoid(first) * second.
+enum class Glu : uint8_t { Silu, Sigmoid };
+
+// One fused linear over x (M, K) whose element (m, k) is x[m * x_rs + k * x_cs]:
+//   t = norm(x) . w^T + bias           (norm: layer norm over K with ln_gamma/ln_beta, when set)
+//   paired weights: t = glu(norm(x) . wa^T + ba) * (norm(x) . wb^T + bb); bias is [ba | bb]
+//   v = scale * act(t) (act: single weights only), times mul[m * mul_rs + n] when mul is set
+//   y[m * y_rs + n * y_cs] = v, or += v with accumulate.
+struct PanelLinearArgs {
+    const float* x = nullptr;
+    int64_t x_rs = 0, x_cs = 1;
+    const float *ln_gamma = nullptr, *ln_beta = nullptr;
+    float ln_eps = 1e-5f;
+    const void* packed = nullptr;  // pack_panels(w, wb)
+    bool pairs = false;
+    const float* bias = nullptr;
+    Act act = Act::None;
+    Glu glu = Glu::Silu;
+    float scale = 1.0f;
+    const float* mul = nullptr;
+    int64_t mul_rs = 0;
+    float* y = nullptr;
+    int64_t y_rs = 0, y_cs = 1;
+    bool accumulate = false;
+    int64_t M = 0, K = 0, N = 0;  // N: output columns
+};
+
 struct KernelTable {
     const char* name;
     // y[M,N] = scale * act(x[M,K] . w[N,K]^T + b[N]); with accumulate, y += that instead.
@@ -168,6 +195,11 @@ struct KernelTable {
     // frames (L, 7) composed in place with updates (L, 6) (x, y, z, tx, ty, tz): AlphaFold's
     // quaternion update, q' = normalise(q + q * (0, x, y, z)), t' = t + R(q) (tx, ty, tz).
     void (*quat_update)(const Context& ctx, float* frames, const float* update, int64_t L) = nullptr;
+    // Optional, fp32: w (N, K) (and wb (N, K): paired) stored as w_dtype, packed for
+    // panel_linear; freed with free_packed.
+    void* (*pack_panels)(const Context& ctx, const void* w, const void* wb, DType w_dtype,
+                         int64_t K, int64_t N) = nullptr;
+    void (*panel_linear)(const Context& ctx, const PanelLinearArgs& a) = nullptr;
     void (*ipa)(const Context& ctx, const IpaArgs& a) = nullptr;
     void (*atom_frames)(const Context& ctx, const AtomFrameArgs& a) = nullptr;
 };

@@ -47,15 +47,19 @@ void check_f32_contig(const Tensor& t, const char* op, const char* name) {
 
 class PackedWeight {
 public:
-    PackedWeight(const kernels::KernelTable* t, kernels::Context c, void* h, int64_t K, int64_t N)
-        : table(t), ctx(c), handle(h), k(K), n(N) {}
-    ~PackedWeight() { table->free_packed(ctx, handle); }  // on the device it was packed for
-    PackedWeight(const PackedWeight&) = delete;
-    PackedWeight& operator=(const PackedWeight&) = delete;
-    const kernels::KernelTable* table;
-    kernels::Context ctx;
-    void* handle;
-    int64_t k, n;
+  // kind: what packed it (pack_linear_weight, or pack_fused_weight of one or two weights)
+  enum Kind { kLinear, kPanels, kPairedPanels };
+  PackedWeight(const kernels::KernelTable* t, kernels::Context c, void* h, int64_t K, int64_t N,
+               Kind kd = kLinear)
+      : table(t), ctx(c), handle(h), k(K), n(N), kind(kd) {}
+  ~PackedWeight() { table->free_packed(ctx, handle); }  // on the device it was packed for
+  PackedWeight(const PackedWeight&) = delete;
+  PackedWeight& operator=(const PackedWeight&) = delete;
+  const kernels::KernelTable* table;
+  kernels::Context ctx;
+  void* handle;
+  int64_t k, n;
+  Kind kind;
 };
 
 void set_backend(const std::string& name) {
@@ -123,6 +127,134 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, E
              packed->n, " x ", packed->k, ", w is ", shape_str(w.shape()));
     t.linear(ctx(), x.f32(), use_packed ? nullptr : w.f32(), use_packed ? packed->handle : nullptr, bias ? bias->f32() : nullptr,
              out.f32(), M, K, N, ep.act, ep.scale, ep.accumulate);
+}
+
+PackedWeightPtr pack_fused_weight(const Tensor& w, const Tensor* w2) {
+    const char* op = "pack_fused_weight";
+    for (const Tensor* t : {&w, w2}) {
+        if (!t) continue;
+        BI_CHECK(t->defined() && t->is_contiguous(), op, "w is undefined or strided");
+        BI_CHECK(t->ndim() == 2 && t->dtype() != DType::I32, op,
+                 "w: expected a 2-D float weight, got ", dtype_name(t->dtype()), " ",
+                 shape_str(t->shape()));
+        check_device(*t, op, "w");
+    }
+    BI_CHECK(!w2 || (w2->shape() == w.shape() && w2->dtype() == w.dtype()), op,
+             "paired weights differ: ", shape_str(w.shape()), " and ", shape_str(w2->shape()));
+    const auto& t = table();
+    if (!t.pack_panels) return nullptr;
+    const int64_t N = w.size(0), K = w.size(1);
+    void* h = t.pack_panels(ctx(), w.raw(), w2 ? w2->raw() : nullptr, w.dtype(), K, N);
+    return h ? std::make_shared<const PackedWeight>(
+                   &t, ctx(), h, K, N, w2 ? PackedWeight::kPairedPanels : PackedWeight::kPanels)
+             : nullptr;
+}
+
+namespace {
+
+// A 2-D fp32 view on the backend's device with a unit stride along one of its dims.
+void check_view(const Tensor& t, const char* name, int64_t rows, int64_t cols) {
+    const char* op = "fused_linear";
+    BI_CHECK(t.defined() && t.dtype() == DType::F32, op, name, ": expected F32");
+    BI_CHECK(t.ndim() == 2 && t.size(0) == rows && t.size(1) == cols, op, name, ": expected ", rows,
+             " x ", cols, ", got ", shape_str(t.shape()));
+    BI_CHECK(t.strides()[0] == 1 || t.strides()[1] == 1 || rows == 1 || cols == 1, op, name,
+             ": neither dim is contiguous");
+    check_device(t, op, name);
+}
+
+// The fused linear as its parts, one op at a time (backends without panel_linear, and the tests'
+// reference for the fused kernel).
+void fused_linear_parts(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+                        const FusedLinear& f) {
+    const int64_t M = x.size(0), N = w.size(0);
+    Tensor xn = contiguous(x);
+    if (f.ln_gamma) layer_norm(xn, *f.ln_gamma, *f.ln_beta, f.ln_eps, xn);
+    Tensor t = Tensor::empty({M, N});
+    if (f.w2) {
+        Tensor t2 = Tensor::empty({M, N});
+        linear(xn, w, bias, t);
+        linear(xn, *f.w2, f.bias2, t2);
+        if (f.glu == kernels::Glu::Silu) {
+            swiglu(t, t2, t);
+        } else {
+            activation(t, Act::Sigmoid, t);
+            mul(t, t2, t);
+        }
+        if (f.ep.scale != 1.0f) scale(t, f.ep.scale, t);
+    } else {
+        linear(xn, w, bias, t, {.act = f.ep.act, .scale = f.ep.scale});
+    }
+    if (f.mul) mul(t, *f.mul, t);
+    if (f.ep.accumulate)
+        add_into(t, out);
+    else
+        copy(t, out);
+}
+
+}  // namespace
+
+void fused_linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+                  const FusedLinear& f, const PackedWeight* packed) {
+    const char* op = "fused_linear";
+    BI_CHECK(w.ndim() == 2, op, "w: expected 2-D, got ", shape_str(w.shape()));
+    const int64_t K = w.size(1), N = w.size(0);
+    BI_CHECK(x.ndim() == 2, op, "x: expected 2-D, got ", shape_str(x.shape()));
+    const int64_t M = x.size(0);
+    check_view(x, "x", M, K);
+    check_view(out, "out", M, N);
+    if (f.mul) {
+        check_view(*f.mul, "mul", M, N);
+        BI_CHECK(f.mul->strides()[1] == 1 || N == 1, op, "mul: rows are not contiguous");
+    }
+    for (const Tensor* b : {bias, f.bias2})
+        if (b)
+            BI_CHECK(b->numel() == N && b->is_contiguous() && b->dtype() == DType::F32, op,
+                     "bias: expected [", N, "] F32, got ", shape_str(b->shape()));
+    BI_CHECK(!f.ln_gamma || (f.ln_beta && f.ln_gamma->numel() == K && f.ln_beta->numel() == K), op,
+             "layer norm weight/bias: expected [", K, "]");
+    BI_CHECK(!f.w2 || f.w2->shape() == w.shape(), op,
+             "paired weights differ: ", shape_str(w.shape()), " and ", shape_str(f.w2->shape()));
+    BI_CHECK(!(f.w2 && f.ep.act != Act::None), op, "paired weights take no activation");
+    if (M == 0) return;
+    const auto& t = table();
+    const auto want = f.w2 ? PackedWeight::kPairedPanels : PackedWeight::kPanels;
+    if (!packed || packed->table != &t || !t.panel_linear) {
+        fused_linear_parts(x, w, bias, out, f);
+        return;
+    }
+    BI_CHECK(packed->kind == want && packed->k == K && packed->n == N, op,
+             "packed weight is not pack_fused_weight of ", f.w2 ? "these two weights" : "w");
+    const bool paired = f.w2 != nullptr;
+    std::vector<float> both;  // [ba | bb] of a pair, zeros for a missing one
+    if (paired && (bias || f.bias2)) {
+        both.assign(size_t(2 * N), 0.0f);
+        if (bias) std::copy_n(bias->f32(), N, both.begin());
+        if (f.bias2) std::copy_n(f.bias2->f32(), N, both.begin() + N);
+    }
+    kernels::PanelLinearArgs a{
+        .x = x.f32(),
+        .x_rs = x.strides()[0],
+        .x_cs = x.strides()[1],
+        .ln_gamma = f.ln_gamma ? f.ln_gamma->f32() : nullptr,
+        .ln_beta = f.ln_beta ? f.ln_beta->f32() : nullptr,
+        .ln_eps = f.ln_eps,
+        .packed = packed->handle,
+        .pairs = paired,
+        .bias = paired ? (both.empty() ? nullptr : both.data()) : (bias ? bias->f32() : nullptr),
+        .act = f.ep.act,
+        .glu = f.glu,
+        .scale = f.ep.scale,
+        .mul = f.mul ? f.mul->f32() : nullptr,
+        .mul_rs = f.mul ? f.mul->strides()[0] : 0,
+        .y = out.f32(),
+        .y_rs = out.strides()[0],
+        .y_cs = out.strides()[1],
+        .accumulate = f.ep.accumulate,
+        .M = M,
+        .K = K,
+        .N = N};
+    t.panel_linear(ctx(), a);
 }
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out) {

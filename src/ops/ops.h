@@ -73,6 +73,26 @@ class MatmulPrecisionScope {
 // out (M, N) = x (M, K) . w (N, K)^T + bias (N); `packed`, when given, is pack_linear_weight(w).
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, Epilogue ep = {},
             const PackedWeight* packed = nullptr);
+// A fused linear (the own GEMM's panel_linear where the backend has one):
+//   t = LN(x) . w^T + bias                      LN over K when ln_gamma is set, else x itself
+//   with w2: t = glu(LN(x) . w^T + bias) * (LN(x) . w2^T + bias2)   (SwiGLU, or a sigmoid gate)
+//   out (+)= ep.scale * ep.act(t) (* mul)       += with ep.accumulate; act with one weight only
+// x (M, K), out and mul (M, N) are 2-D views: any strides with one dim contiguous (x read as the
+// transpose of a channel-major tensor, out written channel-major); mul's rows contiguous.
+struct FusedLinear {
+    const Tensor *ln_gamma = nullptr, *ln_beta = nullptr;
+    float ln_eps = 1e-5f;
+    const Tensor *w2 = nullptr, *bias2 = nullptr;
+    kernels::Glu glu = kernels::Glu::Silu;
+    Epilogue ep;
+    const Tensor* mul = nullptr;
+};
+// w (and w2, same shape and dtype) packed for fused_linear; null where the backend has no
+// fused linear (fused_linear then runs its parts one op at a time).
+PackedWeightPtr pack_fused_weight(const Tensor& w, const Tensor* w2 = nullptr);
+void fused_linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+                  const FusedLinear& f, const PackedWeight* packed);
+
 // Normalises over the last dim of x (..., D).
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
 void gelu(const Tensor& x, Tensor& out);

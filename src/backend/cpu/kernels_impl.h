@@ -784,8 +784,9 @@ void attention(const float* q, const float* k, const float* v, float* out, const
 }
 
 // A linear weight packed for one GEMM provider, as the tuned table chooses per (K, N) and compute
-// dtype: oneDNN's blocked layout (onednn_packed, the default), or w transposed to (K, N) fp32 for
-// the own register-tiled GEMM (own_packed, fp32 only) with its blocking. A bf16-stored weight
+// dtype: oneDNN's blocked layout (onednn_packed, the default), or fp32 panels for the own GEMM
+// (own_packed, fp32 only; gemm_panel.h) with its blocking; panels alone (paired or not) for the
+// fused linears (pack_panels). A bf16-stored weight
 // computed in fp32 stays bf16 in memory (wb, the checkpoint's (N, K) rows): the GEMM widens
 // kWidenRows output columns' rows at a time into an fp32 panel and runs oneDNN on the panel, so a
 // bf16 checkpoint never has an fp32 copy (half the memory; exact, bf16 -> fp32 loses nothing).
@@ -795,7 +796,8 @@ struct CpuPacked {
     // oneDNN's u8 x s8 GEMM in dnnl; w_sum[n] = sum_k q[n, k] undoes the activations' +128 shift
     std::vector<float> w_scale;
     std::vector<int32_t> w_sum;
-    float* wt = nullptr;     // own_packed: (K, N), 64-byte aligned
+    float* panels = nullptr;  // own_packed and pack_panels: gemm_panel.h's (np, K, NR)
+    bool pairs = false;       // panels interleave two weights (pack_panels with wb)
     uint16_t* wb = nullptr;  // bf16 storage, fp32 compute: (N, K), 64-byte aligned
     int64_t K = 0, N = 0, m_block = 0, n_block = 0, k_block = 0;
     DType compute = DType::F32;
@@ -804,7 +806,7 @@ struct CpuPacked {
     CpuPacked& operator=(const CpuPacked&) = delete;
     ~CpuPacked() {
         if (dnnl) free_packed_dnnl(dnnl);
-        std::free(wt);
+        std::free(panels);
         std::free(wb);
     }
 };
@@ -862,6 +864,43 @@ inline void pack_int8(const void* w, DType w_dtype, int64_t K, int64_t N, CpuPac
     p.dnnl = pack_linear_dnnl(q.data(), DType::I8, K, N, DType::I8);
 }
 
+inline void free_packed(void* packed) {
+    delete static_cast<CpuPacked*>(packed);
+}
+
+inline const char* act_name(Act act) {
+    switch (act) {
+        case Act::Gelu:
+            return "gelu";
+        case Act::GeluTanh:
+            return "gelu_tanh";
+        case Act::Relu:
+            return "relu";
+        case Act::Sigmoid:
+            return "sigmoid";
+        case Act::None:
+            break;
+    }
+    return "none";
+}
+
+// Activation over [i, end) of a row.
+template <typename V>
+inline void activate_span(Act act, float* y, int64_t i, int64_t end) {
+    if (act == Act::Gelu) gelu_span<V>(y, y, i, end);
+    if (act == Act::GeluTanh) gelu_tanh_span<V>(y, y, i, end);
+    if (act == Act::Relu) relu_span<V>(y, y, i, end);
+    if (act == Act::Sigmoid) sigmoid_span<V>(y, y, i, end);
+}
+
+}  // namespace
+}  // namespace bioinfer::cpu
+
+#include "backend/cpu/gemm_panel.h"  // the own GEMM, over the spans above
+
+namespace bioinfer::cpu {
+namespace {
+
 template <typename V>
 void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute) {
     if (compute == DType::I8) {
@@ -886,69 +925,50 @@ void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType comp
         p->m_block = std::max<int64_t>(1, c.param("m_block"));
         p->n_block = std::max<int64_t>(1, c.param("n_block"));
         p->k_block = std::max<int64_t>(1, c.param("k_block"));
-        p->wt = aligned_array<float>(K * N);
-#pragma omp parallel for schedule(static)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t n = 0; n < N; ++n) p->wt[k * N + n] = stored_to_f32(w, w_dtype, n * K + k);
+        int64_t np = 0;
+        p->panels = pack_panels<V>(w, nullptr, w_dtype, K, N, np);
         return p.release();
     }
     p->dnnl = pack_linear_dnnl(w, w_dtype, K, N, compute);
     return p->dnnl ? p.release() : nullptr;
 }
 
-inline void free_packed(void* packed) { delete static_cast<CpuPacked*>(packed); }
-
-inline const char* act_name(Act act) {
-    switch (act) {
-        case Act::Gelu: return "gelu";
-        case Act::GeluTanh: return "gelu_tanh";
-        case Act::Relu: return "relu";
-        case Act::Sigmoid: return "sigmoid";
-        case Act::None: break;
-    }
-    return "none";
-}
-
-// Activation over [i, end) of a row.
-template <typename V>
-inline void activate_span(Act act, float* y, int64_t i, int64_t end) {
-    if (act == Act::Gelu) gelu_span<V>(y, y, i, end);
-    if (act == Act::GeluTanh) gelu_tanh_span<V>(y, y, i, end);
-    if (act == Act::Relu) relu_span<V>(y, y, i, end);
-    if (act == Act::Sigmoid) sigmoid_span<V>(y, y, i, end);
-}
-
-// y (+)= scale * act(x . wt + b) with the own GEMM: (m_block x n_block) output tiles over the
-// threads, K in k_block slices so the slice of wt a tile streams stays in cache.
+// y (+)= scale * act(x . w^T + b) with the own GEMM and the weight's blocking.
 template <typename V>
 void own_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M, Act act,
                 float scale, bool accumulate) {
-    const int64_t K = p.K, N = p.N, MB = p.m_block, NB = p.n_block, KB = p.k_block;
-    const int64_t tiles_m = (M + MB - 1) / MB, tiles_n = (N + NB - 1) / NB;
-#pragma omp parallel
-    {
-        std::vector<float> t(static_cast<size_t>(MB * NB));
-#pragma omp for collapse(2) schedule(static)
-        for (int64_t ti = 0; ti < tiles_m; ++ti)
-            for (int64_t tj = 0; tj < tiles_n; ++tj) {
-                const int64_t i0 = ti * MB, j0 = tj * NB;
-                const int64_t m = std::min(MB, M - i0), nn = std::min(NB, N - j0);
-                for (int64_t k0 = 0; k0 < K; k0 += KB)
-                    gemm<V>(x + i0 * K + k0, K, p.wt + k0 * N + j0, N, t.data(), NB, m, nn,
-                            std::min(KB, K - k0), k0 > 0);
-                for (int64_t r = 0; r < m; ++r) {
-                    float* tr = t.data() + r * NB;
-                    if (b) add<V>(tr, b + j0, tr, nn);
-                    activate_span<V>(act, tr, 0, nn);
-                    float* yr = y + (i0 + r) * N + j0;
-                    if (scale != 1.0f) scale_row(tr, nn, scale);
-                    if (accumulate)
-                        add<V>(yr, tr, yr, nn);
-                    else
-                        std::copy(tr, tr + nn, yr);
-                }
-            }
-    }
+    kernels::PanelLinearArgs a{.x = x,
+                               .x_rs = p.K,
+                               .bias = b,
+                               .act = act,
+                               .scale = scale,
+                               .y = y,
+                               .y_rs = p.N,
+                               .accumulate = accumulate,
+                               .M = M,
+                               .K = p.K,
+                               .N = p.N};
+    panel_linear<V>(a, p.panels, p.m_block, p.n_block, p.k_block);
+}
+
+// The fused linears' weights: panels of w, or of w and wb interleaved.
+template <typename V>
+void* pack_fused(const void* w, const void* wb, DType w_dtype, int64_t K, int64_t N) {
+    auto p = std::make_unique<CpuPacked>();
+    p->K = K;
+    p->N = N;
+    p->pairs = wb != nullptr;
+    int64_t np = 0;
+    p->panels = pack_panels<V>(w, wb, w_dtype, K, N, np);
+    return p.release();
+}
+
+// A fused linear with the own GEMM's default blocking (tuning/defaults.cpp's own_packed).
+template <typename V>
+void fused_linear(const kernels::PanelLinearArgs& a) {
+    const auto& p = *static_cast<const CpuPacked*>(a.packed);
+    static const tuning::Choice c = tuning::resolve("matmul", {"own_packed", {}});
+    panel_linear<V>(a, p.panels, c.param("m_block"), c.param("n_block"), c.param("k_block"));
 }
 
 // rows x cols of bf16 src (row stride ld_src) widened into fp32 dst (row stride ld_dst), rows
@@ -1078,7 +1098,7 @@ void linear(const float* x, const float* w, const void* packed, const float* b, 
         int8_linear<V>(x, *p, b, y, M, act, scale, accumulate);
         return;
     }
-    if (p && p->wt) {
+    if (p && p->panels) {
         own_linear<V>(x, *p, b, y, M, act, scale, accumulate);
         return;
     }
@@ -1146,6 +1166,10 @@ kernels::KernelTable make_kernel_table() {
         .mul = [](C, const float* a, const float* b, float* y, int64_t n) { mul<V>(a, b, y, n); },
         .scale = [](C, const float* a, float s, float* y, int64_t n) { scale<V>(a, s, y, n); },
     };
+    t.pack_panels = [](C, const void* w, const void* wb, DType wd, int64_t K, int64_t N) {
+        return pack_fused<V>(w, wb, wd, K, N);
+    };
+    t.panel_linear = [](C, const kernels::PanelLinearArgs& a) { fused_linear<V>(a); };
     glue::fill_table(t);
     return t;
 }
