@@ -153,6 +153,15 @@ ResidueMlp ResidueMlp::load(const io::ModelDir& m, const std::string& p, int64_t
         if (!n.gate.empty()) r.gate = Linear::load(m, p + "." + n.gate, dim, inner, n.bias);
     }
     r.down = Linear::load(m, p + "." + n.down, inner, dim, n.bias);
+    if (ops::matmul_precision() == DType::F32) {
+        const bool swiglu = r.gate.w.defined();
+        r.fused_in =
+            swiglu ? ops::pack_fused_weight(r.gate.w, &r.up.w) : ops::pack_fused_weight(r.up.w);
+        if (r.fused_in) {  // the fused GEMM reads the panels: no second packing of the same rows
+            r.up.packed = nullptr;
+            r.gate.packed = nullptr;
+        }
+    }
     return r;
 }
 
@@ -170,6 +179,25 @@ void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {
         chunk = std::max<int64_t>(16, budget / row_bytes);
     }
     chunk = std::min(chunk, std::max<int64_t>(rows, 1));
+    if (fused_in) {
+        const Tensor* bias =
+            (swiglu ? gate.b : up.b).defined() ? &(swiglu ? gate.b : up.b) : nullptr;
+        ops::FusedLinear f{.ln_gamma = &ln.g, .ln_beta = &ln.b, .ln_eps = ln.eps};
+        if (swiglu) {
+            f.w2 = &up.w;
+            f.bias2 = up.b.defined() ? &up.b : nullptr;
+        } else {
+            f.ep.act = Act::Relu;
+        }
+        Tensor h_buf = Tensor::empty({chunk, F});
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+            const int64_t r1 = std::min(rows, r0 + chunk);
+            Tensor xr = x.narrow0(r0, r1), h = h_buf.narrow0(0, r1 - r0);
+            ops::fused_linear(xr, swiglu ? gate.w : up.w, bias, h, f, fused_in.get());
+            down(h, xr, {.accumulate = true});
+        }
+        return;
+    }
     // Temporaries allocated once and narrowed for the last chunk.
     Tensor xn_buf = Tensor::empty({chunk, D}), h_buf = Tensor::empty({chunk, F}),
            gt_buf = swiglu ? Tensor::empty({chunk, F}) : Tensor();

@@ -95,6 +95,9 @@ struct ResidueMlp {
     LayerNorm ln;
     Linear up, down;
     Linear gate;  // SwiGLU only
+    // LN and the first linear(s) with their activation in one fused GEMM (gate and up paired
+    // for SwiGLU), packed at load for fp32 compute; null: the parts run one op at a time
+    ops::PackedWeightPtr fused_in;
     static ResidueMlp load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
                            int64_t inner, const ResidueMlpNames& names = {});
     void add_to(Tensor& x, int64_t chunk = 0) const;

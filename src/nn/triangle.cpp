@@ -147,6 +147,12 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const
             t.gate = stacked({{&n.ab_g, 2 * c, 0, 2 * c}, {&n.g, c, 0, c}});
     }
     t.z = Linear::load(m, p + "." + n.z, c, c, n.bias);
+    if (!n.bias && ops::matmul_precision() == DType::F32) {
+        const Tensor w_ab = t.gate.w.narrow0(0, 2 * c), w_g = t.gate.w.narrow0(2 * c, 3 * c);
+        t.fused_ab = ops::pack_fused_weight(w_ab, &t.proj.w);
+        t.fused_g = ops::pack_fused_weight(w_g);
+        t.fused_z = ops::pack_fused_weight(t.z.w);
+    }
     return t;
 }
 
@@ -213,6 +219,33 @@ void TriangleMultiplication::add_whole(Tensor& z_pair) const {
     // its projections straight out of the GEMM channel-major, W (2C, C) . zn^T, gated by
     // sigmoid([a_g; b_g] . zn^T), written into the step's columns of AB.
     Tensor AB = Tensor::empty({2 * C, LL}), G = Tensor::empty({LL, C});
+    if (fused_ab && fused_g && fused_z) {
+        // AB^T = sigmoid(LN_in(z) . [a_g; b_g]^T) * (LN_in(z) . [a_p; b_p]^T) and G in two fused
+        // GEMMs over all pairs, AB written channel-major through its transposed view.
+        const Tensor w_ab = gate.w.narrow0(0, 2 * C), w_g = gate.w.narrow0(2 * C, 3 * C);
+        Tensor ab_rows = AB.permute({1, 0});
+        const ops::FusedLinear in{.ln_gamma = &ln_in.g, .ln_beta = &ln_in.b, .ln_eps = ln_in.eps};
+        ops::FusedLinear pairs = in;
+        pairs.w2 = &proj.w;
+        pairs.glu = kernels::Glu::Sigmoid;
+        ops::fused_linear(z_flat, w_ab, nullptr, ab_rows, pairs, fused_ab.get());
+        ops::FusedLinear gated = in;
+        gated.ep.act = Act::Sigmoid;
+        ops::fused_linear(z_flat, w_g, nullptr, G, gated, fused_g.get());
+        Tensor P = Tensor::empty({C, L, L});
+        ops::bmm(AB.narrow0(0, C).reshape({C, L, L}), AB.narrow0(C, 2 * C).reshape({C, L, L}), P,
+                 /*trans_a=*/!outgoing, /*trans_b=*/outgoing);
+        AB = Tensor();
+        // z += linear_z(LN_out(p)) * g: p read as rows through its channel-major view
+        const ops::FusedLinear out{.ln_gamma = &ln_out.g,
+                                   .ln_beta = &ln_out.b,
+                                   .ln_eps = ln_out.eps,
+                                   .ep = {.accumulate = true},
+                                   .mul = &G};
+        ops::fused_linear(P.reshape({C, LL}).permute({1, 0}), z.w, z.b.defined() ? &z.b : nullptr,
+                          z_flat, out, fused_z.get());
+        return;
+    }
     {
         const Tensor w_gate = gate.w.narrow0(0, 2 * C), w_g = gate.w.narrow0(2 * C, 3 * C);
         Tensor zn_buf = Tensor::empty({step, C}), t_buf = Tensor::empty({2 * C, step}),

@@ -55,6 +55,10 @@ struct TriangleMultiplication {
     Linear proj;  // a_p and b_p stacked: C -> 2C
     Linear gate;  // a_g, b_g and g stacked: C -> 3C, sigmoid fused into the GEMM
     Linear z;
+    // The whole-pair path's fused GEMMs (fp32 compute, bias-free input linears): LN_in with the
+    // gated a | b projections paired (written channel-major), LN_in with the output gate, LN_out
+    // with linear_z (its output gated and added into z); null: the parts run one op at a time.
+    ops::PackedWeightPtr fused_ab, fused_g, fused_z;
     // prefix: e.g. "trunk.blocks.0.tri_mul_out".
     static TriangleMultiplication load(const io::ModelDir& m, const std::string& prefix, int64_t c,
                                        bool outgoing,
