@@ -147,7 +147,7 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const
             t.gate = stacked({{&n.ab_g, 2 * c, 0, 2 * c}, {&n.g, c, 0, c}});
     }
     t.z = Linear::load(m, p + "." + n.z, c, c, n.bias);
-    if (!n.bias && ops::matmul_precision() == DType::F32) {
+    if (ops::matmul_precision() == DType::F32) {
         const Tensor w_ab = t.gate.w.narrow0(0, 2 * c), w_g = t.gate.w.narrow0(2 * c, 3 * c);
         t.fused_ab = ops::pack_fused_weight(w_ab, &t.proj.w);
         t.fused_g = ops::pack_fused_weight(w_g);
@@ -164,15 +164,21 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk, const Tensor*
         BI_CHECK(pair_mask->numel() == LL, "triangle_multiplication",
                  "pair_mask: expected (", L, ", ", L, "), got ", shape_str(pair_mask->shape()));
     const Tensor mask_flat = pair_mask ? pair_mask->to_f32().reshape({LL}) : Tensor();
-    // Bias-free linears (Boltz-2) take the whole pair at once whenever its temporaries fit the
-    // default budget: faster than any row chunking at 128 and 256 residues. The tuned chunk sizes
-    // were measured on the chunked path, which biased models (ESMFold) and long pairs still run.
-    if (!pair_mask && !proj.b.defined() && !gate.b.defined() &&
-        (chunk > 0 ? chunk >= L : default_pair_chunk(L, C) >= L)) {
+    // The whole pair at once: bias-free linears (Boltz-2, ESMFold2) whenever its temporaries fit
+    // the default budget, faster than any row chunking at 128 and 256 residues; biased ones
+    // (ESMFold) when the tuned chunk covers the pair too, as the tuned chunk sizes were measured
+    // for them on the chunked path. Biased linears need the fused GEMMs for it (the unfused
+    // whole-pair path computes its projections transposed, where a bias cannot be added).
+    const bool biased = proj.b.defined() || gate.b.defined();
+    if (!pair_mask && !biased && (chunk > 0 ? chunk >= L : default_pair_chunk(L, C) >= L)) {
         add_whole(z_pair);
         return;
     }
     chunk = pair_chunk("trimul", L, C, chunk);
+    if (!pair_mask && biased && fused_ab && chunk >= L) {
+        add_whole(z_pair);
+        return;
+    }
     // a and b channel-major, A_c[i][k] = a[i,k,c] and B_c[j][k] = b[j,k,c], so that
     //   outgoing: P_c = A_c . B_c^T  (p[i,j] = sum_k a[i,k] b[j,k])
     //   incoming: P_c = A_c^T . B_c  (p[i,j] = sum_k a[k,i] b[k,j])
@@ -227,11 +233,15 @@ void TriangleMultiplication::add_whole(Tensor& z_pair) const {
         const ops::FusedLinear in{.ln_gamma = &ln_in.g, .ln_beta = &ln_in.b, .ln_eps = ln_in.eps};
         ops::FusedLinear pairs = in;
         pairs.w2 = &proj.w;
+        pairs.bias2 = proj.b.defined() ? &proj.b : nullptr;
         pairs.glu = kernels::Glu::Sigmoid;
-        ops::fused_linear(z_flat, w_ab, nullptr, ab_rows, pairs, fused_ab.get());
+        const bool biased = gate.b.defined();
+        const Tensor b_ab = biased ? gate.b.narrow0(0, 2 * C) : Tensor(),
+                     b_g = biased ? gate.b.narrow0(2 * C, 3 * C) : Tensor();
+        ops::fused_linear(z_flat, w_ab, biased ? &b_ab : nullptr, ab_rows, pairs, fused_ab.get());
         ops::FusedLinear gated = in;
         gated.ep.act = Act::Sigmoid;
-        ops::fused_linear(z_flat, w_g, nullptr, G, gated, fused_g.get());
+        ops::fused_linear(z_flat, w_g, biased ? &b_g : nullptr, G, gated, fused_g.get());
         Tensor P = Tensor::empty({C, L, L});
         ops::bmm(AB.narrow0(0, C).reshape({C, L, L}), AB.narrow0(C, 2 * C).reshape({C, L, L}), P,
                  /*trans_a=*/!outgoing, /*trans_b=*/outgoing);

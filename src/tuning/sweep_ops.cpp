@@ -544,8 +544,14 @@ public:
         if (op == "triatt") triatt_ = nn::TriangleAttention::load(m, "b", C, hd, heads, dim(d, "starting") != 0);
         if (op == "pair_mlp") mlp_ = nn::ResidueMlp::load(m, "b", C, 4 * C);
         z0_ = random({L_, L_, C_}, 40);
+        // The reference: the whole pair in one chunk on the reference kernels, independent of
+        // every variant (the default's own path would give it a zero error, and the fp32 bar of
+        // a few times the default's error would then refuse every other chunk size).
         ref_ = z0_.clone();
-        apply(ref_, L_);
+        {
+            ops::BackendScope reference("ref");
+            apply(ref_, L_);
+        }
     }
 
     std::function<void()> prepare(const Variant& v) override {
