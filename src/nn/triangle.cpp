@@ -152,6 +152,13 @@ TriangleMultiplication TriangleMultiplication::load(const io::ModelDir& m, const
         t.fused_ab = ops::pack_fused_weight(w_ab, &t.proj.w);
         t.fused_g = ops::pack_fused_weight(w_g);
         t.fused_z = ops::pack_fused_weight(t.z.w);
+        if (t.fused_ab && t.fused_g && t.fused_z) {  // every path runs the fused GEMMs then
+            t.proj.packed = nullptr;
+            t.gate.packed = nullptr;
+            t.z.packed = nullptr;
+        } else {
+            t.fused_ab = t.fused_g = t.fused_z = nullptr;
+        }
     }
     return t;
 }
@@ -164,18 +171,19 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk, const Tensor*
         BI_CHECK(pair_mask->numel() == LL, "triangle_multiplication",
                  "pair_mask: expected (", L, ", ", L, "), got ", shape_str(pair_mask->shape()));
     const Tensor mask_flat = pair_mask ? pair_mask->to_f32().reshape({LL}) : Tensor();
-    // The whole pair at once: bias-free linears (Boltz-2, ESMFold2) whenever its temporaries fit
-    // the default budget, faster than any row chunking at 128 and 256 residues; biased ones
-    // (ESMFold) when the tuned chunk covers the pair too, as the tuned chunk sizes were measured
-    // for them on the chunked path. Biased linears need the fused GEMMs for it (the unfused
-    // whole-pair path computes its projections transposed, where a bias cannot be added).
+    // The whole pair at once for bias-free linears (Boltz-2, ESMFold2) whenever its temporaries
+    // fit the default budget: faster than any row chunking at 128 and 256 residues. Biased ones
+    // (ESMFold) follow the tuned chunk, as the tuned chunk sizes were measured for them, and so
+    // does a masked pair (Boltz-2's affinity module).
     const bool biased = proj.b.defined() || gate.b.defined();
-    if (!pair_mask && !biased && (chunk > 0 ? chunk >= L : default_pair_chunk(L, C) >= L)) {
-        add_whole(z_pair);
+    chunk = !biased && !pair_mask && chunk <= 0 && default_pair_chunk(L, C) >= L
+                ? L
+                : pair_chunk("trimul", L, C, chunk);
+    if (fused_ab) {
+        add_fused(z_pair, chunk, pair_mask ? &mask_flat : nullptr);
         return;
     }
-    chunk = pair_chunk("trimul", L, C, chunk);
-    if (!pair_mask && biased && fused_ab && chunk >= L) {
+    if (!biased && !pair_mask && chunk >= L) {
         add_whole(z_pair);
         return;
     }
@@ -216,6 +224,61 @@ void TriangleMultiplication::add_to(Tensor& z_pair, int64_t chunk, const Tensor*
     }
 }
 
+void TriangleMultiplication::add_fused(Tensor& z_pair, int64_t chunk, const Tensor* mask) const {
+    const int64_t C = ln_in.g.size(0), L = z_pair.size(0), LL = L * L;
+    // AB[c, m]: a (c < C) or b (c >= C) at pair m, channel-major, as the product wants them,
+    // written by the paired GEMM through AB's transposed view (a bias-free, unmasked chunk) or
+    // gathered from a row-major chunk after the mask; G: the output gate, row-major.
+    Tensor AB = Tensor::empty({2 * C, LL}), G = Tensor::empty({LL, C});
+    const Tensor w_ab = gate.w.narrow0(0, 2 * C), w_g = gate.w.narrow0(2 * C, 3 * C);
+    const bool biased = gate.b.defined();
+    const Tensor b_ab = biased ? gate.b.narrow0(0, 2 * C) : Tensor(),
+                 b_g = biased ? gate.b.narrow0(2 * C, 3 * C) : Tensor();
+    const ops::FusedLinear in{.ln_gamma = &ln_in.g, .ln_beta = &ln_in.b, .ln_eps = ln_in.eps};
+    ops::FusedLinear pairs = in;  // sigmoid(LN_in(z) . [a_g; b_g]^T) * (LN_in(z) . [a_p; b_p]^T)
+    pairs.w2 = &proj.w;
+    pairs.bias2 = proj.b.defined() ? &proj.b : nullptr;
+    pairs.glu = kernels::Glu::Sigmoid;
+    ops::FusedLinear gated = in;
+    gated.ep.act = Act::Sigmoid;
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), m0 = r0 * L, n = (r1 - r0) * L;
+        const Tensor z_rows = pair_rows(z_pair, r0, r1);
+        Tensor ab_cols = AB.slice(1, m0, m0 + n);
+        if (mask) {
+            Tensor t = Tensor::empty({n, 2 * C});
+            ops::fused_linear(z_rows, w_ab, biased ? &b_ab : nullptr, t, pairs, fused_ab.get());
+            ops::scale_rows(t, mask->narrow0(m0, m0 + n), t);
+            ops::copy(t.permute({1, 0}), ab_cols);
+        } else {
+            Tensor ab_rows = ab_cols.permute({1, 0});
+            ops::fused_linear(z_rows, w_ab, biased ? &b_ab : nullptr, ab_rows, pairs,
+                              fused_ab.get());
+        }
+        Tensor g_rows = G.narrow0(m0, m0 + n);
+        ops::fused_linear(z_rows, w_g, biased ? &b_g : nullptr, g_rows, gated, fused_g.get());
+    }
+    Tensor P = Tensor::empty({C, L, L});  // P_c[i][j], as in add_to
+    ops::bmm(AB.narrow0(0, C).reshape({C, L, L}), AB.narrow0(C, 2 * C).reshape({C, L, L}), P,
+             /*trans_a=*/!outgoing, /*trans_b=*/outgoing);
+    AB = Tensor();
+    // z += linear_z(LN_out(p)) * g: p's rows read through its channel-major view
+    const Tensor P_cols = P.reshape({C, LL});
+    const ops::FusedLinear out{.ln_gamma = &ln_out.g,
+                               .ln_beta = &ln_out.b,
+                               .ln_eps = ln_out.eps,
+                               .ep = {.accumulate = true}};
+    for (int64_t r0 = 0; r0 < L; r0 += chunk) {
+        const int64_t r1 = std::min(L, r0 + chunk), m0 = r0 * L, n = (r1 - r0) * L;
+        ops::FusedLinear o = out;
+        const Tensor g_rows = G.narrow0(m0, m0 + n);
+        o.mul = &g_rows;
+        Tensor z_rows = pair_rows(z_pair, r0, r1);
+        ops::fused_linear(P_cols.slice(1, m0, m0 + n).permute({1, 0}), z.w,
+                          z.b.defined() ? &z.b : nullptr, z_rows, o, fused_z.get());
+    }
+}
+
 void TriangleMultiplication::add_whole(Tensor& z_pair) const {
     const int64_t C = ln_in.g.size(0), L = z_pair.size(0), LL = L * L;
     const int64_t step = std::min(LL, step_pairs(C));
@@ -225,37 +288,6 @@ void TriangleMultiplication::add_whole(Tensor& z_pair) const {
     // its projections straight out of the GEMM channel-major, W (2C, C) . zn^T, gated by
     // sigmoid([a_g; b_g] . zn^T), written into the step's columns of AB.
     Tensor AB = Tensor::empty({2 * C, LL}), G = Tensor::empty({LL, C});
-    if (fused_ab && fused_g && fused_z) {
-        // AB^T = sigmoid(LN_in(z) . [a_g; b_g]^T) * (LN_in(z) . [a_p; b_p]^T) and G in two fused
-        // GEMMs over all pairs, AB written channel-major through its transposed view.
-        const Tensor w_ab = gate.w.narrow0(0, 2 * C), w_g = gate.w.narrow0(2 * C, 3 * C);
-        Tensor ab_rows = AB.permute({1, 0});
-        const ops::FusedLinear in{.ln_gamma = &ln_in.g, .ln_beta = &ln_in.b, .ln_eps = ln_in.eps};
-        ops::FusedLinear pairs = in;
-        pairs.w2 = &proj.w;
-        pairs.bias2 = proj.b.defined() ? &proj.b : nullptr;
-        pairs.glu = kernels::Glu::Sigmoid;
-        const bool biased = gate.b.defined();
-        const Tensor b_ab = biased ? gate.b.narrow0(0, 2 * C) : Tensor(),
-                     b_g = biased ? gate.b.narrow0(2 * C, 3 * C) : Tensor();
-        ops::fused_linear(z_flat, w_ab, biased ? &b_ab : nullptr, ab_rows, pairs, fused_ab.get());
-        ops::FusedLinear gated = in;
-        gated.ep.act = Act::Sigmoid;
-        ops::fused_linear(z_flat, w_g, biased ? &b_g : nullptr, G, gated, fused_g.get());
-        Tensor P = Tensor::empty({C, L, L});
-        ops::bmm(AB.narrow0(0, C).reshape({C, L, L}), AB.narrow0(C, 2 * C).reshape({C, L, L}), P,
-                 /*trans_a=*/!outgoing, /*trans_b=*/outgoing);
-        AB = Tensor();
-        // z += linear_z(LN_out(p)) * g: p read as rows through its channel-major view
-        const ops::FusedLinear out{.ln_gamma = &ln_out.g,
-                                   .ln_beta = &ln_out.b,
-                                   .ln_eps = ln_out.eps,
-                                   .ep = {.accumulate = true},
-                                   .mul = &G};
-        ops::fused_linear(P.reshape({C, LL}).permute({1, 0}), z.w, z.b.defined() ? &z.b : nullptr,
-                          z_flat, out, fused_z.get());
-        return;
-    }
     {
         const Tensor w_gate = gate.w.narrow0(0, 2 * C), w_g = gate.w.narrow0(2 * C, 3 * C);
         Tensor zn_buf = Tensor::empty({step, C}), t_buf = Tensor::empty({2 * C, step}),

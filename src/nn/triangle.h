@@ -55,7 +55,7 @@ struct TriangleMultiplication {
     Linear proj;  // a_p and b_p stacked: C -> 2C
     Linear gate;  // a_g, b_g and g stacked: C -> 3C, sigmoid fused into the GEMM
     Linear z;
-    // The whole-pair path's fused GEMMs (fp32 compute): LN_in with the
+    // The fused GEMMs (fp32 compute; then every path runs them): LN_in with the
     // gated a | b projections paired (written channel-major), LN_in with the output gate, LN_out
     // with linear_z (its output gated and added into z); null: the parts run one op at a time.
     ops::PackedWeightPtr fused_ab, fused_g, fused_z;
@@ -68,10 +68,12 @@ struct TriangleMultiplication {
     void add_to(Tensor& z, int64_t chunk = 0, const Tensor* pair_mask = nullptr) const;
 
 private:
-  // add_to over the whole pair in one chunk: the fused GEMMs, or (bias-free linears only, as
-  // Boltz-2's) the projections straight out of the GEMM channel-major and only the product
+  // add_to over the whole pair in one chunk without the fused GEMMs (bias-free linears only,
+  // as Boltz-2's): the projections straight out of the GEMM channel-major and only the product
   // transposed back.
   void add_whole(Tensor& z) const;
+  // add_to with the fused GEMMs, `chunk` pair rows at a time (mask: the flattened pair mask).
+  void add_fused(Tensor& z, int64_t chunk, const Tensor* mask) const;
 };
 
 // z += gated multi-head attention along each row of z (starting node) or each column (ending

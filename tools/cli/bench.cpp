@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "args.h"
@@ -32,7 +33,7 @@ static const char* kBenchHelp =
        bioinfer bench fold INPUT (--weights DIR | --model esmfold) [--repeat N] [--num-recycles N]
                  [--sampling-steps N] [--chunk-size N] [--threads N]
        bioinfer bench matmul [--m M --k K --n N] [--precision P] [--weights-dtype fp32|bf16]
-                 [--threads N] [--repeat N]
+                 [--provider table|onednn|own] [--threads N] [--repeat N]
        bioinfer bench peak [--threads N] [--seconds S] [--repeat N] [--no-gemm]
        bioinfer bench sweep [options]   (see 'bioinfer bench sweep --help')
 
@@ -56,6 +57,8 @@ the best GFLOP/s over --repeat timings of 10 calls each. --weights-dtype bf16 st
 a bf16 checkpoint is held (at fp32 precision it is widened inside the GEMM, never copied to fp32).
 --precision int8 times the int8 linear: w quantized per output channel at load, x per row on
 every call, oneDNN's u8 x s8 -> s32 GEMM, then the rescaling pass (GOP/s in "gflops").
+--provider picks the fp32 GEMM: the tuned table's choice for the shape (table, the default),
+oneDNN's, or the own panel-packed GEMM (own, fp32 only) with its default blocking.
 
 bench peak measures the ceilings other results are fractions of: each instruction family's
 register-level peak on this CPU (fp32 FMA on AVX2 and AVX-512, AVX512-BF16, AMX-BF16, int8 on
@@ -116,6 +119,16 @@ int bench_matmul(const Args& a) {
     const std::string stored = a.has("weights-dtype") ? a.get("weights-dtype") : "fp32";
     BI_CHECK(stored == "fp32" || stored == "bf16", "--weights-dtype",
              "expected fp32 or bf16, got '", stored, "'");
+    const std::string provider = a.has("provider") ? a.get("provider") : "table";
+    BI_CHECK(provider == "table" || provider == "onednn" || provider == "own", "--provider",
+             "expected table, onednn or own, got '", provider, "'");
+    BI_CHECK(provider != "own" || (precision == "fp32" && stored == "fp32"), "--provider",
+             "the own GEMM runs fp32 weights in fp32 only, not ", stored, " weights in ",
+             precision);
+    std::optional<tuning::Force> forced;
+    if (provider != "table")
+        forced.emplace("matmul",
+                       tuning::Choice{provider == "own" ? "own_packed" : "onednn_packed", {}});
     const double best = tuning::time_packed_linear(M, K, N, ops::matmul_precision(), repeat, 10,
                                                    stored == "bf16" ? DType::BF16 : DType::F32);
     BI_CHECK(best > 0, "--precision", "no ", precision, " GEMM on this CPU");
@@ -127,6 +140,7 @@ int bench_matmul(const Args& a) {
                         {"threads", num_threads()},
                         {"precision", precision},
                         {"weights_dtype", stored},
+                        {"provider", provider},
                         {"m", M},
                         {"k", K},
                         {"n", N},
@@ -256,7 +270,7 @@ int bench_main(int argc, char** argv) {
         parse_args(argc, argv,
                    {"weights", "model", "repeat", "toks-per-batch", "threads", "include",
                     "precision", "m", "k", "n", "warmup-records", "compare-table", "num-recycles",
-                    "chunk-size", "sampling-steps", "weights-dtype", "seconds"},
+                    "chunk-size", "sampling-steps", "weights-dtype", "provider", "seconds"},
                    {"help", "fast", "no-gemm"});
     if (a.has("help") || a.positional.empty()) {
         std::fputs(kBenchHelp, a.has("help") ? stdout : stderr);

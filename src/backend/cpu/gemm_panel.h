@@ -68,12 +68,7 @@ inline void panel_micro(const float* __restrict ap, const float* __restrict bp, 
         R b[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) b[v] = V::load(bp + k * NR + v * W);
-#pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) {
-            const R a = V::set1(ap[k * MR + r]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(a, b[v], acc[r][v]);
-        }
+        tile_step<V, MR, NV>(acc, ap + k * MR, 1, b);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
@@ -94,20 +89,8 @@ void pack_rows(const kernels::PanelLinearArgs& a, int64_t row0, int64_t k0, int6
     for (int r = 0; r < MR; ++r) {
         src[r] = a.x + std::min(row0 + r, a.M - 1) * a.x_rs + k0;
         if (!a.ln_gamma) continue;
-        const float* xr = src[r];
-        mean[r] = row_sum<V>(
-                      xr, kc, [](R s, R v) { return V::add(s, v); }, [](float v) { return v; }) /
-                  float(kc);
-        const R vm = V::set1(mean[r]);
-        const float m = mean[r];
-        const float var = row_sum<V>(
-                              xr, kc,
-                              [vm](R s, R v) {
-                                  const R c = V::sub(v, vm);
-                                  return V::fmadd(c, c, s);
-                              },
-                              [m](float v) { return (v - m) * (v - m); }) /
-                          float(kc);
+        float var = 0.0f;
+        row_mean_var<V>(src[r], kc, mean[r], var);
         inv[r] = 1.0f / std::sqrt(var + a.ln_eps);
     }
     alignas(64) float t[MR][W];

@@ -190,6 +190,26 @@ inline float row_sum(const float* x, int64_t d, F fv, G fs) {
 // One row of layer norm. two_pass (the default): the mean, then the variance of x - mean, as
 // exact as the reference allows; one_pass: sum and sum of squares in a single read of x, whose
 // variance E[x^2] - mean^2 loses digits when the mean is large against the spread.
+// A row's mean and the mean square of its centred values, in two passes (the layer norm's
+// default statistics).
+template <typename V>
+inline void row_mean_var(const float* xr, int64_t d, float& mean, float& var) {
+    using R = typename V::R;
+    mean = row_sum<V>(
+               xr, d, [](R a, R v) { return V::add(a, v); }, [](float v) { return v; }) /
+           float(d);
+    const R vm = V::set1(mean);
+    const float m = mean;
+    var = row_sum<V>(
+              xr, d,
+              [vm](R a, R v) {
+                  const R c = V::sub(v, vm);
+                  return V::fmadd(c, c, a);
+              },
+              [m](float v) { return (v - m) * (v - m); }) /
+          float(d);
+}
+
 template <typename V, bool OnePass>
 inline void layer_norm_row(const float* xr, const float* g, const float* b, float* yr, int64_t d,
                            float eps) {
@@ -219,17 +239,7 @@ inline void layer_norm_row(const float* xr, const float* g, const float* b, floa
         mean = sum / float(d);
         var = std::max(0.0f, sq / float(d) - mean * mean);
     } else {
-        mean = row_sum<V>(xr, d, [](R a, R v) { return V::add(a, v); }, [](float v) { return v; }) /
-               float(d);
-        const R vm = V::set1(mean);
-        var = row_sum<V>(
-                  xr, d,
-                  [vm](R a, R v) {
-                      const R c = V::sub(v, vm);
-                      return V::fmadd(c, c, a);
-                  },
-                  [mean](float v) { return (v - mean) * (v - mean); }) /
-              float(d);
+        row_mean_var<V>(xr, d, mean, var);
     }
     const float inv = 1.0f / std::sqrt(var + eps);
     const auto vi = V::set1(inv), vm = V::set1(mean);
@@ -438,6 +448,19 @@ struct GemmOut {
     }
 };
 
+// One k step of a register tile: acc[r][v] += a[r * a_stride] * b[v], MR broadcasts against NV
+// vectors (the own GEMM's micro-kernel and the strided one below).
+template <typename V, int MR, int NV>
+inline void tile_step(typename V::R (&acc)[MR][NV], const float* a, int64_t a_stride,
+                      const typename V::R (&b)[NV]) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+        const typename V::R av = V::set1(a[r * a_stride]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, b[v], acc[r][v]);
+    }
+}
+
 // One register tile of c (MR rows x up to NV vectors) (+)= a (MR, K) . b (K, ncols). Columns
 // that do not fill the last vector are read and written with partial loads and stores, so any
 // N works without padding and without touching memory past the last column.
@@ -456,24 +479,14 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t ldb, 
         for (int64_t k = 0; k < K; ++k) {
             R bv[NV];
             for (int v = 0; v < NV; ++v) bv[v] = V::load(b + k * ldb + v * W);
-#pragma GCC unroll 8
-            for (int r = 0; r < MR; ++r) {
-                const R av = V::set1(a[r * lda + k]);
-#pragma GCC unroll 4
-                for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, bv[v], acc[r][v]);
-            }
+            tile_step<V, MR, NV>(acc, a + k, lda, bv);
         }
     } else {
         for (int64_t k = 0; k < K; ++k) {
             R bv[NV];
             for (int v = 0; v + 1 < NV; ++v) bv[v] = V::load(b + k * ldb + v * W);
             bv[NV - 1] = V::load_partial(b + k * ldb + (NV - 1) * W, last);
-#pragma GCC unroll 8
-            for (int r = 0; r < MR; ++r) {
-                const R av = V::set1(a[r * lda + k]);
-#pragma GCC unroll 4
-                for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(av, bv[v], acc[r][v]);
-            }
+            tile_step<V, MR, NV>(acc, a + k, lda, bv);
         }
     }
     const R vscale = V::set1(e.scale);
