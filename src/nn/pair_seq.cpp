@@ -182,7 +182,10 @@ void ResidueMlp::add_to(Tensor& x, int64_t chunk) const {
     if (fused_in) {
         const Tensor* bias =
             (swiglu ? gate.b : up.b).defined() ? &(swiglu ? gate.b : up.b) : nullptr;
-        ops::FusedLinear f{.ln_gamma = &ln.g, .ln_beta = &ln.b, .ln_eps = ln.eps};
+        ops::FusedLinear f;
+        f.ln_gamma = &ln.g;
+        f.ln_beta = &ln.b;
+        f.ln_eps = ln.eps;
         if (swiglu) {
             f.w2 = &up.w;
             f.bias2 = up.b.defined() ? &up.b : nullptr;

@@ -234,7 +234,10 @@ void TriangleMultiplication::add_fused(Tensor& z_pair, int64_t chunk, const Tens
     const bool biased = gate.b.defined();
     const Tensor b_ab = biased ? gate.b.narrow0(0, 2 * C) : Tensor(),
                  b_g = biased ? gate.b.narrow0(2 * C, 3 * C) : Tensor();
-    const ops::FusedLinear in{.ln_gamma = &ln_in.g, .ln_beta = &ln_in.b, .ln_eps = ln_in.eps};
+    ops::FusedLinear in;  // LN_in on the input of both input GEMMs
+    in.ln_gamma = &ln_in.g;
+    in.ln_beta = &ln_in.b;
+    in.ln_eps = ln_in.eps;
     ops::FusedLinear pairs = in;  // sigmoid(LN_in(z) . [a_g; b_g]^T) * (LN_in(z) . [a_p; b_p]^T)
     pairs.w2 = &proj.w;
     pairs.bias2 = proj.b.defined() ? &proj.b : nullptr;

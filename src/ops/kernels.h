@@ -61,7 +61,7 @@ enum class Glu : uint8_t { Silu, Sigmoid };
 
 // One fused linear over x (M, K) whose element (m, k) is x[m * x_rs + k * x_cs]:
 //   t = norm(x) . w^T + bias           (norm: layer norm over K with ln_gamma/ln_beta, when set)
-//   paired weights: t = glu(norm(x) . wa^T + ba) * (norm(x) . wb^T + bb); bias is [ba | bb]
+//   paired weights: t = glu(norm(x) . wa^T + ba) * (norm(x) . wb^T + bb); bias ba, bias2 bb
 //   v = scale * act(t) (act: single weights only), times mul[m * mul_rs + n] when mul is set
 //   y[m * y_rs + n * y_cs] = v, or += v with accumulate.
 struct PanelLinearArgs {
@@ -71,7 +71,7 @@ struct PanelLinearArgs {
     float ln_eps = 1e-5f;
     const void* packed = nullptr;  // pack_panels(w, wb)
     bool pairs = false;
-    const float* bias = nullptr;
+    const float *bias = nullptr, *bias2 = nullptr;  // each N or null
     Act act = Act::None;
     Glu glu = Glu::Silu;
     float scale = 1.0f;

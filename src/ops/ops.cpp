@@ -226,34 +226,28 @@ void fused_linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
     BI_CHECK(packed->kind == want && packed->k == K && packed->n == N, op,
              "packed weight is not pack_fused_weight of ", f.w2 ? "these two weights" : "w");
     const bool paired = f.w2 != nullptr;
-    std::vector<float> both;  // [ba | bb] of a pair, zeros for a missing one
-    if (paired && (bias || f.bias2)) {
-        both.assign(size_t(2 * N), 0.0f);
-        if (bias) std::copy_n(bias->f32(), N, both.begin());
-        if (f.bias2) std::copy_n(f.bias2->f32(), N, both.begin() + N);
-    }
-    kernels::PanelLinearArgs a{
-        .x = x.f32(),
-        .x_rs = x.strides()[0],
-        .x_cs = x.strides()[1],
-        .ln_gamma = f.ln_gamma ? f.ln_gamma->f32() : nullptr,
-        .ln_beta = f.ln_beta ? f.ln_beta->f32() : nullptr,
-        .ln_eps = f.ln_eps,
-        .packed = packed->handle,
-        .pairs = paired,
-        .bias = paired ? (both.empty() ? nullptr : both.data()) : (bias ? bias->f32() : nullptr),
-        .act = f.ep.act,
-        .glu = f.glu,
-        .scale = f.ep.scale,
-        .mul = f.mul ? f.mul->f32() : nullptr,
-        .mul_rs = f.mul ? f.mul->strides()[0] : 0,
-        .y = out.f32(),
-        .y_rs = out.strides()[0],
-        .y_cs = out.strides()[1],
-        .accumulate = f.ep.accumulate,
-        .M = M,
-        .K = K,
-        .N = N};
+    kernels::PanelLinearArgs a{.x = x.f32(),
+                               .x_rs = x.strides()[0],
+                               .x_cs = x.strides()[1],
+                               .ln_gamma = f.ln_gamma ? f.ln_gamma->f32() : nullptr,
+                               .ln_beta = f.ln_beta ? f.ln_beta->f32() : nullptr,
+                               .ln_eps = f.ln_eps,
+                               .packed = packed->handle,
+                               .pairs = paired,
+                               .bias = bias ? bias->f32() : nullptr,
+                               .bias2 = paired && f.bias2 ? f.bias2->f32() : nullptr,
+                               .act = f.ep.act,
+                               .glu = f.glu,
+                               .scale = f.ep.scale,
+                               .mul = f.mul ? f.mul->f32() : nullptr,
+                               .mul_rs = f.mul ? f.mul->strides()[0] : 0,
+                               .y = out.f32(),
+                               .y_rs = out.strides()[0],
+                               .y_cs = out.strides()[1],
+                               .accumulate = f.ep.accumulate,
+                               .M = M,
+                               .K = K,
+                               .N = N};
     t.panel_linear(ctx(), a);
 }
 

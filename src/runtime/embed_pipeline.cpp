@@ -234,7 +234,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     // them gives the shards similar work; this depends on the input alone, not on the shards.
     // Never below kMinBatchTokens, though: one sequence a batch ran every linear layer as a
     // 258-row GEMM on 8 x 256 tokens, at half the rate of a packed batch, streaming the weights
-    // once per sequence (ESM C 600M fp32 on a 2-core AVX2 CPU: 92 tokens/s, 144 with this floor).
+    // once per sequence (ESM C 600M fp32 on a 2-core AVX2 CPU went from 0.67x to 1.15x
+    // transformers with this floor: bench/results/lm_cpu_int8.json and docs/performance.md).
     spec.make_units = [&](const std::vector<size_t>& reps) {
         std::vector<int64_t> lengths;
         int64_t all_tokens = 0;

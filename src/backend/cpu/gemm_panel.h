@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <vector>
 
 #include "ops/kernels.h"
 
@@ -117,14 +116,23 @@ void pack_rows(const kernels::PanelLinearArgs& a, int64_t row0, int64_t k0, int6
         }
 }
 
+// The floats pack_block needs beside the micro-panels for a block of m rows: a gathered column,
+// and with a norm the rows' statistics and the whole block; none for a row-major input.
+template <typename V>
+int64_t pack_scratch_floats(const kernels::PanelLinearArgs& a, int64_t m, int64_t kc) {
+    constexpr int MR = PanelGeom<V>::MR;
+    const int64_t n = (m + MR - 1) / MR * MR;
+    return a.x_cs == 1 ? 0 : a.ln_gamma ? (kc + 3) * n : n;
+}
+
 // Rows [row0, row0 + m) of x, columns [k0, k0 + kc), into ceil(m / MR) micro-panels (kc, MR)
 // at ap (rows past M repeat the last one; their results are never written), each layer-normalised
 // per row when the args carry a norm (then kc is all of K). A transposed input (column stride
 // not 1) is read a column of the whole block at a time, so each cache line of x is read once,
-// and normalised in the packed layout.
+// and normalised in the packed layout. scratch: pack_scratch_floats(a, m, kc) floats.
 template <typename V>
 void pack_block(const kernels::PanelLinearArgs& a, int64_t row0, int64_t m, int64_t k0, int64_t kc,
-                float* ap) {
+                float* ap, float* scratch) {
     using R = typename V::R;
     constexpr int W = V::W, MR = PanelGeom<V>::MR;
     const int64_t mp = (m + MR - 1) / MR;
@@ -140,8 +148,7 @@ void pack_block(const kernels::PanelLinearArgs& a, int64_t row0, int64_t m, int6
     // multiple of a large power of two apart (a channel-major pair: L * L floats), so the three
     // passes would otherwise evict each other's lines from the few cache sets they share.
     const int64_t n = mp * MR;
-    std::vector<float> scratch(size_t(a.ln_gamma ? (kc + 3) * n : n));
-    float *colbuf = scratch.data(), *block = a.ln_gamma ? colbuf + 3 * n : nullptr;
+    float *colbuf = scratch, *block = a.ln_gamma ? colbuf + 3 * n : nullptr;
     const bool contiguous = a.x_rs == 1 && row0 + n <= a.M;
     const auto gather = [&](int64_t k, float* dst) -> const float* {
         const float* col = a.x + (k0 + k) * a.x_cs;
@@ -207,10 +214,8 @@ void panel_epilogue(const kernels::PanelLinearArgs& a, const float* t, int64_t l
                 return ncols == W ? V::load(p) : V::load_partial(p, ncols);
             };
             R g = V::load(tr), u = V::load(tr + W);
-            if (a.bias) {
-                g = V::add(g, ld(a.bias + col0));
-                u = V::add(u, ld(a.bias + a.N + col0));
-            }
+            if (a.bias) g = V::add(g, ld(a.bias + col0));
+            if (a.bias2) u = V::add(u, ld(a.bias2 + col0));
             const R one = V::set1(1.0f), e = vexp<V>(V::sub(V::zero(), g));
             // silu(g) * u = g / (1 + e^-g) * u; sigmoid(g) * u = u / (1 + e^-g)
             const R num = a.glu == kernels::Glu::Silu ? V::mul(g, u) : u;
@@ -269,6 +274,7 @@ void panel_linear(const kernels::PanelLinearArgs& a, const float* panels, int64_
         const int64_t q_lo = mpt * it / tm, q_hi = mpt * (it + 1) / tm;
         const int64_t j_lo = np * jt / tn, j_hi = np * (jt + 1) / tn;
         float* ap = aligned_array<float>(mcp * MR * kc);
+        float* scratch = aligned_array<float>(pack_scratch_floats<V>(a, mcp * MR, kc));
         // sums of a whole block when K takes several slices; one tile otherwise
         float* buf = aligned_array<float>(nk > 1 ? mcp * MR * pb * NR : MR * NR);
         for (int64_t qb = q_lo; qb < q_hi; qb += mcp)
@@ -279,7 +285,7 @@ void panel_linear(const kernels::PanelLinearArgs& a, const float* panels, int64_
                 for (int64_t k0 = 0; k0 < K; k0 += kc) {
                     const int64_t kk = std::min(kc, K - k0);
                     const bool last = k0 + kk == K;
-                    pack_block<V>(a, i0, m, k0, kk, ap);
+                    pack_block<V>(a, i0, m, k0, kk, ap, scratch);
                     for (int64_t j = p0; j < p1; ++j) {
                         const float* bp = panels + (j * K + k0) * NR;
                         const int64_t col0 = j * per, ncols = std::min(per, N - col0);
@@ -305,6 +311,7 @@ void panel_linear(const kernels::PanelLinearArgs& a, const float* panels, int64_
                 }
             }
         std::free(ap);
+        std::free(scratch);
         std::free(buf);
     }
 }
