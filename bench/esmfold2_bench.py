@@ -37,7 +37,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fold_bench import bioinfer_fold, print_fastest_fold  # noqa: E402
+from fold_bench import add_ceiling, bioinfer_fold, print_fastest_fold, register_peak  # noqa: E402
 from lm_bench import machine_info, time_calls, write_json  # noqa: E402
 
 TOWERS = {  # hidden, layers, heads, intermediate (ESM C's SwiGLU width)
@@ -177,26 +177,11 @@ def pair_update_flop(cfg, length):
     return layers * layer
 
 
-def register_peak(bin_path, threads):
-    """This CPU's fp32 register-level peak (`bioinfer bench peak`), GFLOP/s on `threads` threads."""
-    out = subprocess.run([bin_path, "bench", "peak", "--no-gemm", "--threads", str(threads),
-                          "--seconds", "0.5"], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["best_register_peak"]["fp32"]
-
-
-def add_ceiling(row, model_dir, peaks):
-    """The fold's floor at the fp32 register peak: the trunk's pair-update GEMMs at the highest
-    peak measured in this run plus bioinfer's other stages as measured."""
+def add_pair_ceiling(row, model_dir, peaks, reference=None):
+    """The fold's floor at the fp32 register peak, counting the trunk's pair-update GEMMs."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
-    peak = max(p["value"] for p in peaks)
-    flop = pair_update_flop(cfg, row["length"])
-    other = row["seconds"] - row["stages_s"]["trunk"]
-    row["ceiling"] = {"pair_update_tflop": flop * 1e-12,
-                      "fp32_register_peak_gflops": peak,
-                      "trunk_gemm_gflops": flop / row["stages_s"]["trunk"] * 1e-9,
-                      "trunk_fraction_of_peak": flop / row["stages_s"]["trunk"] * 1e-9 / peak,
-                      "floor_seconds": flop / (peak * 1e9) + other}
+    add_ceiling(row, pair_update_flop(cfg, row["length"]), peaks, reference, "pair_update")
 
 
 def write_doc(args, rows):
@@ -267,7 +252,7 @@ def main():
     for n in [int(x) for x in args.lengths.split(",") if x]:
         r = bioinfer_fold(args.bin, model_dir, n, args.threads, args.repeat, args.workdir,
                           ["--sampling-steps", str(args.steps)])
-        add_ceiling(r, model_dir, args.peaks)
+        add_pair_ceiling(r, model_dir, args.peaks)
         print(json.dumps(r), file=sys.stderr)
         rows.append(r)
         write_doc(args, rows)
@@ -286,16 +271,14 @@ def main():
         print(json.dumps(h), file=sys.stderr)
         rows.append(h)
         r["speedup_vs_transformers"] = h["seconds"] / r["seconds"]
-        r["ceiling"]["max_speedup_at_peak"] = h["seconds"] / r["ceiling"]["floor_seconds"]
+        add_pair_ceiling(r, model_dir, args.peaks, h)
         write_doc(args, rows)
     args.peaks.append(register_peak(args.bin, args.threads))
     for r in rows:  # restated against the highest peak of the run
         if "ceiling" in r:
             h = next((x for x in rows
                       if x["impl"] == "transformers" and x["length"] == r["length"]), None)
-            add_ceiling(r, model_dir, args.peaks)
-            if h:
-                r["ceiling"]["max_speedup_at_peak"] = h["seconds"] / r["ceiling"]["floor_seconds"]
+            add_pair_ceiling(r, model_dir, args.peaks, h)
     write_doc(args, rows)
     print(f"wrote {args.out}", file=sys.stderr)
 

@@ -15,6 +15,12 @@ then --repeat timed folds of the target; the fastest counts. Sequences are rando
 the 20 amino acids. Stage times: language-model stem, trunk (all recycling passes), structure
 module (all passes), heads. Upstream's stages are timed by wrapping its modules.
 
+Each bioinfer row compared with transformers also states its ceiling: the trunk's FLOPs in
+GEMMs and attention matmuls (counted from the shapes, every recycling pass), the fp32 register
+peak of this CPU (`bioinfer bench peak`, measured before and after the folds; the higher counts),
+the trunk's rate as a fraction of it, and the floor: those FLOPs at the peak plus bioinfer's other
+stages as measured, with the speedup over transformers that floor would give.
+
 --memory-probe L folds one L-residue target with bioinfer only and records its peak RSS (the
 1024-residue figure in docs/performance.md).
 """
@@ -30,7 +36,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lm_bench import peak_rss_mb, time_calls, write_json  # noqa: E402
+from lm_bench import machine_info, peak_rss_mb, time_calls, write_json  # noqa: E402
 AA = "ACDEFGHIKLMNPQRSTVWY"
 
 STEMS = {  # hidden, layers, heads, intermediate
@@ -157,21 +163,63 @@ def bioinfer_run(bin_path, model_dir, length, threads, repeat, recycles, workdir
     return bioinfer_fold(bin_path, model_dir, length, threads, repeat, workdir, extra)
 
 
+def trunk_flop(cfg, length, num_recycles=-1):
+    """The folding trunk's FLOPs in GEMMs and attention matmuls at `length` residues, counted from
+    the shapes of EsmFoldTriangularSelfAttentionBlock, times the trunk passes (max_recycles by
+    default, num_recycles + 1 when given, as transformers counts them). Layer norms, softmax, gates
+    and the recycling embeddings are left out, so this is a lower bound on the trunk's work."""
+    t = cfg["esmfold_config"]["trunk"]
+    s, z, n = t["sequence_state_dim"], t["pairwise_state_dim"], length
+    hs, hz = s // t["sequence_head_width"], z // t["pairwise_head_width"]
+    seq = (2 * n * s * 5 * s            # qkv, gate and output projections
+           + 2 * 2 * n * n * s          # scores and weighted sum
+           + 2 * n * n * z * hs         # pair bias
+           + 2 * n * 2 * s * 4 * s)     # sequence transition
+    seq_to_pair = 2 * n * s * z + 2 * n * n * z * z
+    tri_mul = 2 * n * n * z * z * 6 + 2 * z * n ** 3
+    tri_att = 2 * n * n * z * (5 * z + hz) + 2 * 2 * z * n ** 3
+    pair_mlp = 2 * n * n * 2 * z * 4 * z
+    block = seq + seq_to_pair + 2 * tri_mul + 2 * tri_att + pair_mlp
+    passes = t["max_recycles"] if num_recycles < 0 else num_recycles + 1
+    return passes * t["num_blocks"] * block
+
+
+def register_peak(bin_path, threads):
+    """This CPU's fp32 register-level peak (`bioinfer bench peak`), GFLOP/s on `threads` threads."""
+    out = subprocess.run([bin_path, "bench", "peak", "--no-gemm", "--threads", str(threads),
+                          "--seconds", "0.5"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["best_register_peak"]["fp32"]
+
+
+def add_ceiling(row, flop, peaks, reference=None, counted="trunk"):
+    """The fold's floor at the fp32 register peak: `flop` (the trunk's counted work, named
+    `counted`) at the highest peak measured in this run plus bioinfer's other stages as measured;
+    with the reference row, the speedup over it that floor would give."""
+    peak = max(p["value"] for p in peaks)
+    other = row["seconds"] - row["stages_s"]["trunk"]
+    row["ceiling"] = {f"{counted}_tflop": flop * 1e-12,
+                      "fp32_register_peak_gflops": peak,
+                      "trunk_gemm_gflops": flop / row["stages_s"]["trunk"] * 1e-9,
+                      "trunk_fraction_of_peak": flop / row["stages_s"]["trunk"] * 1e-9 / peak,
+                      "floor_seconds": flop / (peak * 1e9) + other}
+    if reference:
+        row["ceiling"]["max_speedup_at_peak"] = reference["seconds"] / row["ceiling"]["floor_seconds"]
+
+
 def write_doc(args, rows):
     """The results so far (rewritten after every row, so a long run keeps what it measured)."""
     import torch
     import transformers
     doc = {"bench": "esmfold_memory" if args.memory_probe else "esmfold_cpu",
            "command": shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-           "machine": {"threads": args.threads,
-                       "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                                          if l.startswith("model name")), ""),
-                       "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+           "machine": machine_info(args.threads),
            "model": {"stem": args.stem, "trunk_blocks": args.blocks,
                      "storage": "stem fp16, trunk fp32 (as facebook/esmfold_v1)",
                      "compute": "fp32 on both sides"},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
            "num_recycles": args.num_recycles, "rows": rows}
+    if getattr(args, "peaks", None):
+        doc["fp32_register_peaks"] = args.peaks
     write_json(args.out, doc)
 
 
@@ -206,8 +254,13 @@ def main():
         print(json.dumps(r), file=sys.stderr)
         write_doc(args, rows)
     else:
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = json.load(f)
         lengths = [int(x) for x in args.lengths.split(",") if x]
         solo = [int(x) for x in args.bioinfer_only.split(",") if x]
+        # the fp32 register peak before and after the folds (a shared machine's speed drifts)
+        args.peaks = [register_peak(args.bin, args.threads)]
+        pairs = []
         for n in lengths + solo:
             r = bioinfer_run(args.bin, model_dir, n, args.threads, args.repeat, args.num_recycles,
                              args.workdir)
@@ -224,7 +277,13 @@ def main():
             print(json.dumps(h), file=sys.stderr)
             rows.append(h)
             r["speedup_vs_transformers"] = h["seconds"] / r["seconds"]
+            pairs.append((r, h))
+            add_ceiling(r, trunk_flop(cfg, n, args.num_recycles), args.peaks, h)
             write_doc(args, rows)
+        args.peaks.append(register_peak(args.bin, args.threads))
+        for r, h in pairs:  # restated against the highest peak of the run
+            add_ceiling(r, trunk_flop(cfg, r["length"], args.num_recycles), args.peaks, h)
+        write_doc(args, rows)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

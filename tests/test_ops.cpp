@@ -13,6 +13,8 @@
 #include "ops/kernels.h"
 #include "ops/ops.h"
 #include "test_util.h"
+#include "tuning/defaults.h"
+#include "tuning/tuned_table.h"
 
 using namespace bioinfer;
 using bioinfer::test::compare;
@@ -205,6 +207,47 @@ TEST_P(OpBackend, FusedLinearRefusesAWrongPacking) {
 // bf16 GEMM (AMX / AVX-512-BF16 where present, fp32 accumulation): x and w rounded to bf16, so
 // the bar is the fast path's (PCC >= 0.999), not fp32's. Weights are packed straight from bf16
 // storage or from fp32.
+namespace {
+std::vector<std::string> g_asked;  // the ops the kernels asked the tuned table for
+void record_op(const char* op, const tuning::Choice&) {
+    g_asked.emplace_back(op);
+}
+}  // namespace
+
+// A weight packed under ops::LinearRowsScope (a fold's) takes the table's matmul_fold choice, and
+// each provider it may choose computes the linear as the reference does, K past the own GEMM's
+// K slice (summed blockwise) included, with and without accumulation.
+TEST_P(OpBackend, LinearPackedForAFoldTakesTheFoldChoice) {
+    const int64_t M = 45, K = 700, N = 37;
+    Tensor x = random_tensor({M, K}, 51), w = random_tensor({N, K}, 52), b = random_tensor({N}, 53),
+           res = random_tensor({M, N}, 54);
+    for (bool acc : {false, true}) {
+        Tensor ref = acc ? res.clone() : Tensor::empty({M, N});
+        ops::set_backend("ref");
+        ops::linear(x, w, &b, ref, {.accumulate = acc});
+        ops::set_backend(tested());
+        for (const char* variant : {"onednn_packed", "own_packed"}) {
+            SCOPED_TRACE(std::string(variant) + (acc ? " accumulate" : ""));
+            ops::PackedWeightPtr packed;
+            g_asked.clear();
+            tuning::set_choice_observer(record_op);
+            {
+                const tuning::Force f("matmul_fold", {variant, {}});
+                const ops::LinearRowsScope rows(256);
+                packed = ops::pack_linear_weight(w);
+            }
+            tuning::set_choice_observer(nullptr);
+            if (!packed) GTEST_SKIP() << "this backend packs no weights";
+            EXPECT_NE(std::find(g_asked.begin(), g_asked.end(), "matmul_fold"), g_asked.end());
+            EXPECT_EQ(std::find(g_asked.begin(), g_asked.end(), "matmul"), g_asked.end());
+            Tensor got = acc ? res.clone() : Tensor::empty({M, N});
+            ops::linear(x, w, &b, got, {.accumulate = acc}, packed.get());
+            compare(got, ref, 1e-4, 1e-5, "linear packed for a fold");  // sums of 700 products
+        }
+    }
+    EXPECT_EQ(ops::linear_rows(), 0);  // the scope restored it
+}
+
 TEST_P(OpBackend, LinearBf16Packed) {
     for (int64_t n : {7, 64, 100}) {
         const int64_t M = 2 * n + 3, K = 3 * n + 5;

@@ -117,6 +117,7 @@ TEST(TuningDefaults, DefaultsAreTheKernelsPlainChoices) {
     using P = std::map<std::string, int64_t>;
     const std::vector<std::tuple<std::string, std::string, P>> want{
         {"matmul", "onednn_packed", {}},
+        {"matmul_fold", "onednn_packed", {}},
         {"matmul_act", "fused", {}},
         {"attention", "tiled", {{"q_block", 64}, {"k_block", 128}}},
         {"softmax", "three_pass", {}},

@@ -10,6 +10,7 @@
 #include "models/esmfold/esmfold_structure.h"
 #include "models/esmfold2/esmfold2.h"
 #include "models/esmfold2/legacy.h"
+#include "ops/ops.h"
 
 namespace bioinfer::fold {
 
@@ -115,6 +116,7 @@ std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
 }
 
 std::unique_ptr<StructureModel> load(const io::ModelDir& dir) {
+    const ops::LinearRowsScope rows(ops::kFoldLinearRows);  // folds run at one protein's length
     const std::string arch = detect_architecture(dir);
     if (arch == "esmfold") return esmfold::EsmFoldStructureModel::load(dir);
     if (arch == "esmfold2" && esmfold2::is_legacy_layout(dir))

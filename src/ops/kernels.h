@@ -91,8 +91,11 @@ struct KernelTable {
                    int64_t M, int64_t K, int64_t N, Act act, float scale, bool accumulate);
     // Optional: w (N, K), stored as w_dtype, rearranged once into the layout `linear` reads
     // fastest, for GEMMs computing in `compute` (F32, or BF16 with fp32 accumulation: then `linear`
-    // rounds x to bf16). Returns null when that compute dtype is not available.
-    void* (*pack_linear)(const Context& ctx, const void* w, DType w_dtype, int64_t K, int64_t N, DType compute);
+    // rounds x to bf16). Returns null when that compute dtype is not available. rows: the rows
+    // the weight will mostly run at (ops::linear_rows(); 0 when not known), for a backend that
+    // picks among its GEMMs by the rows.
+    void* (*pack_linear)(const Context& ctx, const void* w, DType w_dtype, int64_t K, int64_t N,
+                         DType compute, int64_t rows);
     void (*free_packed)(const Context& ctx, void* packed);
     // c[M,N] = a[M,K] . b[K,N] with row strides lda, ldb, ldc (single thread; callers parallelise).
     void (*gemm_nn)(const Context& ctx, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,

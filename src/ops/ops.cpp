@@ -87,14 +87,21 @@ PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute) {
     const auto& t = table();
     if (!t.pack_linear) return nullptr;
     const int64_t N = w.size(0), K = w.size(1);
-    void* h = t.pack_linear(ctx(), w.raw(), w.dtype(), K, N, compute);
+    void* h = t.pack_linear(ctx(), w.raw(), w.dtype(), K, N, compute, linear_rows());
     return h ? std::make_shared<const PackedWeight>(&t, ctx(), h, K, N) : nullptr;
 }
 
 namespace {
 DType g_matmul_precision = DType::F32;
-}
+int64_t g_linear_rows = 0;
+}  // namespace
 
+void set_linear_rows(int64_t rows) {
+    g_linear_rows = rows;
+}
+int64_t linear_rows() {
+    return g_linear_rows;
+}
 void set_matmul_precision(DType compute) { g_matmul_precision = compute; }
 DType matmul_precision() { return g_matmul_precision; }
 DType head_precision() {

@@ -53,6 +53,25 @@ PackedWeightPtr pack_linear_weight(const Tensor& w, DType compute = DType::F32);
 // int8).
 void set_matmul_precision(DType compute);
 DType matmul_precision();
+// The rows the linear layers packed from now on will mostly run at: 0 (the default) when not
+// known, as for embedding's batches of at least a thousand tokens; a structure model's loader
+// sets a protein's residues (kFoldLinearRows), since its token-level linears run at one
+// protein's length. A backend with more than one GEMM may time them at these rows when packing.
+void set_linear_rows(int64_t rows);
+int64_t linear_rows();
+inline constexpr int64_t kFoldLinearRows = 256;
+// Sets linear_rows() for the scope's lifetime.
+class LinearRowsScope {
+  public:
+    explicit LinearRowsScope(int64_t rows) : prev_(linear_rows()) { set_linear_rows(rows); }
+    ~LinearRowsScope() { set_linear_rows(prev_); }
+    LinearRowsScope(const LinearRowsScope&) = delete;
+    LinearRowsScope& operator=(const LinearRowsScope&) = delete;
+
+  private:
+    int64_t prev_;
+};
+
 // The compute dtype of a model's output heads (the masked-LM logits): F32 under int8, whose
 // per-row rounding of the head's input would move near-tied logits; the current one otherwise.
 DType head_precision();

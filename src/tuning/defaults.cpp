@@ -24,6 +24,12 @@ const std::vector<VariantDefaults>& table() {
             {"matmul",
              {"own_packed", {{"m_block", 96}, {"n_block", 256}, {"k_block", 256}}},
              false},
+            // The same choice for a weight packed under ops::LinearRowsScope (a fold's, run at
+            // one protein's residues), timed at those rows.
+            {"matmul_fold", {"onednn_packed", {}}, true},
+            {"matmul_fold",
+             {"own_packed", {{"m_block", 96}, {"n_block", 256}, {"k_block", 256}}},
+             false},
             // A linear's activation as a oneDNN post-op (or "separate": one pass after the GEMM).
             {"matmul_act", {"fused", {}}, true},
             // Flash-style tiles of q_block queries by k_block keys (or "materialised").

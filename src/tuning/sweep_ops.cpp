@@ -86,6 +86,24 @@ std::vector<Shape> matmul_shapes(const std::string& set) {
                 mk(std::string(s.name) + " ffn-up", m, s.d, s.ffn, s.swiglu ? kActNone : kActGelu);
                 mk(std::string(s.name) + " ffn-down", m, s.ffn, s.d, kActNone);
             }
+    if (set == "fold") {  // weights a fold runs at one protein's residues (ops::LinearRowsScope)
+        const auto fold = [&](const std::string& label, int64_t k, int64_t n) {
+            const int64_t m = ops::kFoldLinearRows;
+            add_unique(out, {set,
+                             label + " " + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                                 std::to_string(n),
+                             {{"m", m}, {"k", k}, {"n", n}, {"act", kActNone}, {"fold", 1}}});
+        };
+        for (const LmShape& s : lm_shapes())  // ESMFold's ESM-2 3B stem, ESMFold2's ESM C tower
+            if (std::string(s.name) == "esm2_3B" || std::string(s.name) == "esmc_600M") {
+                fold(std::string(s.name) + " attn-proj", s.d, s.d);
+                fold(std::string(s.name) + " ffn-up", s.d, s.ffn);
+                fold(std::string(s.name) + " ffn-down", s.ffn, s.d);
+            }
+        fold("esmfold seq-attn qkv", 1024, 3072);  // the trunk's sequence attention
+        fold("esmfold seq-attn gate/out", 1024, 1024);
+        fold("diffusion token", 768, 768);  // ESMFold2's and Boltz-2's token transformer
+    }
     if (set == "gr00t") {
         mk("gr00t", 1792, 1024, 3072, kActNone);
         mk("gr00t", 1792, 1024, 1024, kActNone);
@@ -106,6 +124,9 @@ std::vector<Shape> matmul_shapes(const std::string& set) {
     if (set == "tiny") {
         mk("tiny", 64, 96, 80, kActGelu);
         mk("tiny", 33, 40, 24, kActNone);
+        add_unique(out, {set,
+                         "tiny fold 33x40x24",
+                         {{"m", 33}, {"k", 40}, {"n", 24}, {"act", kActNone}, {"fold", 1}}});
     }
     return out;
 }
@@ -259,13 +280,22 @@ constexpr double kRefMaxFlops = 4e8;
 
 double matmul_flops(const Dims& d) { return 2.0 * double(dim(d, "m") * dim(d, "k") * dim(d, "n")); }
 
+// A weight's GEMM provider is chosen at pack time: "matmul" by the weight's shape, and
+// "matmul_fold" for a weight packed under ops::LinearRowsScope (the fold set's shapes).
+bool fold_shape(const Dims& d) {
+    for (const auto& kv : d)
+        if (kv.first == "fold") return kv.second != 0;
+    return false;
+}
+
 std::vector<Variant> matmul_variants(const Dims& d, const std::string& dtype) {
-    std::vector<Variant> out{v("onednn_packed", "matmul")};
+    const std::string op = fold_shape(d) ? "matmul_fold" : "matmul";
+    std::vector<Variant> out{v("onednn_packed", op)};
     if (dtype == "fp32") {
         for (auto [mb, nb, kb] : {std::tuple<int64_t, int64_t, int64_t>{96, 256, 256}, {192, 128, 512}, {48, 512, 128}})
-            out.push_back(v("own_packed", "matmul", {{"m_block", mb}, {"n_block", nb}, {"k_block", kb}}));
-        out.push_back(v("onednn_plain", "matmul", {}, false));
-        if (matmul_flops(d) <= kRefMaxFlops) out.push_back(v("ref", "matmul", {}, false));
+            out.push_back(v("own_packed", op, {{"m_block", mb}, {"n_block", nb}, {"k_block", kb}}));
+        out.push_back(v("onednn_plain", op, {}, false));
+        if (matmul_flops(d) <= kRefMaxFlops) out.push_back(v("ref", op, {}, false));
     }
     if (dim(d, "act") != kActNone) {
         out.push_back(v("fused", "matmul_act"));
@@ -379,28 +409,34 @@ void on_ref(F f) {
 // y = act(x . w^T + b): the reference is fp64 over a sample of rows (all N columns).
 class MatmulCase : public Case {
 public:
-    MatmulCase(const Dims& d, const std::string& dtype)
-        : M_(dim(d, "m")), K_(dim(d, "k")), N_(dim(d, "n")), act_(to_act(dim(d, "act"))),
-          compute_(compute_dtype(dtype)) {
-        x_ = random({M_, K_}, 1);
-        w_ = random({N_, K_}, 2, 0.0f, 1.0f / std::sqrt(float(K_)));
-        b_ = random({N_}, 3, 0.0f, 0.1f);
-        y_ = Tensor::empty({M_, N_});
-        const int64_t n_rows = std::min<int64_t>(M_, 48);
-        for (int64_t i = 0; i < n_rows; ++i) rows_.push_back(i * M_ / n_rows);
-        ref_.resize(rows_.size() * size_t(N_));
-        for (size_t r = 0; r < rows_.size(); ++r)
-            for (int64_t n = 0; n < N_; ++n) {
-                double acc = b_.f32()[n];
-                const float* xr = x_.f32() + rows_[r] * K_;
-                const float* wr = w_.f32() + n * K_;
-                for (int64_t k = 0; k < K_; ++k) acc += double(xr[k]) * wr[k];
-                if (act_ == Act::Gelu) acc = 0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0)));
-                if (act_ == Act::GeluTanh)
-                    acc = 0.5 * acc * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
-                ref_[r * size_t(N_) + size_t(n)] = acc;
-            }
-    }
+  MatmulCase(const Dims& d, const std::string& dtype)
+      : M_(dim(d, "m")),
+        K_(dim(d, "k")),
+        N_(dim(d, "n")),
+        act_(to_act(dim(d, "act"))),
+        compute_(compute_dtype(dtype)),
+        fold_(fold_shape(d)) {
+      x_ = random({M_, K_}, 1);
+      w_ = random({N_, K_}, 2, 0.0f, 1.0f / std::sqrt(float(K_)));
+      b_ = random({N_}, 3, 0.0f, 0.1f);
+      y_ = Tensor::empty({M_, N_});
+      const int64_t n_rows = std::min<int64_t>(M_, 48);
+      for (int64_t i = 0; i < n_rows; ++i) rows_.push_back(i * M_ / n_rows);
+      ref_.resize(rows_.size() * size_t(N_));
+      for (size_t r = 0; r < rows_.size(); ++r)
+          for (int64_t n = 0; n < N_; ++n) {
+              double acc = b_.f32()[n];
+              const float* xr = x_.f32() + rows_[r] * K_;
+              const float* wr = w_.f32() + n * K_;
+              for (int64_t k = 0; k < K_; ++k) acc += double(xr[k]) * wr[k];
+              if (act_ == Act::Gelu) acc = 0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0)));
+              if (act_ == Act::GeluTanh)
+                  acc =
+                      0.5 * acc *
+                      (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
+              ref_[r * size_t(N_) + size_t(n)] = acc;
+          }
+  }
 
     std::function<void()> prepare(const Variant& v) override {
         packed_.reset();
@@ -408,6 +444,8 @@ public:
         if (v.name == "ref")
             return [this, ep] { on_ref([&] { ops::linear(x_, w_, &b_, y_, ep); }); };
         if (v.name == "onednn_plain") return [this, ep] { ops::linear(x_, w_, &b_, y_, ep); };
+        // a fold shape's weight is packed as a fold packs it, at its rows
+        const ops::LinearRowsScope rows(fold_ ? M_ : 0);
         if (v.table_op == "matmul_act") {  // fused or separate after a oneDNN GEMM
             tuning::Force provider("matmul", {"onednn_packed", {}});
             packed_ = ops::pack_linear_weight(w_, compute_);
@@ -428,6 +466,7 @@ private:
     int64_t M_, K_, N_;
     Act act_;
     DType compute_;
+    bool fold_;
     Tensor x_, w_, b_, y_;
     ops::PackedWeightPtr packed_;
     std::vector<int64_t> rows_;
@@ -681,7 +720,8 @@ double bytes_rw(const Dims& d, const char* a, const char* b, double arrays) {
 }
 
 Dims matmul_table_shape(const Dims& d, const std::string& op) {
-    if (op == "matmul") return {{"k", dim(d, "k")}, {"n", dim(d, "n")}};  // chosen at pack time
+    if (op == "matmul" || op == "matmul_fold")  // chosen at pack time
+        return {{"k", dim(d, "k")}, {"n", dim(d, "n")}};
     return {{"m", dim(d, "m")}, {"k", dim(d, "k")}, {"n", dim(d, "n")}, {"act", dim(d, "act")}};
 }
 
@@ -701,7 +741,7 @@ Dims activation_table_shape(const Dims& d, const std::string&) { return {{"n", d
 }  // namespace
 
 const std::vector<std::string>& shape_sets() {
-    static const std::vector<std::string> s{"esm", "gr00t", "esmfold", "esmfold2", "tiny"};
+    static const std::vector<std::string> s{"esm", "gr00t", "esmfold", "esmfold2", "fold", "tiny"};
     return s;
 }
 

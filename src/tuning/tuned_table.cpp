@@ -109,7 +109,8 @@ int64_t Choice::param(const std::string& key) const {
 }
 
 bool is_exact_dim(std::string_view op, std::string_view name) {
-    return name == "causal" || name == "act" || (op == "matmul" && (name == "k" || name == "n"));
+    return name == "causal" || name == "act" ||
+           ((op == "matmul" || op == "matmul_fold") && (name == "k" || name == "n"));
 }
 
 Choice lookup_in(const Table& t, const std::string& kernels, const std::string& op,

@@ -20,10 +20,10 @@ struct Dim {
     const char* name;
     int64_t value;
 };
-// The flags (causal, act) of every op, and a weight's (k, n) for "matmul": its GEMM provider is
-// chosen once per weight at load, and an entry timed for one weight shape says nothing about
-// another (the nearest one on a log scale sent Boltz-2's 768 x 768 weights to the own GEMM
-// tuned for 640 x 640, 25% slower than oneDNN at 128 tokens).
+// The flags (causal, act) of every op, and a weight's (k, n) for "matmul" and "matmul_fold": its
+// GEMM provider is chosen once per weight at load, and an entry timed for one weight shape says
+// nothing about another (the nearest one on a log scale sent Boltz-2's 768 x 768 weights to the own
+// GEMM tuned for 640 x 640, 25% slower than oneDNN at 128 tokens).
 bool is_exact_dim(std::string_view op, std::string_view name);
 
 struct Choice {

@@ -41,6 +41,8 @@ on; the exit status is 1 when any variant failed.
   --shapes LIST    shape sets: esm (ESM-2 8M..3B, ESM C 300M/600M), gr00t (a vision-language-
                    action backbone), esmfold (the folding trunk's pair ops at L 128, 256, 512,
                    c_z 128), esmfold2 (ESMFold2's pair-update GEMMs at L 64 and 128, c_z 256),
+                   fold (the linears a fold runs at one protein's 256 residues: the ESM-2 3B
+                   and ESM C 600M stems, ESMFold's sequence attention; matmul_fold entries),
                    tiny (seconds; for tests). Default esm,gr00t
   --dtypes LIST    fp32, bf16 (default fp32, and bf16 where the CPU has a bf16 GEMM; ops
                    without a bf16 variant run fp32 only)

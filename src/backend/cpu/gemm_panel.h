@@ -51,7 +51,9 @@ float* pack_panels(const void* wa, const void* wb, DType wd, int64_t K, int64_t 
     return out;
 }
 
-// c (MR x NR, row stride ldc) = (c +) ap (kc, MR) . bp (kc, NR).
+// c (MR x NR, row stride ldc) = (c +) ap (kc, MR) . bp (kc, NR). The slice's products are summed
+// from zero and added to c at the end, so K taken in slices of kc is summed blockwise: its
+// rounding error grows with kc + K / kc rather than K (as oneDNN's GEMM sums).
 template <typename V>
 inline void panel_micro(const float* __restrict ap, const float* __restrict bp, int64_t kc,
                         float* __restrict c, int64_t ldc, bool load) {
@@ -61,7 +63,7 @@ inline void panel_micro(const float* __restrict ap, const float* __restrict bp, 
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[r][v] = load ? V::load(c + r * ldc + v * W) : V::zero();
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
         R b[NV];
@@ -72,7 +74,10 @@ inline void panel_micro(const float* __restrict ap, const float* __restrict bp, 
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) V::store(c + r * ldc + v * W, acc[r][v]);
+        for (int v = 0; v < NV; ++v) {
+            float* cv = c + r * ldc + v * W;
+            V::store(cv, load ? V::add(V::load(cv), acc[r][v]) : acc[r][v]);
+        }
 }
 
 // MR contiguous rows of x from row0 (rows past M repeat the last one), columns [k0, k0 + kc),

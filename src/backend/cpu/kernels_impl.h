@@ -914,8 +914,17 @@ inline void activate_span(Act act, float* y, int64_t i, int64_t end) {
 namespace bioinfer::cpu {
 namespace {
 
+// The GEMM provider of a weight: the table's "matmul" choice for its shape or, for a weight that
+// runs at a fold's few rows (rows > 0), its "matmul_fold" choice. oneDNN 2.6's fp32 GEMM runs at
+// half its rate below about 512 rows on an AVX2 EPYC while the own GEMM keeps its rate
+// (docs/performance.md): the sweep's fold set times both at those rows.
 template <typename V>
-void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute) {
+tuning::Choice gemm_provider(DType compute, int64_t K, int64_t N, int64_t rows) {
+    return tuned_dtype<V>(rows > 0 ? "matmul_fold" : "matmul", compute, {{"k", K}, {"n", N}});
+}
+
+template <typename V>
+void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType compute, int64_t rows) {
     if (compute == DType::I8) {
         auto p = std::make_unique<CpuPacked>();
         p->K = K;
@@ -924,7 +933,7 @@ void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType comp
         pack_int8(w, w_dtype, K, N, *p);
         return p->dnnl ? p.release() : nullptr;
     }
-    const tuning::Choice c = tuned_dtype<V>("matmul", compute, {{"k", K}, {"n", N}});
+    const tuning::Choice c = gemm_provider<V>(compute, K, N, rows);
     auto p = std::make_unique<CpuPacked>();
     p->K = K;
     p->N = N;
@@ -1144,35 +1153,35 @@ kernels::KernelTable make_kernel_table() {
     using C = const kernels::Context&;
     kernels::KernelTable t{
         .name = V::kTable,
-        .linear = [](C, const float* x, const float* w, const void* packed, const float* b,
-                     float* y, int64_t M, int64_t K, int64_t N, Act act, float scale,
-                     bool accumulate) { linear<V>(x, w, packed, b, y, M, K, N, act, scale, accumulate); },
-        .pack_linear = [](C, const void* w, DType wd, int64_t K, int64_t N, DType compute) {
-            return pack_linear<V>(w, wd, K, N, compute);
-        },
+        .linear =
+            [](C, const float* x, const float* w, const void* packed, const float* b, float* y,
+               int64_t M, int64_t K, int64_t N, Act act, float scale,
+               bool accumulate) { linear<V>(x, w, packed, b, y, M, K, N, act, scale, accumulate); },
+        .pack_linear = [](C, const void* w, DType wd, int64_t K, int64_t N, DType compute,
+                          int64_t rows) { return pack_linear<V>(w, wd, K, N, compute, rows); },
         .free_packed = [](C, void* p) { free_packed(p); },
         .gemm_nn = [](C, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                      int64_t ldc, int64_t M, int64_t N, int64_t K) {
-            gemm_nn<V>(a, lda, b, ldb, c, ldc, M, N, K);
-        },
-        .attention = [](C, const float* q, const float* k, const float* v, float* out,
-                        const int64_t* cu, int64_t B, int64_t H, int64_t Hkv, int64_t Dh,
-                        float scale, bool causal, const uint8_t* key_valid, float* probs,
-                        int64_t P, const float* bias, int64_t bias_stride) {
-            attention<V>(q, k, v, out, cu, B, H, Hkv, Dh, scale, causal, key_valid, probs, P, bias,
-                         bias_stride);
-        },
+                      int64_t ldc, int64_t M, int64_t N,
+                      int64_t K) { gemm_nn<V>(a, lda, b, ldb, c, ldc, M, N, K); },
+        .attention =
+            [](C, const float* q, const float* k, const float* v, float* out, const int64_t* cu,
+               int64_t B, int64_t H, int64_t Hkv, int64_t Dh, float scale, bool causal,
+               const uint8_t* key_valid, float* probs, int64_t P, const float* bias,
+               int64_t bias_stride) {
+                attention<V>(q, k, v, out, cu, B, H, Hkv, Dh, scale, causal, key_valid, probs, P,
+                             bias, bias_stride);
+            },
         .layer_norm = [](C, const float* x, const float* g, const float* b, float* y, int64_t rows,
                          int64_t d, float eps) { layer_norm<V>(x, g, b, y, rows, d, eps); },
         .gelu = [](C, const float* x, float* y, int64_t n) { gelu<V>(x, y, n); },
         .gelu_tanh = [](C, const float* x, float* y, int64_t n) { gelu_tanh<V>(x, y, n); },
-        .swiglu = [](C, const float* g, const float* u, float* y, int64_t n) { swiglu<V>(g, u, y, n); },
+        .swiglu = [](C, const float* g, const float* u, float* y,
+                     int64_t n) { swiglu<V>(g, u, y, n); },
         .softmax = [](C, float* x, int64_t rows, int64_t cols, const float* additive,
                       const uint8_t* keep) { softmax<V>(x, rows, cols, additive, keep); },
         .rotary = [](C, float* x, int64_t n_pos, int64_t pos_stride, int64_t heads, int64_t dh,
-                     const float* cos, const float* sin) {
-            rotary<V>(x, n_pos, pos_stride, heads, dh, cos, sin);
-        },
+                     const float* cos,
+                     const float* sin) { rotary<V>(x, n_pos, pos_stride, heads, dh, cos, sin); },
         .bmm = [](C, const float* a, const float* b, float* c, int64_t G, int64_t M, int64_t N,
                   int64_t K, bool ta, bool tb) { bmm_dnnl(a, b, c, G, M, N, K, ta, tb); },
         .add = [](C, const float* a, const float* b, float* y, int64_t n) { add<V>(a, b, y, n); },
