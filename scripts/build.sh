@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Configures (once) and builds bioinfer in build/ with Ninja, Release, both cores by default.
+# Configures and builds bioinfer in build/ with Ninja, Release, both cores by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# with the Python module when scripts/setup.sh made .venv-python (configuring again is a no-op)
+py=()
+[ -x .venv-python/bin/python ] && py=(-DPython_EXECUTABLE="$PWD/.venv-python/bin/python")
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${py[@]}" >/dev/null
 cmake --build build -j"${BIOINFER_JOBS:-2}"

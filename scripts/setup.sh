@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev libhdf5-dev nlohmann-json3-dev
       zlib1g-dev libgtest-dev ocl-icd-opencl-dev python3 gemmi-dev tao-pegtl-dev libstb-dev
       libcurl4-openssl-dev libssl-dev openmpi-bin libopenmpi-dev snakemake libyaml-cpp-dev
-      librdkit-dev libboost-dev)
+      librdkit-dev libboost-dev python3-venv python3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,4 +15,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The Python package's build and test tools, from PyPI, in .venv-python (git ignores it).
+cd "$(dirname "$0")/.."
+if ! .venv-python/bin/python -c "import nanobind, numpy, pytest, scikit_build_core" 2>/dev/null; then
+    echo "setup: installing python/requirements-dev.txt into .venv-python"
+    /usr/bin/python3 -m venv .venv-python  # Debian's, whose headers python3-dev installs
+    .venv-python/bin/pip install -q --disable-pip-version-check -r python/requirements-dev.txt
 fi

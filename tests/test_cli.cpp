@@ -90,6 +90,22 @@ TEST_F(Cli, EmbedNpzMatchesFixtures) {
         EXPECT_NE(e.path().filename().string()[0], '.') << "temporary left: " << e.path();
 }
 
+// Heads without any hidden state: no layer is computed for output, and none is read.
+TEST_F(Cli, EmbedHeadsAloneMatchFixtures) {
+    Result r = run("embed " + cases_fasta() + " --weights " + kFix + " --out-dir " + p("heads") +
+                   " --include logits,contacts --threads 2");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* id : kCases) {
+        auto m = io::read_npz(p(std::string("heads/") + id + ".npz"));
+        ASSERT_EQ(m.size(), 2u) << id;
+        Tensor c = ref_tensor(std::string(id) + ".contacts");
+        expect_close(m["contacts"].data, std::vector<float>(c.f32(), c.f32() + c.numel()),
+                     std::string(id) + " contacts");
+        expect_close(m["logits"].data, residue_rows(ref_tensor(std::string(id) + ".logits")),
+                     std::string(id) + " logits");
+    }
+}
+
 TEST_F(Cli, EmbedH5MatchesFixturesAndBatchingIsExact) {
     const std::string fa = cases_fasta();
     Result r = run("embed " + fa + " --weights " + kFix + " --out-dir " + p("h5") +

@@ -90,10 +90,6 @@ namespace {
 // make_units): large enough that the GEMMs run near their rate.
 constexpr int64_t kMinBatchTokens = 1024;
 
-struct RecordArrays {
-    std::vector<std::pair<std::string, Tensor>> arrays;  // npz key -> array
-};
-
 // The arrays each record gets, by npz key, in the order they are written.
 std::vector<std::string> array_names(const std::vector<int>& layers, const EmbedOptions& opts) {
     std::vector<std::string> n;
@@ -111,7 +107,8 @@ std::vector<std::string> array_names(const std::vector<int>& layers, const Embed
 RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vector<int>& layers,
                      const EmbedOptions& opts, int64_t D, int64_t V) {
     RecordArrays r;
-    for (int l : layers) {
+    const bool any_hidden = opts.per_tok || opts.mean || opts.bos;  // else none was computed
+    for (int l : any_hidden ? layers : std::vector<int>{}) {
         const float* h = o.hidden.at(l).f32() + o.offsets[size_t(b)] * D;
         if (opts.per_tok) {
             Tensor t = Tensor::empty({L, D});
@@ -321,7 +318,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             return b;
         },
         [&](Batch& b, size_t bi, size_t m, const StageFn&) -> json {
-            if (!write_outputs) return json::object();
+            if (!write_outputs && !opts.sink) return json::object();
             if (b.extracted != bi) {
                 const int64_t L = int64_t(records[b.records[bi]].tokens.size());
                 b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(),
@@ -329,6 +326,10 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
                 b.extracted = bi;
             }
             const RecordArrays& ra = b.arrays;
+            if (!write_outputs) {
+                opts.sink(m, ra);
+                return json::object();
+            }
             const std::string stem = safe_file_stem(records[m].id);
             std::vector<std::pair<std::string, Shape>> shapes;
             for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());

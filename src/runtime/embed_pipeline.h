@@ -27,12 +27,21 @@ struct EmbedRecord {
 std::vector<EmbedRecord> collect_records(const std::string& input, int64_t truncate,
                                          esm::Vocab vocab = esm::Vocab::Esm2);
 
+// One record's outputs by npz key (special tokens stripped), in the order they are written.
+struct RecordArrays {
+    std::vector<std::pair<std::string, Tensor>> arrays;
+};
+
 struct EmbedOptions : JobOptions {
     std::vector<int> repr_layers{-1};  // fair-esm style, negative counts from the end
     bool per_tok = false, mean = true, bos = false, contacts = false, logits = false;
     int64_t toks_per_batch = 4096;
     std::string format = "npz";      // npz | h5
     std::string precision = "fp32";  // GEMM compute dtype, for the manifest
+    // With run_embed(write_outputs = false): each record's arrays, handed over instead of
+    // written (the in-process API; called on the worker that computed them, record by record,
+    // a duplicate's record with its own index).
+    std::function<void(size_t record, RecordArrays arrays)> sink;
 };
 
 // How embed's progress reads: sequences, tokens, the log file.

@@ -371,7 +371,15 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
 
     std::atomic<size_t> next_todo{0};
     std::mutex claim_mu;
+    std::atomic<bool> stopped{false};
     auto next = [&]() -> int64_t {
+        if (opts.cancelled) {
+            std::lock_guard<std::mutex> lock(claim_mu);  // asked from one worker at a time
+            if (stopped || opts.cancelled()) {
+                stopped = true;
+                return -1;
+            }
+        }
         if (!queue) {
             const size_t i = next_todo++;
             return i < todo.size() ? int64_t(todo[i]) : -1;
@@ -432,6 +440,7 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
     });
     const double seconds = since(t_start);
     progress.finish();
+    if (stopped) throw Cancelled();
     if (!spec.write_outputs) return seconds;
     if (spec.finish) spec.finish(journal.get());
     nlohmann::json job = spec.job;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,15 @@ struct JobOptions {
     double load_seconds = -1;        // the caller's weight loading, noted once options check out
     Shard shard;                     // this process's part of the input (0/1: all of it)
     bool dedup = true;               // compute identical inputs once
+    // Asked before each unit starts; true stops the job there (units not started stay pending,
+    // and run_job throws Cancelled once the running ones finished). An embedding caller's
+    // Ctrl-C.
+    std::function<bool()> cancelled;
+};
+
+// What run_job throws when opts.cancelled said so.
+struct Cancelled : std::runtime_error {
+    Cancelled() : std::runtime_error("cancelled") {}
 };
 
 // `workers`, or one worker on the process's threads when empty.

@@ -1,0 +1,210 @@
+"""The Python package against the committed upstream references, against the files the CLI
+writes for the same input, and as an API: inputs, zero-copy arrays, errors, threads."""
+import gc
+import json
+import os
+import struct
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import bioinfer
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+CLI = os.environ.get("BIOINFER_BIN", os.path.join(ROOT, "build", "bioinfer"))
+LM_FIXTURES = ["esm2_tiny", "esm2_tiny_hd12", "esmc_tiny", "esmc_tiny_hd10", "esmc_tiny_pth"]
+
+
+def read_safetensors(path):
+    """A safetensors file's F32 tensors as NumPy arrays (the format: u64 header size, JSON
+    header, raw little-endian data)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        a, b = v["data_offsets"]
+        out[k] = np.frombuffer(data[a:b], dtype="<f4").reshape(v["shape"])
+    return out
+
+
+def cases(model):
+    with open(os.path.join(FIXTURES, model, "cases.json")) as f:
+        return {c["id"]: c["sequence"] for c in json.load(f)["cases"]}
+
+
+def close(got, ref, what):
+    """The parity bar of docs/parity.md: PCC >= 0.99999 and relative L2 <= 1e-5."""
+    got, ref = np.asarray(got, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
+    assert got.shape == ref.shape, what
+    rel = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
+    pcc = np.corrcoef(got, ref)[0, 1] if got.size > 1 else 1.0
+    assert rel <= 1e-5 and pcc >= 0.99999, f"{what}: relative L2 {rel:.2e}, PCC {pcc:.7f}"
+
+
+@pytest.fixture(scope="module", params=LM_FIXTURES)
+def fixture_model(request):
+    return request.param, bioinfer.load(os.path.join(FIXTURES, request.param), threads=2)
+
+
+def test_embeddings_and_logits_match_the_upstream_reference(fixture_model):
+    name, model = fixture_model
+    ref = read_safetensors(os.path.join(FIXTURES, name, "reference.safetensors"))
+    seqs = cases(name)
+    n = model.num_layers
+    include = ["per_tok", "logits"] + (["contacts"] if model.architecture == "esm2" else [])
+    results = model.embed(seqs, layers=[0, -1], include=include)
+    assert [r.id for r in results] == list(seqs)
+    for r in results:
+        assert r.representations[0].shape == (r.length, model.hidden_size)
+        close(r.representations[0], ref[f"{r.id}.hidden.0"][1:-1], f"{name} {r.id} layer 0")
+        close(r.representations[n], ref[f"{r.id}.hidden.{n}"][1:-1], f"{name} {r.id} layer {n}")
+        close(r.logits, ref[f"{r.id}.logits"][1:-1], f"{name} {r.id} logits")
+        if "contacts" in include:
+            close(r.contacts, ref[f"{r.id}.contacts"], f"{name} {r.id} contacts")
+
+
+@pytest.mark.parametrize("name", ["esm2_tiny", "esmc_tiny"])
+def test_results_equal_the_cli_files(name, tmp_path):
+    seqs = cases(name)
+    fasta = tmp_path / "in.fasta"
+    fasta.write_text("".join(f">{k}\n{v}\n" for k, v in seqs.items()))
+    include = "mean,per_tok,bos,logits" + (",contacts" if name.startswith("esm2") else "")
+    out = tmp_path / "out"
+    subprocess.run([CLI, "embed", str(fasta), "--weights", os.path.join(FIXTURES, name),
+                    "--out-dir", str(out), "--include", include, "--repr-layers", "0,1,-1",
+                    "--threads", "2", "--quiet"], check=True)
+    model = bioinfer.load(os.path.join(FIXTURES, name), threads=2)
+    results = model.embed(str(fasta), layers=(0, 1, -1), include=include.split(","))
+    assert [r.id for r in results] == list(seqs)
+    for r in results:
+        with np.load(out / f"{r.id}.npz") as files:
+            assert sorted(files.files) == sorted(r.arrays)
+            for k in files.files:
+                assert files[k].dtype == r.arrays[k].dtype == np.float32
+                np.testing.assert_array_equal(r.arrays[k], files[k], err_msg=f"{r.id} {k}")
+
+
+def test_inputs_as_list_dict_fasta_and_bare_sequence(tmp_path):
+    model = bioinfer.load(os.path.join(FIXTURES, "esm2_tiny"), threads=2)
+    seqs = cases("esm2_tiny")
+    by_dict = model.embed(seqs)
+    by_list = model.embed(list(seqs.values()), ids=list(seqs))
+    (tmp_path / "a.fasta").write_text("".join(f">{k}\n{v}\n" for k, v in seqs.items()))
+    by_fasta = model.embed(tmp_path / "a.fasta")
+    for a, b, c in zip(by_dict, by_list, by_fasta):
+        assert a.id == b.id == c.id
+        np.testing.assert_array_equal(a.mean_representations[model.num_layers],
+                                      b.mean_representations[model.num_layers])
+        np.testing.assert_array_equal(a.mean_representations[model.num_layers],
+                                      c.mean_representations[model.num_layers])
+    bare = model.embed(seqs["ubq"])
+    assert [r.id for r in bare] == ["sequence"]
+    # a batch of one against the packed batch: within the 1e-5 of docs/parity.md
+    np.testing.assert_allclose(bare[0].mean_representations[3], by_dict[0].mean_representations[3],
+                               rtol=0, atol=1e-5)
+    assert [r.id for r in model.embed(list(seqs.values()))] == [str(i) for i in range(len(seqs))]
+    # identical sequences are computed once and each record gets the arrays
+    twice = model.embed({"a": seqs["ubq"], "b": seqs["ubq"]}, include=("per_tok",))
+    np.testing.assert_array_equal(twice[0].representations[3], twice[1].representations[3])
+    chunks = list(model.iter_embed(seqs, chunk=2))
+    assert [r.id for r in chunks] == list(seqs)
+    # the helpers are embed's arrays
+    np.testing.assert_array_equal(model.logits(seqs)[0], model.embed(seqs, include="logits")[0].logits)
+    np.testing.assert_array_equal(model.contacts(seqs)[1], model.embed(seqs, include="contacts")[1].contacts)
+
+
+def test_arrays_are_views_that_outlive_the_model():
+    model = bioinfer.load(os.path.join(FIXTURES, "esm2_tiny"), threads=2)
+    r = model.embed({"ubq": cases("esm2_tiny")["ubq"]}, include=("per_tok", "mean"))[0]
+    per_tok = r.representations[3]
+    assert not per_tok.flags.owndata and per_tok.base is not None  # the engine's buffer, no copy
+    kept = per_tok.copy()
+    del model, r
+    gc.collect()
+    np.testing.assert_array_equal(per_tok, kept)
+    assert per_tok.sum() == kept.sum()
+
+
+def test_errors_are_python_exceptions(tmp_path):
+    model = bioinfer.load(os.path.join(FIXTURES, "esm2_tiny"), threads=2)
+    with pytest.raises(ValueError, match="bad_one"):
+        model.embed({"good": "MKV", "bad_one": "MK1V"})
+    with pytest.raises(ValueError, match="duplicate id"):
+        model.embed(["MKV", "MKT"], ids=["x", "x"])
+    with pytest.raises(ValueError, match="unknown output"):
+        model.embed("MKV", include=("attention",))
+    with pytest.raises(ValueError, match="outside"):
+        model.embed("MKV", layers=(7,))
+    with pytest.raises(OSError):
+        model.embed(tmp_path / "missing.fasta")
+    with pytest.raises(KeyError, match="no_such_model"):
+        bioinfer.load("no_such_model")
+    with pytest.raises(OSError):
+        bioinfer.load(str(tmp_path / "missing_dir" / "model"))
+    with pytest.raises(ValueError, match="precision"):
+        bioinfer.load(os.path.join(FIXTURES, "esm2_tiny"), precision="fp8")
+    esmc = bioinfer.load(os.path.join(FIXTURES, "esmc_tiny"), threads=1)
+    with pytest.raises(RuntimeError, match="contact"):
+        esmc.embed("MKV", include=("contacts",))
+
+
+def test_two_threads_call_one_model():
+    model = bioinfer.load(os.path.join(FIXTURES, "esmc_tiny"), threads=1)
+    seqs = cases("esmc_tiny")
+    want = model.embed(seqs, include=("per_tok", "logits"))
+    got, errors = {}, []
+
+    def run(k):
+        try:
+            for _ in range(3):
+                got[k] = model.embed(seqs, include=("per_tok", "logits"))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k in range(2):
+        for a, b in zip(want, got[k]):
+            for key in a.arrays:
+                np.testing.assert_array_equal(a.arrays[key], b.arrays[key])
+
+
+def test_ctrl_c_stops_a_long_call():
+    """SIGINT during a long embed: the call raises KeyboardInterrupt after its current batch."""
+    script = f"""
+import random, sys, time
+sys.path.insert(0, {os.path.dirname(bioinfer.__path__[0])!r})
+import bioinfer
+model = bioinfer.load({os.path.join(FIXTURES, "esm2_tiny")!r}, threads=1)
+rng = random.Random(0)
+seqs = ["".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(300)) for _ in range(40000)]
+print("started", flush=True)
+t0 = time.time()
+try:
+    model.embed(seqs)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted {{time.time() - t0:.1f}}", flush=True)
+"""
+    import signal
+    import sys
+    import time
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, out
+    assert out.startswith("interrupted"), out
