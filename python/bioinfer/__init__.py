@@ -1,24 +1,31 @@
-"""bioinfer in Python: ESM-2 and ESM C embeddings, logits and contacts from the C++ engine that the
-`bioinfer` command line runs, in process, with the weights kept resident between calls.
+"""bioinfer in Python: ESM-2 and ESM C embeddings, logits and contacts, and ESMFold, ESMFold2 and
+Boltz-2 structures, from the C++ engine that the `bioinfer` command line runs, in process, with
+the weights kept resident between calls.
 
     import bioinfer
     model = bioinfer.load("esm2_t33_650M_UR50D")            # or a model directory
     results = model.embed({"ubq": "MQIFVKTLTG..."}, include=("mean", "per_tok"))
     results[0].mean_representations[33]                      # numpy array, (1280,)
 
-Results equal the files `bioinfer embed` writes for the same input and options: the same
-batching, packing and deduplication run underneath.
+    folder = bioinfer.load("esmfold")
+    pred = folder.fold("MQIFVKTLTG...")                       # a FoldResult
+    pred.plddt, pred.ptm, pred.to_pdb()
+
+Embeddings equal the files `bioinfer embed` writes for the same input and options (the same
+batching, packing and deduplication run underneath), and folds the files `bioinfer predict`
+writes.
 """
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _bioinfer
 
-__all__ = ["load", "LanguageModel", "EmbedResult", "__version__"]
+__all__ = ["load", "compare", "LanguageModel", "EmbedResult", "StructureModel", "FoldResult",
+           "__version__"]
 __version__ = "0.1.0"
 
 Sequences = Union[str, "os.PathLike[str]", Sequence[str], Mapping[str, str]]
@@ -28,8 +35,9 @@ _FASTA_SUFFIXES = (".fa", ".fasta", ".faa", ".fas")
 
 def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
          threads: Optional[int] = None, device: str = "cpu", *, offline: bool = False,
-         cache_dir: Optional[str] = None) -> "LanguageModel":
-    """Loads a model and keeps its weights resident.
+         cache_dir: Optional[str] = None) -> Union["LanguageModel", "StructureModel"]:
+    """Loads a model and keeps its weights resident: a LanguageModel (ESM-2, ESM C) or a
+    StructureModel (ESMFold, ESMFold2, Boltz-2), by what the directory holds.
 
     name_or_dir: a model directory (Hugging Face ESM-2 or ESM C layout, or the esm package's
     state dict), a registry name (`bioinfer weights` lists them: "esm2_t33_650M_UR50D",
@@ -57,10 +65,31 @@ def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
     if threads is not None and threads < 0:
         raise ValueError(f"threads: expected >= 0, got {threads}")
     try:
-        arch = _bioinfer.architecture(path)
+        kind = _bioinfer.model_kind(path)
     except RuntimeError as e:
         raise ValueError(str(e)) from None
+    if kind == "structure_model":
+        if precision != "fp32":
+            raise ValueError(f"precision: structure models run in fp32, got {precision!r}")
+        return StructureModel(_bioinfer.StructureModel(path, threads or 0))
+    arch = _bioinfer.architecture(path)
     return LanguageModel(_bioinfer.LanguageModel(path, name, precision, threads or 0), arch)
+
+
+def compare(pred: Union["FoldResult", str, "os.PathLike[str]"], truth: Union[str, "os.PathLike[str]"],
+            match: str = "auto", sample: int = 0) -> Dict[str, object]:
+    """A predicted structure (a FoldResult or a PDB/mmCIF file) against a reference file, as
+    `bioinfer compare`: residues paired by chain and number or by sequence ("auto" picks), then
+    Calpha RMSD after superposition, TM-score (normalised by the reference) and Calpha lDDT."""
+    truth = os.fspath(truth)
+    if not os.path.exists(truth):
+        raise FileNotFoundError(f"{truth}: no such structure file")
+    if isinstance(pred, FoldResult):
+        return pred._p.compare(truth, sample, match)
+    pred = os.fspath(pred)
+    if not os.path.exists(pred):
+        raise FileNotFoundError(f"{pred}: no such structure file")
+    return _bioinfer.compare_files(pred, truth, match)
 
 
 class EmbedResult:
@@ -136,6 +165,20 @@ def _records(sequences: Sequences, ids: Optional[Sequence[str]]) -> List[Tuple[s
     return recs
 
 
+def _progress_callback(progress, total: int, what: str):
+    """(callback or None, tqdm bar to close or None) for a progress argument."""
+    if callable(progress):
+        return progress, None
+    if progress is True:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None, None  # the engine's own progress lines
+        bar = tqdm(total=total, desc=what, unit="seq")
+        return (lambda done, _total: bar.update(done - bar.n)), bar
+    return None, None
+
+
 class LanguageModel:
     """A protein language model (ESM-2 or ESM C) with its weights resident. Calls release the GIL
     while the engine runs; one model may be called from several threads at once."""
@@ -159,13 +202,16 @@ class LanguageModel:
     def embed(self, sequences: Sequences, layers: Iterable[int] = (-1,),
               include: Iterable[str] = ("mean",), ids: Optional[Sequence[str]] = None, *,
               toks_per_batch: int = 4096, truncate: int = 1022,
-              progress: bool = False) -> List[EmbedResult]:
+              progress: Union[bool, Callable[[int, int], None]] = False) -> List[EmbedResult]:
         """Embeds sequences: a list of strings, a dict id -> sequence, a FASTA file or folder
         path, or one bare sequence. layers: fair-esm's repr_layers (negative counts from the
         end; the last layer is after the final LayerNorm). include: any of "mean", "per_tok",
         "bos", "contacts" (ESM-2), "logits". Returns one EmbedResult per record, in input order.
         A residue outside the model's alphabet raises ValueError naming the record; Ctrl-C
-        stops the call after the batch it is in (KeyboardInterrupt)."""
+        stops the call after the batch it is in (KeyboardInterrupt). progress: a callable
+        called as progress(records_done, records) as records finish (an exception it raises
+        stops the call), or True: a tqdm bar when tqdm is installed, else the CLI's progress
+        lines on stderr."""
         include = [include] if isinstance(include, str) else list(include)
         for w in include:
             if w not in _INCLUDE:
@@ -182,7 +228,13 @@ class LanguageModel:
         recs = _records(sequences, ids)
         if not recs:
             return []
-        items = self._m.embed(recs, layers, ",".join(include), toks_per_batch, truncate, progress)
+        callback, bar = _progress_callback(progress, len(recs), "embed")
+        try:
+            items = self._m.embed(recs, layers, ",".join(include), toks_per_batch, truncate,
+                                  progress is True and callback is None, callback)
+        finally:
+            if bar is not None:
+                bar.close()
         return [EmbedResult(*it) for it in items]
 
     def iter_embed(self, sequences: Sequences, chunk: int = 1024, **kwargs) -> Iterator[EmbedResult]:
@@ -206,3 +258,134 @@ class LanguageModel:
     def __repr__(self) -> str:
         return (f"LanguageModel({self.architecture}, {self.num_layers} layers, hidden "
                 f"{self.hidden_size}, {self.precision})")
+
+
+class FoldResult:
+    """One predicted structure (sample 0 is the model's best) with its confidences, as NumPy
+    arrays: coords (atoms, 3) in Angstrom, plddt (atoms) and token_plddt (tokens) in [0, 1], pae
+    (tokens, tokens) in Angstrom (None when the model has no such head), and the named scores
+    (ptm; iptm and others for complexes). `atoms`, `tokens` and `chains` name what the rows are.
+    to_pdb() / to_mmcif() give the file `bioinfer predict` writes (pLDDT 0-100 as B-factors)."""
+
+    def __init__(self, p: "_bioinfer.Prediction", sample: int = 0):
+        self._p = p
+        self.sample = sample
+
+    @property
+    def id(self) -> str:
+        return self._p.id
+
+    @property
+    def num_samples(self) -> int:
+        return self._p.num_samples
+
+    @property
+    def num_recycles(self) -> int:
+        return self._p.num_recycles
+
+    def samples(self) -> List["FoldResult"]:
+        """Every sample of this prediction, best first."""
+        return [FoldResult(self._p, k) for k in range(self._p.num_samples)]
+
+    @property
+    def coords(self) -> np.ndarray:
+        return self._p.array(self.sample, "coords")
+
+    @property
+    def plddt(self) -> np.ndarray:
+        return self._p.array(self.sample, "plddt")
+
+    @property
+    def token_plddt(self) -> np.ndarray:
+        return self._p.array(self.sample, "token_plddt")
+
+    @property
+    def pae(self) -> Optional[np.ndarray]:
+        return self._p.array(self.sample, "pae")
+
+    @property
+    def pde(self) -> Optional[np.ndarray]:
+        return self._p.array(self.sample, "pde")
+
+    @property
+    def scores(self) -> Dict[str, float]:
+        return self._p.scores(self.sample)
+
+    @property
+    def ptm(self) -> Optional[float]:
+        return self.scores.get("ptm")
+
+    @property
+    def chains(self) -> List[Tuple[str, str, int, int]]:
+        """(chain id, kind, first token, tokens) per chain."""
+        return self._p.chains()
+
+    @property
+    def tokens(self) -> List[Tuple[int, int, str, str]]:
+        """(chain index, residue number, residue name, one-letter code) per token."""
+        return self._p.tokens()
+
+    @property
+    def atoms(self) -> List[Tuple[int, str, str]]:
+        """(token index, atom name, element) per atom."""
+        return self._p.atoms()
+
+    def to_pdb(self) -> str:
+        return self._p.text(self.sample, "pdb")
+
+    def to_mmcif(self) -> str:
+        return self._p.text(self.sample, "cif")
+
+    def __repr__(self) -> str:
+        ptm = self.ptm
+        return (f"FoldResult(id={self.id!r}, {len(self.tokens)} tokens, {len(self.atoms)} atoms, "
+                f"mean pLDDT {100 * float(self.plddt.mean()):.1f}" +
+                (f", pTM {ptm:.3f})" if ptm is not None else ")"))
+
+
+class StructureModel:
+    """A structure model (ESMFold, ESMFold2, Boltz-2) with its weights resident. fold() releases
+    the GIL while it runs; Ctrl-C stops it between stages (KeyboardInterrupt)."""
+
+    def __init__(self, engine: "_bioinfer.StructureModel"):
+        self._m = engine
+
+    @property
+    def architecture(self) -> str:
+        return self._m.architecture
+
+    def fold(self, sequences: Sequences, num_recycles: Optional[int] = None, *,
+             ids: Optional[Sequence[str]] = None, num_samples: int = 1,
+             sampling_steps: Optional[int] = None, seed: int = 0,
+             progress: Optional[Callable[[str, str, int, int], None]] = None
+             ) -> Union[FoldResult, List[FoldResult]]:
+        """Folds one sequence (chains separated by ':') and returns a FoldResult, or a list or
+        dict of them (or a FASTA file) and returns a list. Boltz-2 takes its YAML or FASTA input
+        files (a path, or a list of paths). num_recycles: trunk recycles (None: the model's
+        default); num_samples, sampling_steps, seed: the diffusion models' sampler. progress:
+        called as progress(id, stage, step, steps) at each stage ("trunk pass", 1, 4; steps 0
+        when the stage has no count); an exception it raises stops the call. A bad sequence
+        raises ValueError naming the record; Ctrl-C stops the call between stages."""
+        single = isinstance(sequences, str) and not os.path.exists(sequences)
+        if self._m.reads_whole_files:
+            paths = [sequences] if isinstance(sequences, (str, os.PathLike)) else list(sequences)
+            recs = []
+            for p in map(os.fspath, paths):
+                if not os.path.isfile(p):
+                    raise FileNotFoundError(f"{p}: no such input file")
+                recs.append((os.path.splitext(os.path.basename(p))[0], p))
+            single = isinstance(sequences, (str, os.PathLike))
+            from_files = True
+        else:
+            recs = _records(sequences, ids)
+            from_files = False
+        if num_samples < 1:
+            raise ValueError("num_samples: must be >= 1")
+        preds = self._m.fold(recs, from_files, -1 if num_recycles is None else int(num_recycles),
+                             int(num_samples), -1 if sampling_steps is None else int(sampling_steps),
+                             int(seed), progress)
+        results = [FoldResult(p) for p in preds]
+        return results[0] if single else results
+
+    def __repr__(self) -> str:
+        return f"StructureModel({self.architecture})"

@@ -9,20 +9,30 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bioinfer/error.h"
+#include "core/threads.h"
 #include "io/model_dir.h"
+#include "io/structure.h"
 #include "models/esm_alphabet.h"
 #include "models/language_model.h"
+#include "models/structure_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
+#include "runtime/fold_pipeline.h"
 #include "runtime/hub.h"
 #include "runtime/inputs.h"
 #include "runtime/jobs.h"
+#include "runtime/structure_compare.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -50,6 +60,14 @@ DType compute_dtype(const std::string& precision) {
         ("precision: expected 'fp32', 'bf16' or 'int8', got '" + precision + "'").c_str());
 }
 
+// Ctrl-C, checked from the engine's hooks between its steps: true when Python's signal handler
+// raised (its KeyboardInterrupt stays set for the caller to throw). On threads other than the
+// main one PyErr_CheckSignals does nothing.
+bool interrupted() {
+    nb::gil_scoped_acquire gil;
+    return PyErr_CheckSignals() != 0;
+}
+
 class PyLanguageModel {
   public:
     PyLanguageModel(const std::string& dir, std::string label, const std::string& precision,
@@ -75,7 +93,7 @@ class PyLanguageModel {
     // letter outside the alphabet raises ValueError naming its record.
     nb::list embed(const std::vector<std::pair<std::string, std::string>>& inputs,
                    const std::vector<int>& layers, const std::string& include,
-                   int64_t toks_per_batch, int64_t truncate, bool progress) {
+                   int64_t toks_per_batch, int64_t truncate, bool progress, nb::object on_record) {
         std::vector<runtime::EmbedRecord> records;
         records.reserve(inputs.size());
         for (const auto& [id, seq] : inputs) {
@@ -102,11 +120,21 @@ class PyLanguageModel {
         opts.quiet = !progress;
         opts.workers = runtime::cpu_workers(1, threads_);
         std::vector<runtime::RecordArrays> got(records.size());
-        opts.sink = [&](size_t i, runtime::RecordArrays a) { got[i] = std::move(a); };
-        opts.cancelled = [] {
+        size_t done = 0;
+        bool callback_raised = false;  // on_record's exception stops the job as Ctrl-C does
+        opts.sink = [&](size_t i, runtime::RecordArrays a) {
+            got[i] = std::move(a);
+            ++done;
+            if (on_record.is_none() || callback_raised) return;
             nb::gil_scoped_acquire gil;
-            return PyErr_CheckSignals() != 0;  // Ctrl-C: its KeyboardInterrupt stays set
+            try {
+                on_record(done, records.size());
+            } catch (nb::python_error& e) {
+                e.restore();  // raised by the caller once the engine has stopped
+                callback_raised = true;
+            }
         };
+        opts.cancelled = [&] { return callback_raised || interrupted(); };
         runtime::EmbedStats stats;
         {
             nb::gil_scoped_release release;
@@ -133,6 +161,195 @@ class PyLanguageModel {
     std::string label_, precision_, arch_;
     int threads_;
     std::unique_ptr<lm::LanguageModel> model_;
+};
+
+// A Python error set while the engine ran (Ctrl-C seen by a progress hook), carried out of it.
+struct Interrupted : std::exception {};
+
+// Text of sample `k` of a prediction as a structure file ("pdb" or "cif"): the writer the CLI
+// uses, through a temporary file.
+std::string structure_text(const fold::Prediction& p, size_t k, const std::string& name,
+                           const std::string& format) {
+    namespace fs = std::filesystem;
+    std::string tmpl = (fs::temp_directory_path() / "bioinfer_py_XXXXXX").string();
+    const int fd = mkstemp(tmpl.data());
+    BI_CHECK(fd >= 0, "python", "cannot create a temporary file in ", fs::temp_directory_path());
+    close(fd);
+    const std::string path = tmpl + "." + format;
+    fs::remove(tmpl);
+    io::write_structure(p, k, name, format, path);
+    std::ifstream f(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    fs::remove(path);
+    return text;
+}
+
+nb::dict comparison_dict(const runtime::Comparison& c) {
+    nb::dict d;
+    d["matched_by"] = c.matched_by;
+    d["pred_residues"] = c.pred_residues;
+    d["truth_residues"] = c.truth_residues;
+    d["aligned"] = c.aligned;
+    d["identical"] = c.identical;
+    d["rmsd"] = c.rmsd;
+    d["tm_score"] = c.tm_score;
+    d["lddt"] = c.lddt;
+    return d;
+}
+
+runtime::Match match_of(const std::string& how) {
+    if (how == "auto") return runtime::Match::Auto;
+    if (how == "number") return runtime::Match::Number;
+    if (how == "sequence") return runtime::Match::Sequence;
+    throw nb::value_error(
+        ("match: expected 'auto', 'number' or 'sequence', got '" + how + "'").c_str());
+}
+
+// One prediction, held for its arrays (NumPy views) and its structure text.
+class PyPrediction {
+  public:
+    // boltz: the files are boltz's (Boltz-2), else bioinfer's own writer's
+    PyPrediction(std::string id, std::shared_ptr<const fold::Prediction> p, bool boltz)
+        : id_(std::move(id)), p_(std::move(p)), boltz_(boltz) {}
+    std::string id() const { return id_; }
+    size_t num_samples() const { return p_->samples.size(); }
+    int num_recycles() const { return p_->num_recycles; }
+    const fold::Sample& sample(size_t k) const {
+        if (k >= p_->samples.size())
+            throw nb::index_error(
+                ("sample " + std::to_string(k) + " of " + std::to_string(p_->samples.size()))
+                    .c_str());
+        return p_->samples[k];
+    }
+    nb::object array(size_t k, const std::string& what) const {
+        const fold::Sample& s = sample(k);
+        const Tensor& t = what == "coords"        ? s.coords
+                          : what == "plddt"       ? s.plddt
+                          : what == "token_plddt" ? s.token_plddt
+                          : what == "pae"         ? s.pae
+                                                  : s.pde;
+        if (!t.defined()) return nb::none();
+        return nb::cast(to_numpy(t));
+    }
+    nb::dict scores(size_t k) const {
+        nb::dict d;
+        for (const auto& [name, v] : sample(k).scores) d[name.c_str()] = v;
+        return d;
+    }
+    // (chain id, kind, first token, tokens) per chain.
+    nb::list chains() const {
+        nb::list out;
+        for (const auto& c : p_->chains)
+            out.append(
+                nb::make_tuple(c.id, fold::entity_kind_name(c.kind), c.first_token, c.tokens));
+        return out;
+    }
+    // (chain index, residue number, residue name, one-letter code) per token.
+    nb::list tokens() const {
+        nb::list out;
+        for (const auto& t : p_->tokens)
+            out.append(nb::make_tuple(t.chain, t.residue, t.name, std::string(1, t.letter)));
+        return out;
+    }
+    // (token index, atom name, element) per atom.
+    nb::list atoms() const {
+        nb::list out;
+        for (const auto& a : p_->atoms) out.append(nb::make_tuple(a.token, a.name, a.element));
+        return out;
+    }
+    std::string text(size_t k, const std::string& format) const {
+        const fold::Sample& s = sample(k);
+        if (!boltz_) return structure_text(*p_, k, id_, format);
+        const io::BoltzStructureInfo info = runtime::boltz_structure_info(*p_);
+        const std::vector<float> xyz(s.coords.f32(), s.coords.f32() + s.coords.numel()),
+            plddt(s.token_plddt.f32(), s.token_plddt.f32() + s.token_plddt.numel());
+        return format == "pdb" ? io::boltz_pdb(info, xyz, plddt)
+                               : io::boltz_mmcif(info, xyz, plddt);
+    }
+    nb::dict compare(const std::string& truth, size_t k, const std::string& how) const {
+        sample(k);
+        const runtime::Match m = match_of(how);
+        return comparison_dict(runtime::compare_structures(runtime::ca_residues(*p_, k),
+                                                           io::read_ca_residues(truth), m));
+    }
+
+  private:
+    std::string id_;
+    std::shared_ptr<const fold::Prediction> p_;
+    bool boltz_;
+};
+
+class PyStructureModel {
+  public:
+    PyStructureModel(const std::string& dir, int threads) : threads_(threads) {
+        const io::ModelDir md = io::ModelDir::open(dir);
+        nb::gil_scoped_release release;
+        model_ = fold::load(md);
+    }
+    std::string architecture() const { return model_->spec().architecture(); }
+    int default_num_recycles() const { return model_->spec().default_num_recycles(); }
+    bool reads_whole_files() const { return model_->spec().reads_whole_files(); }
+
+    // inputs: (id, sequence with ':' between chains) pairs, or (id, input file) for a model that
+    // reads whole files (from_files). A bad input raises ValueError naming it.
+    std::vector<PyPrediction> fold(const std::vector<std::pair<std::string, std::string>>& inputs,
+                                   bool from_files, int num_recycles, int num_samples,
+                                   int sampling_steps, uint64_t seed, nb::object on_stage) {
+        const fold::ModelSpec& spec = model_->spec();
+        std::vector<fold::Input> prepared;
+        for (const auto& [id, what] : inputs) {
+            try {
+                if (from_files) {
+                    fold::Input in = spec.from_file(what);
+                    in.id = id;
+                    prepared.push_back(std::move(in));
+                } else {
+                    io::FastaRecord rec{id, id, what, "<python>", 0};
+                    prepared.push_back(spec.from_fasta(rec, "record '" + id + "'"));
+                }
+            } catch (const Error& e) {
+                throw nb::value_error(e.what());
+            }
+        }
+        fold::Options o;
+        o.num_recycles = num_recycles;
+        o.num_samples = num_samples;
+        o.sampling_steps = sampling_steps;
+        o.seed = seed;
+        std::string current;  // the input being folded, for on_stage
+        o.progress = [&](const std::string& stage, int step, int steps) {
+            if (interrupted()) throw Interrupted();
+            if (on_stage.is_none()) return;
+            nb::gil_scoped_acquire gil;
+            try {
+                on_stage(current, stage, step, steps);
+            } catch (nb::python_error& e) {
+                e.restore();  // raised by the caller once the engine has stopped
+                throw Interrupted();
+            }
+        };
+        std::vector<PyPrediction> out;
+        for (const fold::Input& in : prepared) {
+            current = in.id;
+            std::shared_ptr<const fold::Prediction> p;
+            {
+                nb::gil_scoped_release release;
+                set_num_threads(threads_);
+                try {
+                    p = std::make_shared<const fold::Prediction>(model_->predict(in, o));
+                } catch (const Interrupted&) {
+                    nb::gil_scoped_acquire gil;
+                    throw nb::python_error();
+                }
+            }
+            out.emplace_back(in.id, std::move(p), spec.architecture() == "boltz2");
+        }
+        return out;
+    }
+
+  private:
+    int threads_;
+    std::unique_ptr<fold::StructureModel> model_;
 };
 
 }  // namespace
@@ -175,6 +392,51 @@ NB_MODULE(_bioinfer, m) {
         "The (id, sequence) records of a FASTA file or a folder of them, as `bioinfer embed` reads "
         "them.");
 
+    m.def(
+        "model_kind",
+        [](const std::string& dir) -> std::string {
+            const io::ModelDir md = io::ModelDir::open(dir);
+            try {  // ESMFold's config is an ESM config too: the structure models are asked first
+                fold::detect_architecture(md);
+                return "structure_model";
+            } catch (const Error&) {
+            }
+            lm::detect_architecture(md);  // an error naming config.json when neither
+            return "language_model";
+        },
+        "dir"_a,
+        "'language_model' (ESM-2, ESM C) or 'structure_model' (ESMFold, ESMFold2, Boltz-2).");
+    m.def(
+        "compare_files",
+        [](const std::string& pred, const std::string& truth, const std::string& how) {
+            const runtime::Match m = match_of(how);
+            return comparison_dict(runtime::compare_structures(io::read_ca_residues(pred),
+                                                               io::read_ca_residues(truth), m));
+        },
+        "pred"_a, "truth"_a, "match"_a = "auto",
+        "Calpha RMSD after superposition, TM-score and lDDT of a predicted structure file against "
+        "a reference, as `bioinfer compare`.");
+
+    nb::class_<PyPrediction>(m, "Prediction")
+        .def_prop_ro("id", &PyPrediction::id)
+        .def_prop_ro("num_samples", &PyPrediction::num_samples)
+        .def_prop_ro("num_recycles", &PyPrediction::num_recycles)
+        .def("array", &PyPrediction::array, "sample"_a, "what"_a)
+        .def("scores", &PyPrediction::scores, "sample"_a)
+        .def("chains", &PyPrediction::chains)
+        .def("tokens", &PyPrediction::tokens)
+        .def("atoms", &PyPrediction::atoms)
+        .def("text", &PyPrediction::text, "sample"_a, "format"_a)
+        .def("compare", &PyPrediction::compare, "truth"_a, "sample"_a, "match"_a);
+
+    nb::class_<PyStructureModel>(m, "StructureModel")
+        .def(nb::init<const std::string&, int>(), "dir"_a, "threads"_a = 0)
+        .def_prop_ro("architecture", &PyStructureModel::architecture)
+        .def_prop_ro("default_num_recycles", &PyStructureModel::default_num_recycles)
+        .def_prop_ro("reads_whole_files", &PyStructureModel::reads_whole_files)
+        .def("fold", &PyStructureModel::fold, "inputs"_a, "from_files"_a, "num_recycles"_a,
+             "num_samples"_a, "sampling_steps"_a, "seed"_a, "on_stage"_a = nb::none());
+
     nb::class_<PyLanguageModel>(m, "LanguageModel")
         .def(nb::init<const std::string&, std::string, const std::string&, int>(), "dir"_a,
              "label"_a, "precision"_a = "fp32", "threads"_a = 0)
@@ -186,5 +448,6 @@ NB_MODULE(_bioinfer, m) {
         .def_prop_ro("precision", &PyLanguageModel::precision)
         .def_prop_ro("threads", &PyLanguageModel::threads)
         .def("embed", &PyLanguageModel::embed, "inputs"_a, "layers"_a, "include"_a,
-             "toks_per_batch"_a = 4096, "truncate"_a = 1022, "progress"_a = false);
+             "toks_per_batch"_a = 4096, "truncate"_a = 1022, "progress"_a = false,
+             "on_record"_a = nb::none());
 }

@@ -208,3 +208,83 @@ except KeyboardInterrupt:
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 0, out
     assert out.startswith("interrupted"), out
+
+
+# (fixture, input given to predict and fold) for each structure model
+FOLDS = [
+    ("esmfold_tiny", {"ubq_part": "MQIFVKTLTGKTITLEVEPSDTIENVKAK", "dimer": "MKTAYIAK:GSHMLEDP"}),
+    ("esmfold2_tiny", {"mono": "MQIFVKTLTGKTITLEVEPS"}),
+]
+
+
+@pytest.mark.parametrize("name,seqs", FOLDS)
+def test_folds_equal_the_cli_files(name, seqs, tmp_path):
+    fasta = tmp_path / "in.fasta"
+    fasta.write_text("".join(f">{k}\n{v}\n" for k, v in seqs.items()))
+    out = tmp_path / "out"
+    subprocess.run([CLI, "predict", str(fasta), "--weights", os.path.join(FIXTURES, name),
+                    "--out-dir", str(out), "--write-pae", "--threads", "2", "--quiet"], check=True)
+    model = bioinfer.load(os.path.join(FIXTURES, name), threads=2)
+    assert isinstance(model, bioinfer.StructureModel)
+    preds = model.fold(seqs)
+    assert [p.id for p in preds] == list(seqs)
+    for p in preds:
+        assert p.to_pdb() == (out / f"{p.id}.pdb").read_text()
+        np.testing.assert_array_equal(p.pae, np.load(out / f"{p.id}_pae.npy"))
+        conf = json.loads((out / f"{p.id}.json").read_text())
+        assert p.ptm == pytest.approx(conf["ptm"], abs=1e-6)
+        np.testing.assert_allclose(100 * p.token_plddt, conf["plddt"], rtol=0, atol=1e-3)
+        assert p.coords.shape == (len(p.atoms), 3) and p.plddt.shape == (len(p.atoms),)
+        assert "_atom_site." in p.to_mmcif()
+        same = bioinfer.compare(p, out / f"{p.id}.pdb")
+        assert same["aligned"] == len(p.tokens) and same["rmsd"] < 1e-3 and same["tm_score"] > 0.999
+    one = model.fold(next(iter(seqs.values())))
+    assert isinstance(one, bioinfer.FoldResult)
+
+
+def test_boltz2_folds_its_yaml_as_the_cli_does(tmp_path):
+    src = os.path.join(ROOT, "examples", "boltz2", "protein_ligand.yaml")
+    out = tmp_path / "out"
+    subprocess.run([CLI, "predict", src, "--weights", os.path.join(FIXTURES, "boltz2_tiny"),
+                    "--out-dir", str(out), "--threads", "2", "--quiet"], check=True)
+    model = bioinfer.load(os.path.join(FIXTURES, "boltz2_tiny"), threads=2)
+    p = model.fold(src)
+    assert p.id == "protein_ligand"
+    # boltz's layout: boltz_results_<name>/predictions/<name>/<name>_model_0.cif
+    written = [os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs
+               if f == "protein_ligand_model_0.cif"]
+    assert len(written) == 1, list(os.walk(out))
+    assert p.to_mmcif() == open(written[0]).read()
+    with pytest.raises(FileNotFoundError):
+        model.fold(str(tmp_path / "missing.yaml"))
+
+
+def test_fold_errors():
+    model = bioinfer.load(os.path.join(FIXTURES, "esmfold_tiny"), threads=1)
+    with pytest.raises(ValueError, match="bad"):
+        model.fold({"bad": "MKT1V"})
+    with pytest.raises(ValueError, match="precision"):
+        bioinfer.load(os.path.join(FIXTURES, "esmfold_tiny"), precision="int8")
+    with pytest.raises(FileNotFoundError):
+        bioinfer.compare(os.path.join(FIXTURES, "nothing.pdb"), os.path.join(ROOT, "examples", "boltz2", "1ubq.pdb"))
+
+
+def test_progress_callbacks_report_and_can_stop():
+    model = bioinfer.load(os.path.join(FIXTURES, "esm2_tiny"), threads=1)
+    seqs = cases("esm2_tiny")
+    seen = []
+    model.embed(seqs, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i + 1, len(seqs)) for i in range(len(seqs))]
+
+    def stop(done, total):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        model.embed(seqs, progress=stop)
+    folder = bioinfer.load(os.path.join(FIXTURES, "esmfold_tiny"), threads=1)
+    stages = []
+    folder.fold({"a": "MKTAYIAK"}, progress=lambda *a: stages.append(a))
+    assert stages and all(s[0] == "a" for s in stages)
+    assert any(s[1].startswith("trunk") for s in stages), stages
+    with pytest.raises(ZeroDivisionError):
+        folder.fold("MKTAYIAK", progress=lambda *a: 1 / 0)

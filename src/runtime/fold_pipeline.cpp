@@ -238,9 +238,9 @@ std::vector<float> values(const Tensor& t) {
 }
 // Writes a target as boltz predict does (its folder replaced in one step), then the pLDDT/PAE plot
 // of the best sample beside it; returns the files relative to out_dir.
-json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out, const PredictOptions& opts,
-                        const std::string& out_dir) {
-    BI_CHECK(!out.samples.empty(), rec.input.where, "the model returned no structure");
+}  // namespace
+
+io::BoltzStructureInfo boltz_structure_info(const fold::Prediction& out) {
     io::BoltzStructureInfo info;
     for (const fold::Chain& c : out.chains) {
         info.chain_names.push_back(c.id);
@@ -267,6 +267,15 @@ json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out, cons
         info.atom_names.push_back(a.name);
     }
     for (const auto& [i, j] : out.bonds) info.bonds.emplace_back(int32_t(i), int32_t(j));
+    return info;
+}
+
+namespace {
+
+json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out,
+                        const PredictOptions& opts, const std::string& out_dir) {
+    BI_CHECK(!out.samples.empty(), rec.input.where, "the model returned no structure");
+    const io::BoltzStructureInfo info = boltz_structure_info(out);
     std::vector<io::BoltzSample> samples;
     for (const fold::Sample& s : out.samples) {
         io::BoltzSample b;

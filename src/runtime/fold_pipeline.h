@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/boltz_outputs.h"
 #include "models/structure_model.h"
 #include "runtime/jobs.h"
 #include "runtime/progress.h"
@@ -30,6 +31,10 @@ std::vector<FoldRecord> collect_fold_records(const std::string& input, const fol
 // else ID_<chain>.a3m; a chain without a file keeps none (single sequence). Done as records are
 // collected, so the MSAs are part of a target's identity and its memory estimate.
 void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir);
+
+// What boltz's writers (io/boltz_outputs.h) take from a prediction: chains, residues (a ligand's
+// atom tokens grouped into their residue), atoms and bonds.
+io::BoltzStructureInfo boltz_structure_info(const fold::Prediction& out);
 
 struct PredictOptions : JobOptions {
     std::string format = "pdb";  // pdb | cif
