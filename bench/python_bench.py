@@ -13,6 +13,9 @@ NumPy arrays; transformers in length-sorted batches of up to 4096 padded tokens,
 side warms up on the first 4 records; the fastest of --repeat passes counts. Reported: the
 Python call's time over the CLI's compute time (the API's overhead), and bioinfer's speedup over
 transformers from Python and from the CLI.
+
+--overhead-rounds N (with --out) runs only the overhead: N rounds of one CLI pass then one Python
+pass (bioinfer alone in the Python process), each round's ratio and their median.
 """
 import argparse
 import json
@@ -31,7 +34,7 @@ from lm_bench import (hf_batches, machine_info, make_model, make_sets, peak_rss_
 SET = "mixed_64_lognormal300"
 
 
-def python_worker(model_dir, fasta, threads, repeat):
+def python_worker(model_dir, fasta, threads, repeat, with_transformers=True):
     """bioinfer from Python and transformers' EsmModel in this one process, passes alternating."""
     import torch
     from transformers import EsmModel, EsmTokenizer
@@ -63,15 +66,51 @@ def python_worker(model_dir, fasta, threads, repeat):
         return time.perf_counter() - t0
 
     run_bioinfer(seqs[:4])
-    run_hf([encoded[-1]])
+    if with_transformers:
+        run_hf([encoded[-1]])
     py, ref = [], []
     for _ in range(repeat):
         py.append(run_bioinfer(seqs))
-        ref.append(run_hf(encoded))
+        if with_transformers:
+            ref.append(run_hf(encoded))
     print(json.dumps({"python_seconds": min(py), "python_runs": py,
-                      "transformers_seconds": min(ref), "transformers_runs": ref,
+                      "transformers_seconds": min(ref) if ref else None, "transformers_runs": ref,
                       "tokens": tokens, "sequences": len(seqs), "threads": threads,
                       "peak_rss_mb": peak_rss_mb()}))
+
+
+def overhead(args):
+    """One CLI pass, then one Python pass, args.overhead_rounds times: each round's ratio and the
+    median (a slow spell of a shared machine hits both sides of a round alike)."""
+    rounds = []
+    with tempfile.TemporaryDirectory() as tmp:
+        fasta = os.path.join(tmp, SET + ".fasta")
+        with open(fasta, "w") as f:
+            for i, s in enumerate(make_sets()[SET]):
+                f.write(f">s{i}\n{s}\n")
+        mdir = os.path.join(tmp, "esm2_650M")
+        make_model("esm2_650M", mdir)
+        for _ in range(args.overhead_rounds):
+            c = json.loads(subprocess.run(
+                [args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads",
+                 str(args.threads), "--repeat", "1", "--warmup-records", "4"],
+                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            p = json.loads(subprocess.run(
+                [sys.executable, __file__, "--python-worker", mdir, fasta, "--threads",
+                 str(args.threads), "--repeat", "1", "--no-transformers"],
+                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            rounds.append({"cli_seconds": c["seconds"], "python_seconds": p["python_seconds"],
+                           "ratio": p["python_seconds"] / c["seconds"]})
+            print(json.dumps(rounds[-1]), file=sys.stderr)
+    ratios = sorted(r["ratio"] for r in rounds)
+    n = len(ratios)
+    write_json(args.out, {
+        "bench": "python_overhead_cpu",
+        "command": "PYTHONPATH=build/python .venv-reference/bin/python " +
+                   " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+        "machine": machine_info(args.threads),
+        "model": "ESM-2 650M shapes, random weights, fp32", "set": SET, "rounds": rounds,
+        "python_over_cli_time_median": ratios[n // 2] if n % 2 else 0.5 * (ratios[n // 2 - 1] + ratios[n // 2])})
 
 
 def main():
@@ -80,10 +119,18 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bioinfer"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "python_cpu.json"))
+    ap.add_argument("--overhead-rounds", type=int, default=0,
+                    help="instead: N rounds of one CLI pass then one Python pass (bioinfer only), "
+                         "their ratios and median (the Python call's overhead on a noisy machine)")
     ap.add_argument("--python-worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--no-transformers", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.python_worker:
-        python_worker(args.python_worker[0], args.python_worker[1], args.threads, args.repeat)
+        python_worker(args.python_worker[0], args.python_worker[1], args.threads, args.repeat,
+                      not args.no_transformers)
+        return
+    if args.overhead_rounds:
+        overhead(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
         fasta = os.path.join(tmp, SET + ".fasta")
