@@ -35,22 +35,13 @@ SET = "mixed_64_lognormal300"
 
 
 def python_worker(model_dir, fasta, threads, repeat, with_transformers=True):
-    """bioinfer from Python and transformers' EsmModel in this one process, passes alternating."""
-    import torch
-    from transformers import EsmModel, EsmTokenizer
-
+    """bioinfer from Python and transformers' EsmModel in this one process, passes alternating;
+    without transformers, torch is not imported (its OpenMP runtime stays out of the process)."""
     import bioinfer
 
-    torch.set_num_threads(threads)
     seqs = [l.strip() for l in open(fasta) if l.strip() and not l.startswith(">")]
     tokens = sum(len(s) + 2 for s in seqs)
     model = bioinfer.load(model_dir, threads=threads)
-    tok = EsmTokenizer(os.path.join(model_dir, "vocab.txt"))
-    hf = EsmModel.from_pretrained(model_dir, add_pooling_layer=False, dtype=torch.float32).eval()
-    encoded = []
-    for batch in hf_batches(seqs, "sorted"):
-        enc = tok([seqs[i] for i in batch], padding=True, return_tensors="pt")
-        encoded.append((enc["input_ids"], enc["attention_mask"]))
 
     def run_bioinfer(part):
         t0 = time.perf_counter()
@@ -58,12 +49,24 @@ def python_worker(model_dir, fasta, threads, repeat, with_transformers=True):
         assert len(results) == len(part)
         return time.perf_counter() - t0
 
-    def run_hf(batches):
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            for ids, am in batches:
-                hf(input_ids=ids, attention_mask=am).last_hidden_state
-        return time.perf_counter() - t0
+    if with_transformers:
+        import torch
+        from transformers import EsmModel, EsmTokenizer
+
+        torch.set_num_threads(threads)
+        tok = EsmTokenizer(os.path.join(model_dir, "vocab.txt"))
+        hf = EsmModel.from_pretrained(model_dir, add_pooling_layer=False, dtype=torch.float32).eval()
+        encoded = []
+        for batch in hf_batches(seqs, "sorted"):
+            enc = tok([seqs[i] for i in batch], padding=True, return_tensors="pt")
+            encoded.append((enc["input_ids"], enc["attention_mask"]))
+
+        def run_hf(batches):
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                for ids, am in batches:
+                    hf(input_ids=ids, attention_mask=am).last_hidden_state
+            return time.perf_counter() - t0
 
     run_bioinfer(seqs[:4])
     if with_transformers:
@@ -79,26 +82,43 @@ def python_worker(model_dir, fasta, threads, repeat, with_transformers=True):
                       "peak_rss_mb": peak_rss_mb()}))
 
 
+def make_inputs(tmp):
+    """The benchmark's FASTA and random 650M checkpoint under `tmp`: (fasta, model_dir)."""
+    fasta = os.path.join(tmp, SET + ".fasta")
+    with open(fasta, "w") as f:
+        for i, s in enumerate(make_sets()[SET]):
+            f.write(f">s{i}\n{s}\n")
+    mdir = os.path.join(tmp, "esm2_650M")
+    make_model("esm2_650M", mdir)
+    return fasta, mdir
+
+
+def last_json(cmd):
+    """The last stdout line of a command, as JSON."""
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def cli_pass(args, fasta, mdir, repeat):
+    return last_json([args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads",
+                      str(args.threads), "--repeat", str(repeat), "--warmup-records", "4"])
+
+
+def python_pass(args, fasta, mdir, repeat, transformers=True):
+    return last_json([sys.executable, __file__, "--python-worker", mdir, fasta, "--threads",
+                      str(args.threads), "--repeat", str(repeat)]
+                     + ([] if transformers else ["--no-transformers"]))
+
+
 def overhead(args):
     """One CLI pass, then one Python pass, args.overhead_rounds times: each round's ratio and the
     median (a slow spell of a shared machine hits both sides of a round alike)."""
     rounds = []
     with tempfile.TemporaryDirectory() as tmp:
-        fasta = os.path.join(tmp, SET + ".fasta")
-        with open(fasta, "w") as f:
-            for i, s in enumerate(make_sets()[SET]):
-                f.write(f">s{i}\n{s}\n")
-        mdir = os.path.join(tmp, "esm2_650M")
-        make_model("esm2_650M", mdir)
+        fasta, mdir = make_inputs(tmp)
         for _ in range(args.overhead_rounds):
-            c = json.loads(subprocess.run(
-                [args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads",
-                 str(args.threads), "--repeat", "1", "--warmup-records", "4"],
-                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
-            p = json.loads(subprocess.run(
-                [sys.executable, __file__, "--python-worker", mdir, fasta, "--threads",
-                 str(args.threads), "--repeat", "1", "--no-transformers"],
-                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            c = cli_pass(args, fasta, mdir, 1)
+            p = python_pass(args, fasta, mdir, 1, transformers=False)
             rounds.append({"cli_seconds": c["seconds"], "python_seconds": p["python_seconds"],
                            "ratio": p["python_seconds"] / c["seconds"]})
             print(json.dumps(rounds[-1]), file=sys.stderr)
@@ -133,21 +153,10 @@ def main():
         overhead(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        fasta = os.path.join(tmp, SET + ".fasta")
-        with open(fasta, "w") as f:
-            for i, s in enumerate(make_sets()[SET]):
-                f.write(f">s{i}\n{s}\n")
-        mdir = os.path.join(tmp, "esm2_650M")
-        make_model("esm2_650M", mdir)
-        cli = json.loads(subprocess.run(
-            [args.bin, "bench", "embed", fasta, "--weights", mdir, "--threads", str(args.threads),
-             "--repeat", str(args.repeat), "--warmup-records", "4"],
-            check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        fasta, mdir = make_inputs(tmp)
+        cli = cli_pass(args, fasta, mdir, args.repeat)
         print(json.dumps(cli), file=sys.stderr)
-        py = json.loads(subprocess.run(
-            [sys.executable, __file__, "--python-worker", mdir, fasta, "--threads",
-             str(args.threads), "--repeat", str(args.repeat)],
-            check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        py = python_pass(args, fasta, mdir, args.repeat)
         print(json.dumps(py), file=sys.stderr)
     cli_seconds = cli["tokens"] / cli["tokens_per_s"]
     import torch
