@@ -11,6 +11,7 @@
 #include <new>
 #include <vector>
 
+#include "backend/cpu/gemm_amx.h"
 #include "backend/cpu/glue_kernels.h"
 #include "backend/cpu/linear_dnnl.h"
 #include "backend/cpu/simd.h"
@@ -809,9 +810,13 @@ struct CpuPacked {
     // oneDNN's u8 x s8 GEMM in dnnl; w_sum[n] = sum_k q[n, k] undoes the activations' +128 shift
     std::vector<float> w_scale;
     std::vector<int32_t> w_sum;
+    std::vector<int32_t> w_sum128;  // 128 * w_sum, padded to 32 columns (the AMX epilogue's)
     float* panels = nullptr;  // own_packed and pack_panels: gemm_panel.h's (np, K, NR)
     bool pairs = false;       // panels interleave two weights (pack_panels with wb)
     uint16_t* wb = nullptr;  // bf16 storage, fp32 compute: (N, K), 64-byte aligned
+    // int8 or bf16 compute on a CPU with AMX: the own AMX GEMM's tiles (gemm_amx.h) instead of
+    // oneDNN's layout
+    AmxWeights* amx = nullptr;
     int64_t K = 0, N = 0, m_block = 0, n_block = 0, k_block = 0;
     DType compute = DType::F32;
     CpuPacked() = default;
@@ -819,6 +824,7 @@ struct CpuPacked {
     CpuPacked& operator=(const CpuPacked&) = delete;
     ~CpuPacked() {
         if (dnnl) free_packed_dnnl(dnnl);
+        free_amx(amx);
         std::free(panels);
         std::free(wb);
     }
@@ -874,7 +880,12 @@ inline void pack_int8(const void* w, DType w_dtype, int64_t K, int64_t N, CpuPac
         p.w_scale[size_t(n)] = sc;
         p.w_sum[size_t(n)] = sum;
     }
-    p.dnnl = pack_linear_dnnl(q.data(), DType::I8, K, N, DType::I8);
+    if (amx_gemm_usable()) {
+        p.amx = pack_amx(q.data(), DType::I8, K, N, DType::I8);
+        p.w_sum128.assign(size_t((N + 31) / 32 * 32), 0);
+        for (int64_t n = 0; n < N; ++n) p.w_sum128[size_t(n)] = 128 * p.w_sum[size_t(n)];
+    } else
+        p.dnnl = pack_linear_dnnl(q.data(), DType::I8, K, N, DType::I8);
 }
 
 inline void free_packed(void* packed) {
@@ -931,7 +942,7 @@ void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType comp
         p->N = N;
         p->compute = compute;
         pack_int8(w, w_dtype, K, N, *p);
-        return p->dnnl ? p.release() : nullptr;
+        return p->dnnl || p->amx ? p.release() : nullptr;
     }
     const tuning::Choice c = gemm_provider<V>(compute, K, N, rows);
     auto p = std::make_unique<CpuPacked>();
@@ -941,6 +952,11 @@ void* pack_linear(const void* w, DType w_dtype, int64_t K, int64_t N, DType comp
     if (w_dtype == DType::BF16 && compute == DType::F32) {
         p->wb = aligned_array<uint16_t>(K * N);
         std::copy_n(static_cast<const uint16_t*>(w), K * N, p->wb);
+        return p.release();
+    }
+    if (compute == DType::BF16 && (w_dtype == DType::F32 || w_dtype == DType::BF16) &&
+        amx_gemm_usable()) {
+        p->amx = pack_amx(w, w_dtype, K, N, compute);
         return p.release();
     }
     if (c.is("own_packed") && compute == DType::F32) {
@@ -1062,34 +1078,132 @@ void widened_linear(const float* x, const CpuPacked& p, const float* b, float* y
     }
 }
 
+// What an AMX GEMM block hands its epilogue: the output and the linear's terms.
+struct AmxLinearEpi {
+    float* y;
+    const float* b;
+    Act act;
+    float scale;
+    bool accumulate;
+    const float* sx = nullptr;    // int8: the rows' activation scales
+    const float* sw = nullptr;    // int8: the columns' weight scales
+    const int32_t* ws = nullptr;  // int8: 128 x the columns' weight sums (the +128 shift)
+    int64_t N = 0;
+};
+
+// y rows [m0, m0 + rows), columns [n0, n0 + cols) from an AMX block: int8 rescaled (as
+// int8_linear's pass below), then the bias, the activation, the scale and the residual.
+template <typename V, bool Int8>
+void amx_linear_epilogue(void* ctx, const void* block, int64_t m0, int64_t rows, int64_t n0,
+                         int64_t cols) {
+    const auto& e = *static_cast<const AmxLinearEpi*>(ctx);
+    alignas(64) float o[32];
+    const auto vscale = V::set1(e.scale);
+    // One vector of the block's row r at column c, rescaled (int8) and with the bias.
+    auto value = [&](int64_t r, int64_t c) {
+        typename V::R v;
+        if constexpr (Int8) {
+            const int32_t* ar = static_cast<const int32_t*>(block) + r * 32;
+            v = V::mul(V::i32_diff(ar + c, e.ws + n0 + c),
+                       V::mul(V::set1(e.sx[m0 + r]), V::load(e.sw + n0 + c)));
+        } else {
+            v = V::load(static_cast<const float*>(block) + r * 32 + c);
+        }
+        return e.b ? V::add(v, V::load(e.b + n0 + c)) : v;
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+        float* yr = e.y + (m0 + r) * e.N + n0;
+        if (cols == 32 && e.act == Act::None) {  // in registers to y
+            for (int64_t c = 0; c < 32; c += V::W) {
+                auto v = value(r, c);
+                if (e.scale != 1.0f) v = V::mul(v, vscale);
+                V::store(yr + c, e.accumulate ? V::add(V::load(yr + c), v) : v);
+            }
+            continue;
+        }
+        int64_t c = 0;
+        if (cols == 32)
+            for (; c < 32; c += V::W) V::store(o + c, value(r, c));
+        for (; c < cols; ++c) {
+            if constexpr (Int8) {
+                const int32_t* ar = static_cast<const int32_t*>(block) + r * 32;
+                o[c] = float(ar[c] - e.ws[n0 + c]) * (e.sx[m0 + r] * e.sw[n0 + c]);
+            } else {
+                o[c] = static_cast<const float*>(block)[r * 32 + c];
+            }
+            if (e.b) o[c] += e.b[n0 + c];
+        }
+        activate_span<V>(e.act, o, 0, cols);
+        c = 0;
+        if (cols == 32)
+            for (; c < 32; c += V::W) {
+                auto v = V::load(o + c);
+                if (e.scale != 1.0f) v = V::mul(v, vscale);
+                V::store(yr + c, e.accumulate ? V::add(V::load(yr + c), v) : v);
+            }
+        for (; c < cols; ++c) yr[c] = (e.accumulate ? yr[c] : 0.0f) + o[c] * e.scale;
+    }
+}
+
+// x's rows quantized to s8 with their own scales (max|x| / 127), shifted by 128 into u8, rows
+// ldq bytes apart (the padding columns and the rows from M to M_pad hold 128, a zero).
+template <typename V>
+void quantize_rows_u8(const float* x, int64_t M, int64_t K, uint8_t* xq, int64_t ldq, int64_t M_pad,
+                      float* sx) {
+    const auto lo = V::set1(-127.0f), hi = V::set1(127.0f), shift = V::set1(128.0f);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M_pad; ++r) {
+        uint8_t* qr = xq + r * ldq;
+        if (r >= M) {
+            std::fill_n(qr, ldq, uint8_t(128));
+            continue;
+        }
+        const float* xr = x + r * K;
+        auto vm = V::zero();
+        int64_t k = 0;
+        for (; k + V::W <= K; k += V::W) vm = V::max(vm, V::abs(V::load(xr + k)));
+        float mx = V::hmax(vm);
+        for (; k < K; ++k) mx = std::max(mx, std::fabs(xr[k]));
+        const float sc = mx > 0.0f ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
+        const auto vinv = V::set1(inv);
+        k = 0;
+        for (; k + V::W <= K; k += V::W) {
+            const auto q = V::min(hi, V::max(lo, V::round(V::mul(V::load(xr + k), vinv))));
+            V::store_u8(qr + k, V::add(q, shift));
+        }
+        for (; k < K; ++k)
+            qr[k] = uint8_t(int(std::clamp(std::nearbyint(xr[k] * inv), -127.0f, 127.0f)) + 128);
+        std::fill(qr + K, qr + ldq, uint8_t(128));
+        sx[r] = sc;
+    }
+}
+
 // y (+)= scale * act(x . w^T + b) in int8: each row of x quantized on the fly to s8 with its own
-// scale (max|x| / 127) and shifted by 128 into u8, oneDNN's u8 x s8 -> s32 GEMM against the
-// per-channel quantized w, then one pass: y = sx * sw * (acc - 128 * w_sum) + b, the activation,
-// the scale, the residual.
+// scale (max|x| / 127) and shifted by 128 into u8, the u8 x s8 -> s32 GEMM against the
+// per-channel quantized w (the own AMX GEMM where it runs, else oneDNN's), then y = sx * sw *
+// (acc - 128 * w_sum) + b, the activation, the scale, the residual: fused into the AMX GEMM's
+// blocks, one pass after oneDNN's.
 template <typename V>
 void int8_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M, Act act,
                  float scale, bool accumulate) {
     const int64_t K = p.K, N = p.N;
-    const size_t xq_bytes = (size_t(M * K) + 63) / 64 * 64;
+    const int64_t ldq = p.amx ? amx_lda(*p.amx) : K;
+    const int64_t M_pad = p.amx ? (M + kAmxRows - 1) / kAmxRows * kAmxRows : M;
+    const size_t xq_bytes = (size_t(M_pad * ldq) + 63) / 64 * 64;
     auto* xq = static_cast<uint8_t*>(
-        thread_scratch(kScratchInt8Activations, xq_bytes + size_t(M) * sizeof(float)));
+        thread_scratch(kScratchInt8Activations, xq_bytes + size_t(M_pad) * sizeof(float)));
     auto* sx = reinterpret_cast<float*>(xq + xq_bytes);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M; ++r) {
-        const float* xr = x + r * K;
-        float mx = 0.0f;
-        for (int64_t k = 0; k < K; ++k) mx = std::max(mx, std::fabs(xr[k]));
-        const float sc = mx > 0.0f ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
-        uint8_t* qr = xq + r * K;
-        for (int64_t k = 0; k < K; ++k)
-            qr[k] = uint8_t(int(std::clamp(std::nearbyint(xr[k] * inv), -127.0f, 127.0f)) + 128);
-        sx[r] = sc;
+    quantize_rows_u8<V>(x, M, K, xq, ldq, M_pad, sx);
+    const float* sw = p.w_scale.data();
+    const int32_t* ws = p.w_sum.data();
+    if (p.amx) {
+        AmxLinearEpi e{y, b, act, scale, accumulate, sx, sw, p.w_sum128.data(), N};
+        amx_gemm(xq, *p.amx, M, amx_linear_epilogue<V, true>, &e);
+        return;
     }
     auto* acc = static_cast<int32_t*>(
         thread_scratch(kScratchInt8Accumulators, size_t(M * N) * sizeof(int32_t)));
     linear_int8_dnnl(xq, p.dnnl, acc, M, K, N);
-    const float* sw = p.w_scale.data();
-    const int32_t* ws = p.w_sum.data();
 #pragma omp parallel
     {
         // a row is rescaled straight into y, or, for a residual add, into a row of its own first
@@ -1109,6 +1223,22 @@ void int8_linear(const float* x, const CpuPacked& p, const float* b, float* y, i
     }
 }
 
+// y (+)= scale * act(x . w^T + b) in bf16 on the own AMX GEMM: x rounded to bf16 (nearest even,
+// as oneDNN's reorder), fp32 accumulation, the epilogue fused into the GEMM's blocks.
+template <typename V>
+void amx_bf16_linear(const float* x, const CpuPacked& p, const float* b, float* y, int64_t M,
+                     Act act, float scale, bool accumulate) {
+    const int64_t ld = amx_lda(*p.amx);
+    const int64_t M_pad = (M + kAmxRows - 1) / kAmxRows * kAmxRows;
+    auto* xb = static_cast<uint16_t*>(
+        thread_scratch(kScratchBf16Activations, size_t(M_pad * ld) * sizeof(uint16_t)));
+    amx_round_bf16(x, M, p.K, xb, ld);
+    std::fill(xb + M * ld, xb + M_pad * ld, uint16_t(0));
+    AmxLinearEpi e{y, b, act, scale, accumulate};
+    e.N = p.N;
+    amx_gemm(xb, *p.amx, M, amx_linear_epilogue<V, false>, &e);
+}
+
 // The linear kernel: the provider the weight was packed for (oneDNN when not packed). With an
 // activation, oneDNN applies it as a post-op (fused, the default) or the GEMM writes y and the
 // activation runs after it over y (separate), as the tuned table says for the shape.
@@ -1118,6 +1248,10 @@ void linear(const float* x, const float* w, const void* packed, const float* b, 
     const auto* p = static_cast<const CpuPacked*>(packed);
     if (p && p->compute == DType::I8) {
         int8_linear<V>(x, *p, b, y, M, act, scale, accumulate);
+        return;
+    }
+    if (p && p->amx) {
+        amx_bf16_linear<V>(x, *p, b, y, M, act, scale, accumulate);
         return;
     }
     if (p && p->panels) {

@@ -49,6 +49,15 @@ struct VecAvx512 {
     }
     static float hsum(R v) { return _mm512_reduce_add_ps(v); }
     static float hmax(R v) { return _mm512_reduce_max_ps(v); }
+    // float(a[i] - b[i]) for W int32 lanes (the difference taken in integers).
+    static R i32_diff(const int32_t* a, const int32_t* b) {
+        return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(a), _mm512_loadu_si512(b)));
+    }
+    // W lanes holding whole numbers in [0, 255] stored as bytes.
+    static void store_u8(uint8_t* p, R v) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                         _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
+    }
 };
 #endif
 
@@ -101,6 +110,17 @@ struct VecAvx2 {
         s = _mm_max_ps(s, _mm_movehl_ps(s, s));
         s = _mm_max_ss(s, _mm_movehdup_ps(s));
         return _mm_cvtss_f32(s);
+    }
+    static R i32_diff(const int32_t* a, const int32_t* b) {
+        const auto* pa = reinterpret_cast<const __m256i*>(a);
+        const auto* pb = reinterpret_cast<const __m256i*>(b);
+        return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_loadu_si256(pa), _mm256_loadu_si256(pb)));
+    }
+    static void store_u8(uint8_t* p, R v) {
+        const __m256i i = _mm256_cvtps_epi32(v);
+        const __m128i w16 =
+            _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(w16, w16));
     }
 };
 #endif
