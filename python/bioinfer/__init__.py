@@ -29,7 +29,7 @@ __all__ = ["load", "compare", "LanguageModel", "EmbedResult", "StructureModel", 
 __version__ = "0.1.0"
 
 Sequences = Union[str, "os.PathLike[str]", Sequence[str], Mapping[str, str]]
-_INCLUDE = ("mean", "per_tok", "bos", "contacts", "logits")
+_INCLUDE = ("mean", "per_tok", "bos", "contacts", "logits", "pll")
 _FASTA_SUFFIXES = (".fa", ".fasta", ".faa", ".fas")
 
 
@@ -131,6 +131,13 @@ class EmbedResult:
     def logits(self) -> Optional[np.ndarray]:
         return self.arrays.get("logits")
 
+    @property
+    def pll(self) -> Optional[float]:
+        """The sequence's pseudo-log-likelihood (include "pll"): the sum over residues of
+        log p(residue) with that residue masked."""
+        a = self.arrays.get("pll")
+        return None if a is None else float(a[0])
+
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}{tuple(v.shape)}" for k, v in self.arrays.items())
         return f"EmbedResult(id={self.id!r}, length={self.length}, {shapes})"
@@ -206,7 +213,8 @@ class LanguageModel:
         """Embeds sequences: a list of strings, a dict id -> sequence, a FASTA file or folder
         path, or one bare sequence. layers: fair-esm's repr_layers (negative counts from the
         end; the last layer is after the final LayerNorm). include: any of "mean", "per_tok",
-        "bos", "contacts" (ESM-2), "logits". Returns one EmbedResult per record, in input order.
+        "bos", "contacts" (ESM-2), "logits", "pll" (the pseudo-log-likelihood, one masked
+        pass per residue). Returns one EmbedResult per record, in input order.
         A residue outside the model's alphabet raises ValueError naming the record; Ctrl-C
         stops the call after the batch it is in (KeyboardInterrupt). progress: a callable
         called as progress(records_done, records) as records finish (an exception it raises

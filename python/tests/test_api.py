@@ -288,3 +288,16 @@ def test_progress_callbacks_report_and_can_stop():
     assert any(s[1].startswith("trunk") for s in stages), stages
     with pytest.raises(ZeroDivisionError):
         folder.fold("MKTAYIAK", progress=lambda *a: 1 / 0)
+
+
+def test_pseudo_log_likelihood_matches_the_reference():
+    """include=("pll",): the wild type's pseudo-log-likelihood from
+    tools/reference/make_score_fixtures.py (transformers, one masked forward per residue)."""
+    with open(os.path.join(FIXTURES, "score", "expected.json")) as f:
+        expected = json.load(f)
+    seq = expected["cases"]["short"]["wild_type"]
+    for name in ("esm2_tiny", "esmc_tiny"):
+        model = bioinfer.load(os.path.join(FIXTURES, name))
+        (r,) = model.embed({"wt": seq}, include=("pll",))
+        assert abs(r.pll - expected["models"][name]["short"]["pll_wild_type"]) < 1e-3
+        assert r.mean_representations == {}

@@ -2,6 +2,7 @@
 // leaves partial outputs; units are batches of records; outputs written under temporary names and
 // renamed when complete; manifest.json written last.
 #include "runtime/embed_pipeline.h"
+#include "runtime/variant_scoring.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -56,7 +57,7 @@ std::string h5_dataset(const std::string& array, const std::string& stem, size_t
 }
 
 void parse_include(const std::string& list, EmbedOptions& o) {
-    o.per_tok = o.mean = o.bos = o.contacts = o.logits = false;
+    o.per_tok = o.mean = o.bos = o.contacts = o.logits = o.pll = false;
     size_t p = 0;
     while (p <= list.size()) {
         size_t q = list.find(',', p);
@@ -67,7 +68,11 @@ void parse_include(const std::string& list, EmbedOptions& o) {
         else if (w == "bos") o.bos = true;
         else if (w == "contacts") o.contacts = true;
         else if (w == "logits") o.logits = true;
-        else fail("--include", cat("unknown output '", w, "': expected mean, per_tok, bos, contacts or logits"));
+        else if (w == "pll")
+            o.pll = true;
+        else
+            fail("--include", cat("unknown output '", w,
+                                  "': expected mean, per_tok, bos, contacts, logits or pll"));
         p = q + 1;
     }
 }
@@ -100,12 +105,13 @@ std::vector<std::string> array_names(const std::vector<int>& layers, const Embed
     }
     if (opts.contacts) n.push_back("contacts");
     if (opts.logits) n.push_back("logits");
+    if (opts.pll) n.push_back("pll");
     return n;
 }
 
 // Extracts one record's outputs from a batch result (special tokens stripped).
 RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vector<int>& layers,
-                     const EmbedOptions& opts, int64_t D, int64_t V) {
+                     const EmbedOptions& opts, int64_t D, int64_t V, float pll) {
     RecordArrays r;
     const bool any_hidden = opts.per_tok || opts.mean || opts.bos;  // else none was computed
     for (int l : any_hidden ? layers : std::vector<int>{}) {
@@ -137,6 +143,7 @@ RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vecto
         std::copy(lg + V, lg + (L + 1) * V, t.f32());
         r.arrays.emplace_back("logits", t);
     }
+    if (opts.pll) r.arrays.emplace_back("pll", Tensor::of(std::vector<float>{pll}));
     return r;
 }
 
@@ -149,11 +156,12 @@ ProgressOptions embed_progress_options(const EmbedOptions& o) {
 EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
                      const EmbedOptions& opts, bool write_outputs) {
     const std::vector<int> layers = resolve_layers(opts.repr_layers, model.num_layers());
-    BI_CHECK(opts.per_tok || opts.mean || opts.bos || opts.contacts || opts.logits, "--include",
-             "nothing to output");
+    BI_CHECK(opts.per_tok || opts.mean || opts.bos || opts.contacts || opts.logits || opts.pll,
+             "--include", "nothing to output");
     BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "unknown format '",
              opts.format, "': expected npz or h5");
-    BI_CHECK(!opts.logits || model.has_logits(), "--include", "logits need an LM head, and the ",
+    BI_CHECK((!opts.logits && !opts.pll) || model.has_logits(), "--include",
+             opts.logits ? "logits" : "pll", " need an LM head, and the ",
              "checkpoint has none (use a masked-LM checkpoint)");
     BI_CHECK(!opts.contacts || model.has_contacts(), "--include", "contacts need a contact head, and ",
              model.architecture() == "esm2" ? "the checkpoint has no contact_head.regression tensors"
@@ -176,6 +184,8 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     if (opts.bos) include.push_back("bos");
     if (opts.contacts) include.push_back("contacts");
     if (opts.logits) include.push_back("logits");
+    if (opts.pll) include.push_back("pll");
+    const bool any_forward = any_hidden || opts.logits || opts.contacts;
 
     EmbedStats stats;
     std::vector<TargetResult>& results = stats.results;
@@ -298,6 +308,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     struct Batch {
         std::vector<size_t> records;  // the representatives, in batch order
         lm::Output out;
+        std::vector<float> pll;         // per representative, with --include pll
         size_t extracted = size_t(-1);  // the position in the batch `arrays` holds
         RecordArrays arrays = {};
     };
@@ -310,8 +321,18 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
                 toks.push_back(esm::with_specials(records[i].tokens));
                 ntok += int64_t(toks.back().size());
             }
-            stage("language model");
-            Batch b{batch, model.forward(toks, req)};
+            Batch b{batch, {}};
+            if (any_forward) {
+                stage("language model");
+                b.out = model.forward(toks, req);
+            }
+            if (opts.pll) {
+                stage("pseudo-log-likelihood");
+                ScoreOptions so;
+                so.toks_per_batch = opts.toks_per_batch;
+                for (size_t i : batch)
+                    b.pll.push_back(float(pseudo_log_likelihood(model, records[i].tokens, so)));
+            }
             std::lock_guard<std::mutex> lock(mu);
             stats.sequences += int64_t(batch.size());
             stats.tokens += ntok;
@@ -322,7 +343,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             if (b.extracted != bi) {
                 const int64_t L = int64_t(records[b.records[bi]].tokens.size());
                 b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(),
-                                   model.logits_width());
+                                   model.logits_width(), opts.pll ? b.pll[bi] : 0.0f);
                 b.extracted = bi;
             }
             const RecordArrays& ra = b.arrays;

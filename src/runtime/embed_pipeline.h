@@ -35,6 +35,8 @@ struct RecordArrays {
 struct EmbedOptions : JobOptions {
     std::vector<int> repr_layers{-1};  // fair-esm style, negative counts from the end
     bool per_tok = false, mean = true, bos = false, contacts = false, logits = false;
+    // pll: each record's pseudo-log-likelihood (variant_scoring.h: one masked pass per residue)
+    bool pll = false;
     int64_t toks_per_batch = 4096;
     std::string format = "npz";      // npz | h5
     std::string precision = "fp32";  // GEMM compute dtype, for the manifest
@@ -51,7 +53,7 @@ ProgressOptions embed_progress_options(const EmbedOptions& o);
 // array, else /<array>/<id>.
 std::string h5_dataset(const std::string& array, const std::string& stem, size_t n_arrays);
 
-// Parses "mean,per_tok,bos,contacts,logits" into opts (error on unknown words).
+// Parses "mean,per_tok,bos,contacts,logits,pll" into opts (error on unknown words).
 void parse_include(const std::string& list, EmbedOptions& opts);
 // Resolves negative layer indices against num_layers (error when out of range).
 std::vector<int> resolve_layers(const std::vector<int>& layers, int64_t num_layers);

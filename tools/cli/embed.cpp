@@ -19,7 +19,8 @@ INPUT is a FASTA file, a folder of FASTA files, or a bare protein sequence.
                        from the Hugging Face cache, downloaded there on first use
   --out-dir DIR        where <id>.npz (or embeddings.h5), manifest.json and results.json go
   --repr-layers L,...  layers to output, negative counts from the end (default -1)
-  --include LIST       mean,per_tok,bos,contacts,logits (default mean)
+  --include LIST       mean,per_tok,bos,contacts,logits,pll (default mean); pll: the sequence's
+                       pseudo-log-likelihood, sum of log p(residue) with it masked (L passes)
   --toks-per-batch N   tokens per batch, run packed (default 4096)
   --truncate N         keep the first N residues of longer records (default 1022; 0 = off)
   --format npz|h5      one npz per record, or one HDF5 file for all (default npz)

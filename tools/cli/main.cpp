@@ -13,6 +13,7 @@ int predict_main(int argc, char** argv);
 int compare_main(int argc, char** argv);
 int weights_main(int argc, char** argv);
 int merge_main(int argc, char** argv);
+int score_main(int argc, char** argv);
 }  // namespace bioinfer::cli
 
 namespace {
@@ -24,10 +25,15 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
-    {"embed", bioinfer::cli::embed_main, "per-residue / pooled embeddings, contacts, logits (ESM-2, ESM C)"},
-    {"predict", bioinfer::cli::predict_main, "structure prediction: PDB/mmCIF, confidences (ESMFold)"},
+    {"embed", bioinfer::cli::embed_main,
+     "per-residue / pooled embeddings, contacts, logits (ESM-2, ESM C)"},
+    {"score", bioinfer::cli::score_main,
+     "variant-effect scores from the likelihoods (ESM-2, ESM C)"},
+    {"predict", bioinfer::cli::predict_main,
+     "structure prediction: PDB/mmCIF, confidences (ESMFold)"},
     {"merge", bioinfer::cli::merge_main, "assemble the shards of a sharded embed / predict run"},
-    {"weights", bioinfer::cli::weights_main, "list, download and prune model weights (Hugging Face cache)"},
+    {"weights", bioinfer::cli::weights_main,
+     "list, download and prune model weights (Hugging Face cache)"},
     {"compare", bioinfer::cli::compare_main, "Calpha RMSD, TM-score and lDDT of two structures"},
     {"bench", bioinfer::cli::bench_main, "time a model on inputs, JSON on stdout"},
 };

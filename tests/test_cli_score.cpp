@@ -1,0 +1,213 @@
+// `bioinfer score` against the reference scores (tools/reference/make_score_fixtures.py:
+// transformers, the esm variant-prediction script's way) on the tiny ESM-2 and ESM C fixtures:
+// every strategy, single and multi-mutants, a protein longer than its scoring window, a DMS;
+// and bad mutation files failing on the row at fault.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_util.h"
+#include "io/atomic_file.h"
+#include "io/npy.h"
+
+namespace fs = std::filesystem;
+using namespace bioinfer;
+
+namespace {
+
+const std::string kScoreFix = std::string(BIOINFER_FIXTURES) + "/score";
+
+// Rows of a CSV file (quoted fields with commas and doubled quotes; no newline inside a field;
+// LF or CRLF).
+std::vector<std::vector<std::string>> read_csv(const std::string& path) {
+    std::vector<std::vector<std::string>> rows;
+    std::istringstream in(io::read_file(path));
+    std::string line;
+    while (std::getline(in, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // the fixtures end lines CRLF
+        std::vector<std::string> f(1);
+        bool q = false;
+        for (size_t i = 0; i < line.size(); ++i) {
+            const char c = line[i];
+            if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+                f.back() += '"';
+                ++i;
+            } else if (c == '"') {
+                q = !q;
+            } else if (c == ',' && !q) {
+                f.emplace_back();
+            } else {
+                f.back() += c;
+            }
+        }
+        rows.push_back(f);
+    }
+    return rows;
+}
+
+std::vector<double> column(const std::vector<std::vector<std::string>>& rows,
+                           const std::string& name) {
+    const auto& h = rows.at(0);
+    const size_t c = size_t(std::find(h.begin(), h.end(), name) - h.begin());
+    EXPECT_LT(c, h.size()) << "no column " << name;
+    std::vector<double> v;
+    for (size_t r = 1; r < rows.size() && c < h.size(); ++r) v.push_back(std::stod(rows[r].at(c)));
+    return v;
+}
+
+double max_abs_diff(const std::vector<double>& a, const nlohmann::json& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double m = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+        m = std::max(m, std::fabs(a[i] - b[i].get<double>()));
+    return m;
+}
+
+struct Score : test::CliTest {
+    nlohmann::json expected = nlohmann::json::parse(io::read_file(kScoreFix + "/expected.json"));
+    std::string model_dir(const std::string& m) const {
+        return std::string(BIOINFER_FIXTURES) + "/" + m;
+    }
+    std::string case_args(const std::string& c) const {
+        const auto& cs = expected["cases"][c];
+        return kScoreFix + "/" + c + ".fasta --offset " + std::to_string(cs["offset"].get<int>()) +
+               " --scoring-window " + std::to_string(cs["window"].get<int>());
+    }
+};
+
+}  // namespace
+
+TEST_F(Score, EveryStrategyMatchesTheReference) {
+    for (const std::string m : {"esm2_tiny", "esmc_tiny"})
+        for (const std::string c : {"short", "window"}) {
+            SCOPED_TRACE(m + " " + c);
+            const std::string out = p(m + "_" + c + ".csv");
+            test::Result r = run("score " + case_args(c) + " --weights " + model_dir(m) +
+                                 " --mutations " + kScoreFix + "/" + c + ".csv" +
+                                 " --strategy masked-marginals,wt-marginals,pseudo-ppl" +
+                                 " --score-column DMS_score --threads 2 --quiet --out " + out);
+            ASSERT_EQ(r.rc, 0) << r.err;
+            const auto rows = read_csv(out);
+            const auto in = read_csv(kScoreFix + "/" + c + ".csv");
+            ASSERT_EQ(rows.size(), in.size());
+            for (size_t i = 0; i < in.size(); ++i)  // the input's columns, untouched
+                EXPECT_EQ(std::vector<std::string>(rows[i].begin(), rows[i].begin() + 3), in[i]);
+            EXPECT_EQ(rows[0],
+                      (std::vector<std::string>{"mutant", "DMS_score", "note", "masked_marginals",
+                                                "wt_marginals", "pseudo_ppl"}));
+            const auto& want = expected["models"][m][c];
+            const auto summary = nlohmann::json::parse(io::read_file(out + ".json"));
+            for (const std::string s : {"masked_marginals", "wt_marginals", "pseudo_ppl"}) {
+                EXPECT_LE(max_abs_diff(column(rows, s), want[s]), 1e-4) << s;
+                EXPECT_NEAR(summary["spearman"][s].get<double>(),
+                            want["spearman_vs_DMS_score"][s].get<double>(), 1e-9)
+                    << s;
+            }
+            EXPECT_NE(r.err.find("Spearman"), std::string::npos) << r.err;
+        }
+}
+
+TEST_F(Score, DeepMutationalScanMatchesTheReference) {
+    for (const std::string m : {"esm2_tiny", "esmc_tiny"}) {
+        SCOPED_TRACE(m);
+        test::Result r =
+            run("score " + case_args("short") + " --weights " + model_dir(m) +
+                " --dms --strategy masked-marginals,wt-marginals --quiet --out " + p("dms.csv"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto rows = read_csv(p("dms.csv"));
+        const auto& want = expected["models"][m]["short"];
+        ASSERT_EQ(rows.size(), want["dms_mutants"].size() + 1);
+        for (size_t i = 1; i < rows.size(); ++i) ASSERT_EQ(rows[i][0], want["dms_mutants"][i - 1]);
+        EXPECT_LE(max_abs_diff(column(rows, "masked_marginals"), want["dms_masked_marginals"]),
+                  1e-4);
+        EXPECT_LE(max_abs_diff(column(rows, "wt_marginals"), want["dms_wt_marginals"]), 1e-4);
+    }
+}
+
+TEST_F(Score, ScoresDoNotDependOnTheBatchSize) {
+    std::vector<double> first;
+    for (const char* toks : {"44", "100000"}) {
+        test::Result r =
+            run("score " + case_args("window") + " --weights " + model_dir("esm2_tiny") +
+                " --mutations " + kScoreFix + "/window.csv --quiet --toks-per-batch " + toks +
+                " --out " + p("b.csv"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto v = column(read_csv(p("b.csv")), "masked_marginals");
+        if (first.empty()) {
+            first = v;
+            continue;
+        }
+        ASSERT_EQ(v.size(), first.size());
+        for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], first[i], 1e-5) << i;
+    }
+}
+
+TEST_F(Score, BadMutationFilesFailOnTheRow) {
+    const std::string wt = kScoreFix + "/short.fasta";  // starts Y K ... (see short.csv)
+    const struct {
+        const char* csv;
+        const char* needle;
+    } cases[] = {
+        {"variant,x\nY1L,1\n", "no 'mutant' column"},
+        {"mutant\nY1L\nK2\n", "row 2 (line 3)] malformed mutant 'K2'"},
+        {"mutant\nY1L\nA2G\n", "row 2 (line 3)] mutant 'A2G': the wild type has 'K' at position 2"},
+        {"mutant\nY1L\nY99L\n",
+         "row 2 (line 3)] mutant 'Y99L': position 99 is outside the sequence"},
+        {"mutant\nY1J\n", "row 1 (line 2)] mutant 'Y1J': 'J' is not one of the 20 amino acids"},
+        {"mutant,x\nY1L\n", "row 1 (line 2)] 1 fields, the header has 2"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.csv);
+        write("m.csv", c.csv);
+        test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") +
+                             " --mutations " + p("m.csv") + " --quiet --out " + p("o.csv"));
+        EXPECT_EQ(r.rc, 1);
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(fs::exists(p("o.csv")));
+    }
+    // --skip-bad-rows scores the others and lists what it skipped
+    write("m.csv", "mutant\nY1L\nA2G\nK2G\n");
+    test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+                         p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("skipped: [" + p("m.csv") + " row 2 (line 3)] mutant 'A2G'"),
+              std::string::npos)
+        << r.err;
+    const auto rows = read_csv(p("o.csv"));
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(rows[1][0], "Y1L");
+    EXPECT_EQ(rows[2][0], "K2G");
+    const auto& want = expected["models"]["esm2_tiny"]["short"];
+    EXPECT_NEAR(std::stod(rows[1][1]), want["masked_marginals"][0].get<double>(), 1e-4);
+    // a FASTA with two records is not one wild type
+    write("two.fa", ">a\nMKV\n>b\nMKT\n");
+    r = run("score " + p("two.fa") + " --weights " + model_dir("esm2_tiny") + " --dms --out " +
+            p("o2.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("expected one wild-type sequence, got 2 records"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(p("o2.csv")));
+}
+
+// embed --include pll: each record's pseudo-log-likelihood, the reference's (windowed or not).
+TEST_F(Score, EmbedIncludePllMatchesTheReference) {
+    for (const std::string m : {"esm2_tiny", "esmc_tiny"}) {
+        SCOPED_TRACE(m);
+        test::Result r = run("embed " + kScoreFix + "/short.fasta --weights " + model_dir(m) +
+                             " --include mean,pll --quiet --out-dir " + p("emb_" + m));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto npz = io::read_npz(p("emb_" + m + "/short.npz"));
+        ASSERT_EQ(npz.at("pll").shape, (Shape{1}));
+        EXPECT_NEAR(npz.at("pll").data[0],
+                    expected["models"][m]["short"]["pll_wild_type"].get<double>(), 1e-3);
+        EXPECT_EQ(npz.size(), 2u);  // the mean and pll
+    }
+    // pll alone runs no embedding pass
+    test::Result r = run("embed " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+                         " --include pll --quiet --out-dir " + p("emb_pll"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(io::read_npz(p("emb_pll/short.npz")).size(), 1u);
+}

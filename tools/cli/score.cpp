@@ -1,0 +1,290 @@
+// bioinfer score: zero-shot variant-effect scores (masked marginals, wild-type marginals,
+// pseudo-log-likelihood) of a protein's mutants from ESM-2 / ESM C likelihoods.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "args.h"
+#include "bioinfer/error.h"
+#include "core/threads.h"
+#include "io/atomic_file.h"
+#include "io/model_dir.h"
+#include "models/language_model.h"
+#include "runtime/inputs.h"
+#include "runtime/progress.h"
+#include "runtime/variant_scoring.h"
+
+namespace bioinfer::cli {
+
+static const char* kScoreHelp =
+    R"(usage: bioinfer score INPUT (--weights DIR | --model NAME) --out FILE (--mutations CSV | --dms)
+                     [options]
+
+Scores mutants of one protein by the model's likelihoods (ESM-1v's zero-shot strategies).
+INPUT is a FASTA file holding the wild type (one record) or a bare protein sequence.
+
+  --weights DIR        Hugging Face ESM-2 or ESM C directory
+  --model NAME         e.g. esm2_t33_650M_UR50D (see `bioinfer weights`)
+  --out FILE           the scores, CSV: the input's columns, then one column per strategy
+  --mutations CSV      a CSV with a `mutant` column in ProteinGym's form: A23V, multi-mutants
+                       joined by ':' (A23V:G40W), positions 1-based
+  --dms                every single substitution at every position instead (19 x L rows)
+  --strategy LIST      masked-marginals (default; one masked pass per position), wt-marginals
+                       (one pass), pseudo-ppl (L masked passes per mutant); several joined by ','
+  --offset N           the number of the wild type's first residue (default 1)
+  --scoring-window N   residues per pass for longer proteins, each position scored in the window
+                       centred on it (default 1022; 0 = the whole protein in one pass)
+  --score-column NAME  an experimental score in the CSV: prints Spearman's rho of each strategy
+                       against it and writes them to the summary
+  --skip-bad-rows      score the valid rows when some are malformed, and list the skipped ones
+  --toks-per-batch N   tokens per packed forward (default 4096)
+  --precision P        fp32 (default), bf16 or int8 (as for embed)
+  --threads N          threads (default: all cores)
+  --quiet              no progress display
+
+Marginal strategies score a multi-mutant as the sum of its singles; pseudo-ppl scores the
+mutant's sequence: its pseudo-log-likelihood minus the wild type's. A summary goes next to the
+scores (FILE.json): the model, precision, skipped rows, per strategy the seconds and forward
+passes, and the Spearman rhos.
+)";
+
+namespace {
+
+// One CSV record's fields (RFC 4180: quoted fields may hold commas, quotes doubled, newlines).
+bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t& line) {
+    fields.clear();
+    std::string field;
+    bool quoted = false, any = false;
+    int c;
+    while ((c = in.get()) != EOF) {
+        any = true;
+        if (quoted) {
+            if (c == '"') {
+                if (in.peek() == '"') {
+                    field += '"';
+                    in.get();
+                } else {
+                    quoted = false;
+                }
+            } else {
+                if (c == '\n') ++line;
+                field += char(c);
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            fields.push_back(field);
+            field.clear();
+        } else if (c == '\n') {
+            ++line;
+            break;
+        } else if (c != '\r') {
+            field += char(c);
+        }
+    }
+    if (!any) return false;
+    fields.push_back(field);
+    return true;
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+std::string format_score(double v) {
+    if (!std::isfinite(v)) return "";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+}
+
+bool parse_double(const std::string& s, double& v) {
+    if (s.empty()) return false;
+    char* end = nullptr;
+    v = std::strtod(s.c_str(), &end);
+    return end && *end == '\0';
+}
+
+}  // namespace
+
+int score_main(int argc, char** argv) {
+    Args a =
+        parse_args(argc, argv,
+                   {"weights", "model", "out", "mutations", "strategy", "offset", "scoring-window",
+                    "score-column", "toks-per-batch", "precision", "threads", "cache-dir"},
+                   {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help"});
+    if (a.has("help")) {
+        std::fputs(kScoreHelp, stdout);
+        return 0;
+    }
+    BI_CHECK(a.positional.size() == 1, "arguments", "expected one INPUT, got ", a.positional.size(),
+             " (see --help)");
+    BI_CHECK(a.has("out"), "--out", "required: the CSV to write");
+    BI_CHECK(a.has("mutations") != a.has("dms"), "arguments",
+             "give exactly one of --mutations CSV or --dms");
+    const long long threads = a.get_int("threads", 0);
+    BI_CHECK(threads >= 0, "--threads", "must be >= 0");
+    set_num_threads(int(threads));
+    std::vector<runtime::Strategy> strategies;
+    {
+        std::stringstream ss(a.get("strategy", "masked-marginals"));
+        std::string s;
+        while (std::getline(ss, s, ','))
+            if (!s.empty()) strategies.push_back(runtime::parse_strategy(s));
+        BI_CHECK(!strategies.empty(), "--strategy", "no strategy given");
+    }
+    const int64_t offset = a.get_int("offset", 1);
+    runtime::ScoreOptions so;
+    so.window = a.get_int("scoring-window", 1022);
+    BI_CHECK(so.window >= 0, "--scoring-window", "must be >= 0");
+    so.toks_per_batch = a.get_int("toks-per-batch", 4096);
+    BI_CHECK(so.toks_per_batch > 0, "--toks-per-batch", "must be positive");
+    const std::string precision = apply_precision(a, /*allow_int8=*/true);
+
+    // The wild type.
+    const auto records = runtime::collect_fasta(a.positional[0]);
+    BI_CHECK(records.size() == 1, a.positional[0], "expected one wild-type sequence, got ",
+             records.size(), " records");
+    BI_CHECK(records[0].error.empty(), a.positional[0], records[0].error);
+    const std::string wt = records[0].sequence;
+
+    // The mutants, every row checked before the model loads.
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    std::vector<runtime::Mutant> mutants;
+    std::vector<std::string> skipped;
+    std::vector<double> measured;
+    const std::string score_col = a.get("score-column", "");
+    if (a.has("dms")) {
+        BI_CHECK(score_col.empty(), "--score-column",
+                 "needs --mutations (a CSV holding the scores)");
+        mutants = runtime::deep_mutational_scan(wt, offset);
+        header = {"mutant"};
+        for (const auto& m : mutants) rows.push_back({m.text});
+    } else {
+        const std::string path = a.get("mutations");
+        std::ifstream in(path, std::ios::binary);
+        BI_CHECK(in.good(), path, "cannot open");
+        int64_t line = 1;
+        BI_CHECK(read_csv_record(in, header, line), path,
+                 "empty file (expected a header with a 'mutant' column)");
+        const auto col = std::find(header.begin(), header.end(), "mutant");
+        BI_CHECK(col != header.end(), path, "no 'mutant' column in the header");
+        const size_t mcol = size_t(col - header.begin());
+        size_t scol = 0;
+        if (!score_col.empty()) {
+            const auto sc = std::find(header.begin(), header.end(), score_col);
+            BI_CHECK(sc != header.end(), path, "no '", score_col, "' column (--score-column)");
+            scol = size_t(sc - header.begin());
+        }
+        std::vector<std::string> f;
+        int64_t row_no = 0;
+        while (true) {
+            const int64_t at = line;  // the line this record starts on
+            if (!read_csv_record(in, f, line)) break;
+            if (f.size() == 1 && f[0].empty()) continue;  // a blank line
+            ++row_no;
+            const std::string where =
+                path + " row " + std::to_string(row_no) + " (line " + std::to_string(at) + ")";
+            try {
+                BI_CHECK(f.size() == header.size(), where, "", f.size(), " fields, the header has ",
+                         header.size());
+                mutants.push_back(runtime::parse_mutant(f[mcol], wt, offset, where));
+            } catch (const std::exception& e) {
+                if (!a.has("skip-bad-rows"))
+                    throw std::runtime_error(std::string(e.what()) +
+                                             " (--skip-bad-rows scores the others)");
+                skipped.push_back(e.what());
+                continue;
+            }
+            double v = std::nan("");
+            if (!score_col.empty() && !parse_double(f[scol], v)) v = std::nan("");
+            measured.push_back(v);
+            rows.push_back(f);
+        }
+        BI_CHECK(!mutants.empty(), path, "no mutant to score");
+        for (const std::string& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
+    }
+
+    const std::string dir = weights_dir_from(a);
+    const io::ModelDir model_dir = io::ModelDir::open(dir);
+    if (!a.has("quiet")) std::fprintf(stderr, "score: loading %s\n", dir.c_str());
+    auto model = lm::load(model_dir);
+    BI_CHECK(model->has_logits(), dir, "the model has no language-model head to score with");
+
+    std::vector<std::vector<double>> scores;
+    nlohmann::json summary = {
+        {"input", a.positional[0]}, {"model", a.has("model") ? a.get("model") : dir},
+        {"precision", precision},   {"rows", mutants.size()},
+        {"skipped_rows", skipped},  {"scoring_window", so.window}};
+    double seconds_all = 0;
+    int64_t passes_all = 0;
+    for (runtime::Strategy s : strategies) {
+        const std::string name = runtime::strategy_name(s);
+        std::unique_ptr<runtime::Progress> progress;
+        int64_t passes = 0;
+        so.progress = [&](int64_t done, int64_t total) {
+            passes = total;
+            if (!progress)
+                progress = std::make_unique<runtime::Progress>(
+                    runtime::ProgressOptions{
+                        .label = "score " + name,
+                        .items = s == runtime::Strategy::PseudoPpl ? "mutants" : "passes",
+                        .tokens = "",
+                        .quiet = a.has("quiet"),
+                        .log_path = ""},
+                    total);
+            progress->done(name, 0, 0.0);
+            if (done == total) progress->finish();
+        };
+        const auto t0 = std::chrono::steady_clock::now();
+        scores.push_back(runtime::score_mutants(*model, wt, mutants, s, so));
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s == runtime::Strategy::PseudoPpl)
+            passes = int64_t(mutants.size() + 1) * int64_t(wt.size());
+        summary["strategies"][runtime::strategy_column(s)] = {{"seconds", seconds},
+                                                              {"passes", passes}};
+        seconds_all += seconds;
+        passes_all += passes;
+        if (!score_col.empty()) {
+            const double rho = runtime::spearman(scores.back(), measured);
+            std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
+                         score_col.c_str(), rho);
+            summary["spearman"][runtime::strategy_column(s)] =
+                std::isfinite(rho) ? nlohmann::json(rho) : nlohmann::json();
+        }
+    }
+
+    std::string out;
+    for (size_t c = 0; c < header.size(); ++c) out += (c ? "," : "") + csv_field(header[c]);
+    for (runtime::Strategy s : strategies) out += "," + runtime::strategy_column(s);
+    out += "\n";
+    for (size_t r = 0; r < rows.size(); ++r) {
+        for (size_t c = 0; c < rows[r].size(); ++c) out += (c ? "," : "") + csv_field(rows[r][c]);
+        for (const auto& sc : scores) out += "," + format_score(sc[r]);
+        out += "\n";
+    }
+    const std::string out_path = a.get("out");
+    io::write_file_atomic(out_path, out);
+    summary["seconds_scoring"] = seconds_all;
+    summary["passes"] = passes_all;
+    summary["threads"] = num_threads();
+    io::write_file_atomic(out_path + ".json", summary.dump(2) + "\n");
+    if (!a.has("quiet"))
+        std::fprintf(stderr, "score: %zu mutants scored%s -> %s\n", mutants.size(),
+                     skipped.empty()
+                         ? ""
+                         : (", " + std::to_string(skipped.size()) + " rows skipped").c_str(),
+                     out_path.c_str());
+    return 0;
+}
+
+}  // namespace bioinfer::cli
