@@ -525,3 +525,40 @@ TEST_F(Cli, HelpAndUnknownCommand) {
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("unknown command 'fold'"), std::string::npos);
 }
+
+// A checkpoint holding one NaN weight is refused, naming the tensor; with --allow-nonfinite it
+// loads, and every record fails alone (its outputs hold NaN), nothing of it written.
+TEST_F(Cli, NonFiniteWeightIsRefusedNamingTheTensor) {
+    fs::create_directories(p("nan_model"));
+    for (auto& e : fs::directory_iterator(kFix))
+        if (e.path().filename() != "model.safetensors")
+            fs::copy(e.path(), p("nan_model") / e.path().filename());
+    auto f = io::SafetensorsFile::open(kFix + "/model.safetensors");
+    std::map<std::string, Tensor> ts;
+    std::string poisoned;
+    for (const auto& [name, info] : f->tensors()) {
+        Tensor t = f->get(name).to_f32().clone();
+        if (poisoned.empty() && name.find("intermediate.dense.weight") != std::string::npos) {
+            t.f32()[5] = std::nanf("");
+            poisoned = name;
+        }
+        ts[name] = t;
+    }
+    ASSERT_FALSE(poisoned.empty());
+    io::write_safetensors(p("nan_model/model.safetensors"), ts);
+    expect_clean_failure(
+        "embed " + cases_fasta() + " --weights " + p("nan_model"),
+        "tensor '" + poisoned + "' holds a non-finite value (NaN) at flat index 5");
+    Result r = run("embed " + cases_fasta() + " --weights " + p("nan_model") +
+                   " --allow-nonfinite --out-dir " + p("out2"));
+    EXPECT_EQ(r.rc, 1) << r.err;  // every record failed
+    const auto res = nlohmann::json::parse(io::read_file(p("out2/results.json")));
+    ASSERT_EQ(res["targets"].size(), 5u);
+    for (const auto& t : res["targets"]) {
+        EXPECT_EQ(t["status"], "failed");
+        EXPECT_NE(t["error"].get<std::string>().find("holds NaN or Inf; nothing written"),
+                  std::string::npos)
+            << t;
+    }
+    for (const char* id : kCases) EXPECT_FALSE(fs::exists(p(std::string("out2/") + id + ".npz")));
+}

@@ -301,3 +301,41 @@ TEST(TorchCheckpoint, ReadsLightningCheckpoints) {
     EXPECT_EQ(direct.data.at("epoch").get<int>(), 0);
     EXPECT_TRUE(direct.tensors.count("state_dict.s_init.weight"));
 }
+
+// The load-time scan for damaged weights: the first NaN or Inf of F32, BF16 and F16 tensors,
+// past the scan's chunk boundary too; finite extremes and integer tensors pass.
+TEST(Io, FirstNonFiniteFindsNanAndInfInEveryFloatDtype) {
+    const int64_t n = (int64_t(1) << 20) + 77;  // more than one scan chunk
+    Tensor f = Tensor::zeros({n});
+    f.f32()[n - 3] = std::numeric_limits<float>::max();
+    EXPECT_EQ(io::first_nonfinite(f), -1);
+    f.f32()[n - 2] = std::numeric_limits<float>::infinity();
+    f.f32()[n - 1] = std::nanf("");
+    EXPECT_EQ(io::first_nonfinite(f), n - 2);
+    for (DType dt : {DType::BF16, DType::F16}) {
+        Tensor h = Tensor::zeros({n}, dt);
+        auto* u = static_cast<uint16_t*>(h.raw());
+        u[100] = dt == DType::BF16 ? 0x7f7f : 0x7bff;  // the largest finite values
+        EXPECT_EQ(io::first_nonfinite(h), -1);
+        u[n - 5] = dt == DType::BF16 ? 0xffc0 : 0xfe00;  // NaN
+        u[n - 1] = dt == DType::BF16 ? 0x7f80 : 0x7c00;  // +Inf
+        EXPECT_EQ(io::first_nonfinite(h), n - 5);
+    }
+    Tensor i = Tensor::of(std::vector<int32_t>{0x7f800000, 0x7fc00000});
+    EXPECT_EQ(io::first_nonfinite(i), -1);
+    // A model directory refuses such a tensor, naming it, unless allowed.
+    io::ModelDir dir = io::ModelDir::from_tensors("mem", nlohmann::json::object(), {{"w", f}});
+    try {
+        dir.get("w", {n});
+        ADD_FAILURE() << "a NaN weight loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(
+            std::string(e.what()).find("tensor 'w' holds a non-finite value (Inf) at flat index " +
+                                       std::to_string(n - 2)),
+            std::string::npos)
+            << e.what();
+    }
+    io::set_allow_nonfinite(true);
+    EXPECT_EQ(dir.get("w", {n}).numel(), n);
+    io::set_allow_nonfinite(false);
+}

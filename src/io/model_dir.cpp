@@ -2,6 +2,8 @@
 #include "io/model_dir.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -147,11 +149,69 @@ std::vector<std::string> ModelDir::names() const {
     return out;
 }
 
+namespace {
+std::atomic<bool> g_allow_nonfinite{false};
+}  // namespace
+
+void set_allow_nonfinite(bool allow) {
+    g_allow_nonfinite = allow;
+}
+
+bool allow_nonfinite() {
+    return g_allow_nonfinite;
+}
+
+int64_t first_nonfinite(const Tensor& t) {
+    // exponent bits all set: Inf or NaN
+    auto scan = [&](const auto* v, auto mask) -> int64_t {
+        const int64_t n = t.numel(), chunk = int64_t(1) << 20;
+        const int64_t chunks = (n + chunk - 1) / chunk;
+        int64_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first)
+        for (int64_t c = 0; c < chunks; ++c) {
+            const int64_t e = std::min(n, (c + 1) * chunk);
+            bool bad = false;
+            for (int64_t i = c * chunk; i < e; ++i) bad |= (v[i] & mask) == mask;
+            if (!bad) continue;
+            for (int64_t i = c * chunk; i < e; ++i)
+                if ((v[i] & mask) == mask) {
+                    first = std::min(first, i);
+                    break;
+                }
+        }
+        return first == n ? -1 : first;
+    };
+    if (!t.is_contiguous() &&
+        (t.dtype() == DType::F32 || t.dtype() == DType::BF16 || t.dtype() == DType::F16))
+        return first_nonfinite(t.to_f32());  // a strided view: scanned in its logical order
+    switch (t.dtype()) {
+        case DType::F32:
+            return scan(static_cast<const uint32_t*>(t.raw()), uint32_t(0x7f800000u));
+        case DType::BF16:
+            return scan(static_cast<const uint16_t*>(t.raw()), uint16_t(0x7f80u));
+        case DType::F16:
+            return scan(static_cast<const uint16_t*>(t.raw()), uint16_t(0x7c00u));
+        default:
+            return -1;
+    }
+}
+
 Tensor ModelDir::lookup(const std::string& name) const {
-    if (auto p = pickled_.find(name); p != pickled_.end()) return p->second;
-    auto it = where_.find(name);
-    BI_CHECK(it != where_.end(), dir_, "missing tensor '", name, "'");
-    return files_[it->second]->get(name);
+    Tensor t;
+    if (auto p = pickled_.find(name); p != pickled_.end()) {
+        t = p->second;
+    } else {
+        auto it = where_.find(name);
+        BI_CHECK(it != where_.end(), dir_, "missing tensor '", name, "'");
+        t = files_[it->second]->get(name);
+    }
+    if (!allow_nonfinite()) {
+        const int64_t i = first_nonfinite(t);
+        BI_CHECK(i < 0, dir_, "tensor '", name, "' holds a non-finite value (",
+                 std::isnan(t.to_f32().f32()[i]) ? "NaN" : "Inf", ") at flat index ", i,
+                 ": the checkpoint is damaged (--allow-nonfinite loads it anyway)");
+    }
+    return t;
 }
 
 Tensor ModelDir::get_raw(const std::string& name) const {

@@ -36,6 +36,14 @@ private:
     mutable std::set<std::string> names_;
 };
 
+// Weights holding NaN or Inf are refused when a model reads them (ModelDir::get*), the error
+// naming the tensor and where; allow_nonfinite(true) (--allow-nonfinite) loads them anyway.
+void set_allow_nonfinite(bool allow);
+bool allow_nonfinite();
+// The flat index of the first NaN or Inf of a floating-point tensor (F32, BF16, F16), or -1
+// (also for integer tensors). Over the OpenMP threads.
+int64_t first_nonfinite(const Tensor& t);
+
 class ModelDir {
 public:
     static ModelDir open(const std::string& dir);
@@ -56,7 +64,8 @@ public:
     // `expected` is an error naming the key, the expected and the actual shape.
     Tensor get_f32(const std::string& name, const Shape& expected) const;
     Tensor get_raw(const std::string& name) const;
-    // The stored tensor in its own dtype (zero-copy), shape-checked like get_f32.
+    // The stored tensor in its own dtype (zero-copy), shape-checked like get_f32. All three
+    // refuse a tensor holding NaN or Inf unless allow_nonfinite().
     Tensor get(const std::string& name, const Shape& expected) const;
 
     // Load accounting. get, get_f32 and get_raw record the name they hand out (has() does not).

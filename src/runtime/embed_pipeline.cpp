@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/fasta.h"
 #include "io/h5.h"
+#include "io/model_dir.h"
 #include "io/npy.h"
 #include "models/esm_alphabet.h"
 #include "runtime/batching.h"
@@ -347,6 +348,11 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
                 b.extracted = bi;
             }
             const RecordArrays& ra = b.arrays;
+            // NaN or Inf (weights loaded with --allow-nonfinite, overflow): this record fails
+            // alone, nothing of it written
+            for (const auto& [k, t] : ra.arrays)
+                BI_CHECK(io::first_nonfinite(t) < 0, records[m].id, "output '", k,
+                         "' holds NaN or Inf; nothing written for this record");
             if (!write_outputs) {
                 opts.sink(m, ra);
                 return json::object();

@@ -5,6 +5,7 @@
 
 #include "bioinfer/error.h"
 #include "core/threads.h"
+#include "io/model_dir.h"
 #include "ops/ops.h"
 
 namespace bioinfer::cli {
@@ -137,13 +138,14 @@ static std::vector<runtime::Worker> workers_from(const Args& a) {
 
 Args parse_job_args(int argc, char** argv, std::set<std::string> valued, std::set<std::string> flags) {
     valued.insert({"workers", "threads", "log", "cache-dir", "accelerator", "shard"});
-    flags.insert({"override", "offline", "quiet", "help"});
+    flags.insert({"override", "offline", "quiet", "help", "allow-nonfinite"});
     return parse_args(argc, argv, valued, flags);
 }
 
 void apply_job_options(const Args& a, runtime::JobOptions& o) {
     BI_CHECK(a.has("out-dir"), "arguments", "--out-dir is required");
     o.out_dir = a.get("out-dir");
+    io::set_allow_nonfinite(a.has("allow-nonfinite"));
     o.quiet = a.has("quiet");
     o.override_existing = a.has("override");
     o.log_path = a.get("log");
@@ -163,6 +165,7 @@ const char* job_options_help() {
   --cache-dir DIR      Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/...)
   --offline            never use the network (as HF_HUB_OFFLINE=1)
   --quiet              no progress output
+  --allow-nonfinite    load weights holding NaN or Inf (refused by default, naming the tensor)
 )";
 }
 

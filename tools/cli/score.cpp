@@ -45,6 +45,7 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
   --precision P        fp32 (default), bf16 or int8 (as for embed)
   --threads N          threads (default: all cores)
   --quiet              no progress display
+  --allow-nonfinite    load weights holding NaN or Inf (refused by default)
 
 Marginal strategies score a multi-mutant as the sum of its singles; pseudo-ppl scores the
 mutant's sequence: its pseudo-log-likelihood minus the wild type's. A summary goes next to the
@@ -140,6 +141,7 @@ int score_main(int argc, char** argv) {
             if (!s.empty()) strategies.push_back(runtime::parse_strategy(s));
         BI_CHECK(!strategies.empty(), "--strategy", "no strategy given");
     }
+    io::set_allow_nonfinite(a.has("allow-nonfinite"));
     const int64_t offset = a.get_int("offset", 1);
     runtime::ScoreOptions so;
     so.window = a.get_int("scoring-window", 1022);
@@ -229,7 +231,7 @@ int score_main(int argc, char** argv) {
     for (runtime::Strategy s : strategies) {
         const std::string name = runtime::strategy_name(s);
         std::unique_ptr<runtime::Progress> progress;
-        int64_t passes = 0;
+        int64_t passes = 0, shown = 0;
         so.progress = [&](int64_t done, int64_t total) {
             passes = total;
             if (!progress)
@@ -241,7 +243,7 @@ int score_main(int argc, char** argv) {
                         .quiet = a.has("quiet"),
                         .log_path = ""},
                     total);
-            progress->done(name, 0, 0.0);
+            for (; shown < done; ++shown) progress->done(name, 0, 0.0);
             if (done == total) progress->finish();
         };
         const auto t0 = std::chrono::steady_clock::now();
