@@ -526,26 +526,35 @@ TEST_F(Cli, HelpAndUnknownCommand) {
     EXPECT_NE(r.err.find("unknown command 'fold'"), std::string::npos);
 }
 
-// A checkpoint holding one NaN weight is refused, naming the tensor; with --allow-nonfinite it
-// loads, and every record fails alone (its outputs hold NaN), nothing of it written.
-TEST_F(Cli, NonFiniteWeightIsRefusedNamingTheTensor) {
-    fs::create_directories(p("nan_model"));
-    for (auto& e : fs::directory_iterator(kFix))
+// A copy of a fixture model whose first weight named like `part` holds a NaN at flat index 5;
+// returns that weight's name.
+std::string poisoned_copy(const std::string& fixture, const fs::path& dest,
+                          const std::string& part) {
+    fs::create_directories(dest);
+    for (auto& e : fs::directory_iterator(fixture))
         if (e.path().filename() != "model.safetensors")
-            fs::copy(e.path(), p("nan_model") / e.path().filename());
-    auto f = io::SafetensorsFile::open(kFix + "/model.safetensors");
+            fs::copy(e.path(), dest / e.path().filename());
+    auto f = io::SafetensorsFile::open(fixture + "/model.safetensors");
     std::map<std::string, Tensor> ts;
     std::string poisoned;
     for (const auto& [name, info] : f->tensors()) {
         Tensor t = f->get(name).to_f32().clone();
-        if (poisoned.empty() && name.find("intermediate.dense.weight") != std::string::npos) {
+        if (poisoned.empty() && name.find(part) != std::string::npos && t.numel() > 5) {
             t.f32()[5] = std::nanf("");
             poisoned = name;
         }
         ts[name] = t;
     }
+    io::write_safetensors((dest / "model.safetensors").string(), ts);
+    return poisoned;
+}
+
+// A checkpoint holding one NaN weight is refused, naming the tensor; with --allow-nonfinite it
+// loads, and every record fails alone (its outputs hold NaN), nothing of it written.
+TEST_F(Cli, NonFiniteWeightIsRefusedNamingTheTensor) {
+    const std::string poisoned =
+        poisoned_copy(kFix, tmp / "nan_model", "intermediate.dense.weight");
     ASSERT_FALSE(poisoned.empty());
-    io::write_safetensors(p("nan_model/model.safetensors"), ts);
     expect_clean_failure(
         "embed " + cases_fasta() + " --weights " + p("nan_model"),
         "tensor '" + poisoned + "' holds a non-finite value (NaN) at flat index 5");
@@ -561,4 +570,24 @@ TEST_F(Cli, NonFiniteWeightIsRefusedNamingTheTensor) {
             << t;
     }
     for (const char* id : kCases) EXPECT_FALSE(fs::exists(p(std::string("out2/") + id + ".npz")));
+}
+
+// The same for a fold: refused at load; allowed, the target fails before any file is written.
+TEST_F(Cli, NonFiniteFoldFailsItsTargetAlone) {
+    const std::string poisoned = poisoned_copy(test::kEsmFoldTiny, tmp / "nan_fold", "trunk.");
+    ASSERT_FALSE(poisoned.empty());
+    write("one.fa", ">t1\nMKTAYIAKQRQISFVKSHFSRQ\n");
+    expect_clean_failure("predict " + p("one.fa") + " --weights " + p("nan_fold"),
+                         "tensor '" + poisoned + "' holds a non-finite value (NaN)");
+    Result r = run("predict " + p("one.fa") + " --weights " + p("nan_fold") +
+                   " --allow-nonfinite --out-dir " + p("out2"));
+    EXPECT_EQ(r.rc, 1) << r.err;
+    const auto res = nlohmann::json::parse(io::read_file(p("out2/results.json")));
+    ASSERT_EQ(res["targets"].size(), 1u);
+    EXPECT_EQ(res["targets"][0]["status"], "failed");
+    EXPECT_NE(
+        res["targets"][0]["error"].get<std::string>().find("holds NaN or Inf; nothing written"),
+        std::string::npos)
+        << res["targets"][0];
+    EXPECT_FALSE(fs::exists(p("out2/t1.pdb")));
 }

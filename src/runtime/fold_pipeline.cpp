@@ -7,17 +7,19 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/boltz_outputs.h"
+#include "io/model_dir.h"
 #include "io/npy.h"
 #include "io/plot.h"
 #include "io/structure.h"
@@ -161,6 +163,25 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
     Folded f{model.predict(rec.input, fo), 0.0};
     f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return f;
+}
+
+// A prediction holding NaN or Inf (weights loaded with --allow-nonfinite, an overflow) fails
+// its target alone, before anything of it is written.
+void require_finite(const fold::Prediction& p, const std::string& id) {
+    for (size_t k = 0; k < p.samples.size(); ++k) {
+        const fold::Sample& s = p.samples[k];
+        const std::pair<const char*, const Tensor*> arrays[] = {{"coords", &s.coords},
+                                                                {"plddt", &s.plddt},
+                                                                {"token_plddt", &s.token_plddt},
+                                                                {"pae", &s.pae},
+                                                                {"pde", &s.pde}};
+        for (const auto& [name, t] : arrays)
+            BI_CHECK(!t->defined() || io::first_nonfinite(*t) < 0, id, "sample ", k + 1, ": '",
+                     name, "' holds NaN or Inf; nothing written for this target");
+        for (const auto& [name, v] : s.scores)
+            BI_CHECK(std::isfinite(v), id, "sample ", k + 1, ": score '", name,
+                     "' is NaN or Inf; nothing written for this target");
+    }
 }
 
 // The (n, n) matrix as nested rows (chain-pair scores in the confidence JSON).
@@ -442,6 +463,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
             return fold_one(model, recs[unit[0]], opts, stage);
         },
         [&](Folded& f, size_t, size_t m, const StageFn& stage) {
+            require_finite(f.out, recs[m].id);
             stage("writing");
             if (opts.layout == "boltz") return write_boltz_target(recs[m], f.out, opts, out_dir);
             return write_target(recs[m], f.out, f.seconds, opts, out_dir);
