@@ -71,6 +71,25 @@ Cache& cache() {
     return c;
 }
 
+// Every primitive here runs on a scratchpad of the calling thread's own (scratchpad_mode::user):
+// in library mode oneDNN 2.6 shares one scratchpad between primitives unless it was built for
+// concurrent execution, and two threads running primitives at once (Python threads, --workers)
+// overwrote each other's scratch and got wrong outputs now and then.
+dnnl::primitive_attr user_scratchpad(dnnl::primitive_attr attr = {}) {
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+}
+
+void add_scratchpad(const dnnl::primitive& p, std::unordered_map<int, memory>& args) {
+    const dnnl_memory_desc_t* sd =
+        dnnl_primitive_desc_query_md(p.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+    if (!sd) return;
+    const memory::desc d(*sd);
+    const size_t bytes = d.get_size();
+    if (bytes == 0) return;
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(d, engine(), thread_scratch(kScratchDnnl, bytes)));
+}
+
 dnnl::matmul make(int64_t M, int64_t K, int64_t N, int64_t ldy, bool bias, Act act, float scale,
                   bool accumulate, const memory::desc& wei, DType compute) {
     dnnl::post_ops po;
@@ -82,7 +101,7 @@ dnnl::matmul make(int64_t M, int64_t K, int64_t N, int64_t ldy, bool bias, Act a
     // After bias and GELU, before the residual sum: y (+)= scale * act(x.w^T + b).
     if (scale != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, scale, 0.0f);
     if (accumulate) po.append_sum(1.0f);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = user_scratchpad();
     attr.set_post_ops(po);
     auto src = md(M, K, K, 1, dnnl_dt(compute)), dst = md(M, N, ldy, 1);
     if (bias) {
@@ -164,16 +183,19 @@ void linear_int8_dnnl(const uint8_t* xq, const void* packed, int32_t* acc, int64
         if (it == c.int8.end()) {
             dnnl::matmul::desc d(md(M, K, K, 1, memory::data_type::u8), p->desc,
                                  md(M, N, N, 1, memory::data_type::s32));
-            it = c.int8.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()))).first;
+            it = c.int8.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, user_scratchpad(), engine())))
+                     .first;
         }
         prim = it->second;
     }
     auto& eng = engine();
     dnnl::stream s(eng);
-    prim.execute(s, {{DNNL_ARG_SRC,
-                      memory(md(M, K, K, 1, memory::data_type::u8), eng, const_cast<uint8_t*>(xq))},
-                     {DNNL_ARG_WEIGHTS, p->mem},
-                     {DNNL_ARG_DST, memory(md(M, N, N, 1, memory::data_type::s32), eng, acc)}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(md(M, K, K, 1, memory::data_type::u8), eng, const_cast<uint8_t*>(xq))},
+        {DNNL_ARG_WEIGHTS, p->mem},
+        {DNNL_ARG_DST, memory(md(M, N, N, 1, memory::data_type::s32), eng, acc)}};
+    add_scratchpad(prim, args);
+    prim.execute(s, args);
     s.wait();
 }
 
@@ -202,14 +224,17 @@ void bmm_dnnl(const float* a, const float* b, float* c, int64_t G, int64_t M, in
         auto it = c.bmm.find(key);
         if (it == c.bmm.end())
             it = c.bmm.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(
-                                        dnnl::matmul::desc(ad, bd, cd), engine()))).first;
+                                        dnnl::matmul::desc(ad, bd, cd), user_scratchpad(), engine())))
+                     .first;
         prim = it->second;
     }
     auto& eng = engine();
     dnnl::stream s(eng);
-    prim.execute(s, {{DNNL_ARG_SRC, memory(ad, eng, const_cast<float*>(a))},
-                     {DNNL_ARG_WEIGHTS, memory(bd, eng, const_cast<float*>(b))},
-                     {DNNL_ARG_DST, memory(cd, eng, c)}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(ad, eng, const_cast<float*>(a))},
+                                         {DNNL_ARG_WEIGHTS, memory(bd, eng, const_cast<float*>(b))},
+                                         {DNNL_ARG_DST, memory(cd, eng, c)}};
+    add_scratchpad(prim, args);
+    prim.execute(s, args);
     s.wait();
 }
 
@@ -255,6 +280,7 @@ void linear_dnnl(const float* x, const float* w, const void* packed, const float
         {DNNL_ARG_WEIGHTS, p ? p->mem : memory(wd, eng, const_cast<float*>(w))},
         {DNNL_ARG_DST, memory(md(M, N, ldy, 1), eng, y)}};
     if (b) args.emplace(DNNL_ARG_BIAS, memory(md(1, N, N, 1), eng, const_cast<float*>(b)));
+    add_scratchpad(prim, args);
     prim.execute(s, args);
     s.wait();
 }

@@ -38,6 +38,7 @@ enum ScratchSlot : int {
     kScratchScaledSum,         // a GEMM's output before its scaled residual add
     kScratchInt8Activations,   // x quantized per row to u8, and the rows' scales
     kScratchInt8Accumulators,  // an int8 GEMM's int32 output
+    kScratchDnnl,              // a oneDNN primitive's scratchpad (scratchpad_mode::user)
     kScratchSlots
 };
 void* thread_scratch(ScratchSlot slot, size_t bytes);
