@@ -163,9 +163,9 @@ class PyLanguageModel {
     std::string label_, precision_, arch_;
     int threads_;
     std::unique_ptr<lm::LanguageModel> model_;
-    // Calls on one model run one at a time (taken with the GIL released): two threads calling one
-    // model concurrently gave wrong arrays now and then on a 2-vCPU Xeon (a race inside the
-    // engine's forward not yet found); calls on different models still run side by side.
+    // Calls on one model run one at a time (taken with the GIL released); calls on different
+    // models run side by side. (Added while two threads got wrong arrays from oneDNN's shared
+    // scratchpad, since fixed in linear_dnnl.cpp; kept so one model's calls never interleave.)
     std::unique_ptr<std::mutex> run_mu_ = std::make_unique<std::mutex>();
 };
 
