@@ -4,6 +4,7 @@
 // and bad mutation files failing on the row at fault.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -100,7 +101,10 @@ TEST_F(Score, EveryStrategyMatchesTheReference) {
             const auto& want = expected["models"][m][c];
             const auto summary = nlohmann::json::parse(io::read_file(out + ".json"));
             for (const std::string s : {"masked_marginals", "wt_marginals", "pseudo_ppl"}) {
-                EXPECT_LE(max_abs_diff(column(rows, s), want[s]), 1e-4) << s;
+                const double d = max_abs_diff(column(rows, s), want[s]);
+                std::printf("[score] %s %s %s: max-abs %.2e against the reference\n", m.c_str(),
+                            c.c_str(), s.c_str(), d);
+                EXPECT_LE(d, 1e-4) << s;
                 EXPECT_NEAR(summary["spearman"][s].get<double>(),
                             want["spearman_vs_DMS_score"][s].get<double>(), 1e-9)
                     << s;

@@ -4,8 +4,6 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -37,13 +35,6 @@ constexpr int64_t kTaskRows = 256;
 constexpr int64_t kTaskABytes = int64_t(1) << 20;
 // Output columns per task (8 blocks of 32).
 constexpr int64_t kTaskCols = 256;
-
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
 
 bool elements_per_tile_row(DType compute, int64_t& per) {
     if (compute == DType::I8)
@@ -101,14 +92,6 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) void amx_task(
     }
 }
 
-__attribute__((target("amx-tile"))) void load_tiles() {
-    TileConfig cfg;
-    for (int t = 0; t < 8; ++t) cfg.colsb[t] = kAmxKBytes, cfg.rows[t] = 16;
-    // GCC 12 does not see ldtilecfg read its operand and drops the stores above without this.
-    asm volatile("" : : "r"(&cfg) : "memory");
-    _tile_loadconfig(&cfg);
-}
-
 __attribute__((target("amx-tile"))) void release_tiles() {
     _tile_release();
 }
@@ -127,7 +110,7 @@ void amx_thread(const uint8_t* a, const AmxWeights& p, int64_t M, AmxEpilogue ep
     const int64_t begin = tasks * thread / threads, end = tasks * (thread + 1) / threads;
     if (begin >= end) return;
     alignas(64) int32_t block[kAmxRows * 32];  // one block's sums
-    load_tiles();
+    amx_load_tiles();  // 16 rows of kAmxKBytes
     for (int64_t i = begin; i < end; ++i) {
         const int64_t nt = i / m_tasks, mt = i % m_tasks;
         const int64_t m_begin = mt * task_rows, m_end = std::min(rows, m_begin + task_rows);
@@ -174,8 +157,7 @@ bool amx_gemm_usable() {
         if (!cpu_has_flag("amx_tile") || !cpu_has_flag("amx_int8") || !cpu_has_flag("amx_bf16") ||
             !cpu_has_flag("avx512_bf16"))
             return false;
-        // Linux hands out the tile data state on request (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
-        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+        return amx_permitted();
     }();
     return ok;
 }

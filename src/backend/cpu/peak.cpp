@@ -145,29 +145,15 @@ __attribute__((target("avx512f,avx512vnni"))) double int8_avx512_vnni(int64_t it
 
 // AMX: tiles 0-3 accumulate 16 x 16 fp32 (int32), tiles 4-5 hold A rows and 6-7 B columns (16
 // rows of 64 bytes each, all ones): four independent tile products per iteration.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
-bool amx_permitted() {
-    // Linux hands out the tile data state on request (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
-    static const bool ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-    return ok;
-}
-
 template <bool Int8>
 __attribute__((target("amx-tile,amx-bf16,amx-int8"))) double amx(int64_t iters) {
-    TileConfig cfg;
-    for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     alignas(64) uint8_t ones[16 * 64];
     if (Int8) {
         std::memset(ones, 1, sizeof ones);
     } else {
         for (int i = 0; i < 16 * 32; ++i) ones[2 * i] = 0x80, ones[2 * i + 1] = 0x3f;  // bf16 1.0
     }
-    _tile_loadconfig(&cfg);
+    amx_load_tiles();
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -266,6 +252,28 @@ const Loop& loop_of(const PeakKernel& k) {
 }
 
 }  // namespace
+
+namespace {
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+}  // namespace
+
+bool amx_permitted() {
+    // Linux hands out the tile data state on request (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+    static const bool ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    return ok;
+}
+
+__attribute__((target("amx-tile"))) void amx_load_tiles() {
+    TileConfig cfg;
+    for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    // GCC 12 does not see ldtilecfg read its operand and drops the stores above without this.
+    asm volatile("" : : "r"(&cfg) : "memory");
+    _tile_loadconfig(&cfg);
+}
 
 bool cpu_has_flag(const std::string& flag) {
     static const std::string flags = [] {

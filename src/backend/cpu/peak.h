@@ -21,6 +21,11 @@ struct PeakKernel {
 // Whether /proc/cpuinfo's flags line lists `flag` (its spelling: "avx512_vnni", "amx_int8").
 bool cpu_has_flag(const std::string& flag);
 
+// Whether Linux grants this process the AMX tile data state (asked once).
+bool amx_permitted();
+// Configures tiles 0-7 as 16 rows of 64 bytes on the calling thread (AMX CPUs only).
+void amx_load_tiles();
+
 // Every kernel this build knows, with `supported` set for this CPU.
 std::vector<PeakKernel> peak_kernels();
 
