@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages bioinfer builds and tests with. Idempotent; quiet when all are present.
+# `setup.sh fuzz` adds what scripts/fuzz.sh builds the fuzz targets with (clang, libFuzzer).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev libhdf5-dev nlohmann-json3-dev
       zlib1g-dev libgtest-dev ocl-icd-opencl-dev python3 gemmi-dev tao-pegtl-dev libstb-dev
       libcurl4-openssl-dev libssl-dev openmpi-bin libopenmpi-dev snakemake libyaml-cpp-dev
       librdkit-dev libboost-dev python3-venv python3-dev)
+[ "${1:-}" = fuzz ] && pkgs+=(clang-14 libclang-rt-14-dev libomp-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,11 +12,12 @@
 #include "bioinfer/error.h"
 #include "cli_util.h"
 #include "hub_server.h"
-#include "test_util.h"
 #include "io/atomic_file.h"
 #include "io/model_dir.h"
 #include "runtime/boltz_cache.h"
+#include "runtime/http.h"
 #include "runtime/hub.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace bioinfer;
@@ -408,4 +409,46 @@ TEST_F(Hub, TarExtractionPaxAndUnsafePaths) {
     io::write_file_atomic(p("bad.tar"), h + body);
     EXPECT_NE(test::error_of([&] { runtime::extract_tar(p("bad.tar"), p("out3")); }).find("checksum"),
               std::string::npos);
+}
+
+// A hub or mirror is not trusted: every name its answers put into the cache's paths stays inside
+// the cache, and a malformed header is an error naming the URL, not a stray exception.
+TEST(HubAnswers, NamesOutsideTheCacheAndBadHeadersAreRefused) {
+    using runtime::HttpResponse;
+    const std::string sha = "0123456789abcdef0123456789abcdef01234567";
+    auto listing = [&](const std::string& commit, const std::string& file) {
+        return nlohmann::json({{"sha", commit}, {"siblings", {{{"rfilename", file}}}}}).dump();
+    };
+    const auto ok = runtime::parse_listing(listing(sha, "data/weights/x.pth"), "u");
+    EXPECT_EQ(ok.commit, sha);
+    EXPECT_EQ(ok.files, std::vector<std::string>{"data/weights/x.pth"});
+    for (const std::string bad :
+         {"../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b", "a\nb", ""})
+        EXPECT_THROW(runtime::parse_listing(listing(sha, bad), "u"), Error) << bad;
+    for (const std::string bad : {"..", "../../x", "a/b", ""})
+        EXPECT_THROW(runtime::parse_listing(listing(bad, "config.json"), "u"), Error) << bad;
+    EXPECT_THROW(runtime::parse_listing(R"({"sha": "abc", "siblings": "x"})", "u"), Error);
+
+    HttpResponse head;
+    for (const char* line : {"HTTP/1.1 302 Found\r\n", "ETag: \"old\"\r\n", "HTTP/1.1 200 OK\r\n",
+                             "X-Linked-Etag:  W/\"abc123\" \r\n", "Content-Length: 42\r\n", "\r\n"})
+        runtime::add_header_line(head, line);
+    EXPECT_EQ(head.headers.count("etag"), 0u);  // the redirect's headers were dropped
+    const auto h = runtime::parse_file_head(head, "u");
+    EXPECT_EQ(h.etag, "abc123");
+    EXPECT_EQ(h.size, 42);
+    head.headers["content-length"] = "12abc";
+    EXPECT_THROW(runtime::parse_file_head(head, "u"), Error);
+    head.headers["content-length"] = "99999999999999999999999";
+    EXPECT_THROW(runtime::parse_file_head(head, "u"), Error);
+    head.headers["content-length"] = "7";
+    head.headers["x-linked-etag"] = "../../blobs";
+    EXPECT_THROW(runtime::parse_file_head(head, "u"), Error);
+
+    EXPECT_EQ(
+        runtime::index_shards(R"({"weight_map": {"a": "m-2.safetensors", "b": "m-1.safetensors",
+                                        "c": "m-1.safetensors"}})",
+                              "i"),
+        (std::vector<std::string>{"m-1.safetensors", "m-2.safetensors"}));
+    EXPECT_THROW(runtime::index_shards(R"({"weight_map": {"a": "../../../x"}})", "i"), Error);
 }

@@ -304,6 +304,48 @@ TEST(TorchCheckpoint, ReadsLightningCheckpoints) {
 
 // The load-time scan for damaged weights: the first NaN or Inf of F32, BF16 and F16 tensors,
 // past the scan's chunk boundary too; finite extremes and integer tensors pass.
+TEST(Io, ErrorMessagesShowRawBytesAsHex) {
+    using bioinfer::shown_bytes;
+    EXPECT_EQ(shown_bytes("plain ASCII ~!"), "plain ASCII ~!");
+    EXPECT_EQ(shown_bytes(std::string("a\0b", 3)), "a\\x00b");
+    EXPECT_EQ(shown_bytes("line\nbreak\r\ttab\x7f"), "line\\x0abreak\\x0d\\x09tab\\x7f");
+    EXPECT_EQ(shown_bytes("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+              "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    EXPECT_EQ(shown_bytes("\xff\xfe"), "\\xff\\xfe");           // never UTF-8
+    EXPECT_EQ(shown_bytes("\xc0\x80"), "\\xc0\\x80");           // overlong NUL
+    EXPECT_EQ(shown_bytes("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+    EXPECT_EQ(shown_bytes("\xc2\x85"), "\\xc2\\x85");           // C1 control (NEL)
+    EXPECT_EQ(shown_bytes("ab\xe2\x82"), "ab\\xe2\\x82");       // cut short at the end
+    EXPECT_EQ(shown_bytes("\xe2(\xa1"), "\\xe2(\\xa1");         // a broken continuation
+    // every error message goes through it: one printable line whatever the input held
+    const bioinfer::Error e("file\n", std::string("record 'x\x01y' at \xff"));
+    EXPECT_STREQ(e.what(), "[file\\x0a] record 'x\\x01y' at \\xff");
+    try {
+        bioinfer::esm::tokenize(std::string("MK\x02T"), "r");
+        FAIL() << "a control byte was tokenized";
+    } catch (const bioinfer::Error& err) {
+        EXPECT_NE(std::string(err.what()).find("residue '\\x02' at position 3"), std::string::npos)
+            << err.what();
+    }
+}
+
+TEST(Io, AViewOfMisalignedDataIsAnAlignedCopy) {
+    // a checkpoint whose storage starts at an odd offset (the torch fuzz target found one)
+    alignas(16) char bytes[4 * 3 + 1] = {};
+    const float v[3] = {1.5f, -2.0f, 3.25f};
+    std::memcpy(bytes + 1, v, sizeof v);
+    auto owner = std::make_shared<int>(0);
+    const bioinfer::Tensor t =
+        bioinfer::Tensor::view_of(bytes + 1, {3}, bioinfer::DType::F32, owner);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 4, 0u);
+    EXPECT_NE(t.raw(), static_cast<const void*>(bytes + 1));
+    EXPECT_EQ(t.f32()[0], 1.5f);
+    EXPECT_EQ(t.f32()[2], 3.25f);
+    const bioinfer::Tensor a =
+        bioinfer::Tensor::view_of(bytes + 4, {2}, bioinfer::DType::F32, owner);
+    EXPECT_EQ(a.raw(), static_cast<const void*>(bytes + 4));  // aligned: still a view
+}
+
 TEST(Io, FirstNonFiniteFindsNanAndInfInEveryFloatDtype) {
     const int64_t n = (int64_t(1) << 20) + 77;  // more than one scan chunk
     Tensor f = Tensor::zeros({n});

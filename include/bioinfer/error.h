@@ -3,14 +3,71 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace bioinfer {
 
+// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate, at
+// most U+10FFFF) starting at s[i], or 0.
+inline size_t utf8_length_at(std::string_view s, size_t i) {
+    const unsigned char c = (unsigned char)s[i];
+    if (c < 0x80) return 1;
+    const size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+                     : c >= 0xe0 && c <= 0xef ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    const unsigned char c1 = (unsigned char)s[i + 1];
+    if (c == 0xe0   ? c1 < 0xa0
+        : c == 0xed ? c1 >= 0xa0
+        : c == 0xf0 ? c1 < 0x90
+        : c == 0xf4 ? c1 >= 0x90
+                    : false)
+        return 0;
+    for (size_t k = 1; k < n; ++k)
+        if (((unsigned char)s[i + k] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+inline bool is_utf8(std::string_view s) {
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = utf8_length_at(s, i);
+        if (n == 0) return false;
+        i += n;
+    }
+    return true;
+}
+
+// `s` made safe for one line of a terminal or log: printable ASCII and well-formed UTF-8 stay as
+// they are; every other byte (control characters, newlines, a broken or overlong UTF-8 sequence,
+// DEL, C1 controls) is written as \xHH. Error messages quote input bytes through this.
+inline std::string shown_bytes(std::string_view s) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = (unsigned char)s[i];
+        const size_t n = utf8_length_at(s, i);
+        const bool c1_control = c == 0xc2 && n == 2 && (unsigned char)s[i + 1] < 0xa0;
+        if ((c >= 0x20 && c < 0x7f) || (n > 1 && !c1_control)) {
+            out.append(s.substr(i, n));
+            i += n;
+            continue;
+        }
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+        ++i;
+    }
+    return out;
+}
+
+// The message is "[where] what", one line: input bytes in either part are shown as shown_bytes.
 class Error : public std::runtime_error {
 public:
     Error(const std::string& where, const std::string& what)
-        : std::runtime_error("[" + where + "] " + what) {}
+        : std::runtime_error(shown_bytes("[" + where + "] " + what)) {}
 };
 
 // Concatenates anything streamable: cat("expected ", 3, ", got ", 4).

@@ -29,7 +29,8 @@ public:
     // Host tensors holding a copy of the caller's values, of `shape` (default: 1-D).
     static Tensor of(const std::vector<float>& values, Shape shape = {});
     static Tensor of(const std::vector<int32_t>& values, Shape shape = {});
-    // Non-owning view of external memory kept alive by `owner` (e.g. an mmapped file).
+    // Non-owning view of external memory kept alive by `owner` (e.g. an mmapped file); a copy
+    // when `data` is not aligned to the element size.
     static Tensor view_of(const void* data, const Shape& shape, DType dt,
                           std::shared_ptr<const void> owner);
 

@@ -98,6 +98,13 @@ Tensor Tensor::of(const std::vector<int32_t>& values, Shape shape) {
 
 Tensor Tensor::view_of(const void* data, const Shape& shape, DType dt,
                        std::shared_ptr<const void> owner) {
+    if (reinterpret_cast<uintptr_t>(data) % dtype_size(dt) != 0) {
+        // A file that does not align its tensors (torch.save and safetensors writers do; a
+        // hand-made or damaged file may not): an aligned copy, as kernels read whole elements.
+        Tensor c = empty(shape, dt);
+        std::memcpy(c.raw(), data, size_t(shape_numel(shape)) * dtype_size(dt));
+        return c;
+    }
     Tensor t;
     t.shape_ = shape;
     t.strides_ = contiguous_strides(shape);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bioinfer/tensor.h"
@@ -98,11 +99,22 @@ T config_get(const nlohmann::json& cfg, const std::string& key, const std::strin
     auto it = cfg.find(key);
     if (it == cfg.end() || it->is_null())
         throw Error(where, "config.json lacks required key '" + key + "'");
+    constexpr bool integral = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+    if constexpr (integral)  // a float is no count (and converting a huge one is undefined)
+        if (!it->is_number_integer())
+            throw Error(where, "config.json key '" + key + "' is not an integer: " + it->dump());
+    T v{};
     try {
-        return it->get<T>();
+        v = it->get<T>();
     } catch (const std::exception&) {
         throw Error(where, "config.json key '" + key + "' has the wrong type: " + it->dump());
     }
+    // no size, count or id of any model reaches 2^24: a larger one is damage, and would end in an
+    // allocation or an overflow of the config's own making
+    if constexpr (integral)
+        if (v > T(1 << 24) || (std::is_signed_v<T> && v < -T(1 << 24)))
+            throw Error(where, "config.json key '" + key + "' is out of range: " + it->dump());
+    return v;
 }
 
 template <typename T>

@@ -133,19 +133,33 @@ void walk_npz(const std::string& path, const Read& read, const Take& take) {
         BI_CHECK(hdr.find("'<f4'") != std::string::npos &&
                      hdr.find("'fortran_order': False") != std::string::npos,
                  path, "member '", name, "' is not C-order float32");
+        // the shape: "(d0, d1, ...)", each a decimal count; the product must fit the member
+        const size_t key = hdr.find("'shape'");
+        const size_t lp = key == std::string::npos ? key : hdr.find('(', key);
+        const size_t rp = lp == std::string::npos ? lp : hdr.find(')', lp);
+        BI_CHECK(rp != std::string::npos, path, "member '", name,
+                 "' has no shape in its .npy header");
+        const std::string dims = hdr.substr(lp + 1, rp - lp - 1);
         Shape shape;
-        size_t lp = hdr.find('(', hdr.find("'shape'"));
-        size_t rp = hdr.find(')', lp);
-        std::string dims = hdr.substr(lp + 1, rp - lp - 1);
-        size_t p = 0;
-        while (p < dims.size()) {
+        size_t numel = 1;
+        const size_t fits = csize / 4;  // the most float32 values the member can hold
+        for (size_t p = 0; p < dims.size();) {
             size_t q = dims.find(',', p);
             if (q == std::string::npos) q = dims.size();
             std::string tok = dims.substr(p, q - p);
-            if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(tok));
+            tok.erase(0, tok.find_first_not_of(' '));
+            tok.erase(tok.find_last_not_of(' ') + 1);
             p = q + 1;
+            if (tok.empty() && q == dims.size()) break;  // "(3,)": the trailing comma
+            BI_CHECK(!tok.empty() && tok.size() <= 12 &&
+                         tok.find_first_not_of("0123456789") == std::string::npos,
+                     path, "member '", name, "' has a malformed shape '", dims, "'");
+            const size_t d = size_t(std::stoll(tok));
+            BI_CHECK(d == 0 || numel <= fits / d, path, "member '", name, "' is truncated");
+            numel *= d;
+            shape.push_back(int64_t(d));
         }
-        BI_CHECK(10 + hl + size_t(shape_numel(shape)) * 4 <= csize, path, "member '", name, "' is truncated");
+        BI_CHECK(10 + hl + numel * 4 <= csize, path, "member '", name, "' is truncated");
         if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
         take(name, shape, body + 10 + hl, csize);
         at = body + csize;
@@ -166,7 +180,8 @@ std::map<std::string, LoadedArray> read_npz(const std::string& path) {
             arr.shape = shape;
             arr.data.resize(size_t(shape_numel(shape)));
             BI_CHECK(data + arr.data.size() * 4 <= z.size(), path, "member '", name, "' is truncated");
-            std::memcpy(arr.data.data(), z.data() + data, arr.data.size() * 4);
+            if (!arr.data.empty())
+                std::memcpy(arr.data.data(), z.data() + data, arr.data.size() * 4);
             out[name] = std::move(arr);
         });
     return out;

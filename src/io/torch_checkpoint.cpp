@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -215,9 +216,15 @@ public:
                     stack_.push_back(make(d));
                     break;
                 }
-                case 'X': stack_.push_back(make(str(rd<uint32_t>(take(4))))); break;
-                case 0x8c: stack_.push_back(make(str(byte()))); break;
-                case 0x8d: stack_.push_back(make(str(rd<uint64_t>(take(8))))); break;
+                case 'X':
+                    stack_.push_back(make(text(rd<uint32_t>(take(4)))));
+                    break;
+                case 0x8c:
+                    stack_.push_back(make(text(byte())));
+                    break;
+                case 0x8d:
+                    stack_.push_back(make(text(rd<uint64_t>(take(8)))));
+                    break;
                 case 'q': memo(byte()); break;
                 case 'r': memo(rd<uint32_t>(take(4))); break;
                 case 0x94: memo(memo_.size()); break;
@@ -319,7 +326,8 @@ private:
     const uint8_t* p_;
     const uint8_t* end_;
     std::vector<ValuePtr> stack_;
-    std::vector<ValuePtr> memo_;
+    // keyed, not indexed: a pickle may name any 32-bit slot (MEMOIZE takes the count, as Python's)
+    std::unordered_map<size_t, ValuePtr> memo_;
     Allow allow_;
 
     uint8_t byte() { return *take(1); }
@@ -332,6 +340,12 @@ private:
     std::string str(uint64_t n) {
         const uint8_t* b = take(n);
         return std::string(reinterpret_cast<const char*>(b), n);
+    }
+    // a pickled str (Python refuses one that is not UTF-8 as well)
+    std::string text(uint64_t n) {
+        std::string s = str(n);
+        BI_CHECK(is_utf8(s), where_, "pickle string is not UTF-8");
+        return s;
     }
     std::string line() {
         const uint8_t* s = p_;
@@ -368,13 +382,11 @@ private:
         }
         return {r.rbegin(), r.rend()};
     }
-    void memo(size_t i) {
-        if (memo_.size() <= i) memo_.resize(i + 1);
-        memo_[i] = top();
-    }
+    void memo(size_t i) { memo_[i] = top(); }
     void get(size_t i) {
-        BI_CHECK(i < memo_.size() && memo_[i], where_, "pickle memo ", i, " is empty");
-        stack_.push_back(memo_[i]);
+        const auto it = memo_.find(i);
+        BI_CHECK(it != memo_.end() && it->second, where_, "pickle memo ", i, " is empty");
+        stack_.push_back(it->second);
     }
     template <typename T>
     T& as(ValuePtr& v, const char* what) {

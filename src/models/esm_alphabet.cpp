@@ -51,7 +51,7 @@ std::vector<int32_t> tokenize(const std::string& seq, const std::string& record,
         const unsigned char c = uint8_t(std::toupper((unsigned char)seq[i]));
         const int32_t id = table[c];
         if (id < 0) {
-            std::string shown = std::isprint(c) ? std::string(1, char(c)) : cat("\\x", int(c));
+            const std::string shown(1, seq[i]);  // Error shows a non-printable byte as \xHH
             const char* hint =
                 c == ':' ? (v == Vocab::Esmc ? " (ESM C joins chains with '|')"
                                              : " (':' joins chains for ESMFold; embed each chain as its own record)")

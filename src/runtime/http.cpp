@@ -18,6 +18,22 @@ std::string HttpResponse::header(const std::string& name) const {
     return it == headers.end() ? "" : it->second;
 }
 
+void add_header_line(HttpResponse& r, std::string_view line) {
+    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect): start over
+        r.headers.clear();
+        return;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return;
+    std::string key(line.substr(0, colon));
+    std::string_view val = line.substr(colon + 1);
+    std::transform(key.begin(), key.end(), key.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    while (!val.empty() && std::isspace((unsigned char)val.front())) val.remove_prefix(1);
+    while (!val.empty() && std::isspace((unsigned char)val.back())) val.remove_suffix(1);
+    r.headers[key] = std::string(val);
+}
+
 namespace {
 
 void global_init() {
@@ -26,19 +42,7 @@ void global_init() {
 }
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
-    auto* r = static_cast<HttpResponse*>(user);
-    std::string line(data, size * n);
-    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect): start over
-        r->headers.clear();
-        return size * n;
-    }
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) return size * n;
-    std::string key = line.substr(0, colon), val = line.substr(colon + 1);
-    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
-    while (!val.empty() && std::isspace((unsigned char)val.front())) val.erase(val.begin());
-    while (!val.empty() && std::isspace((unsigned char)val.back())) val.pop_back();
-    r->headers[key] = val;
+    add_header_line(*static_cast<HttpResponse*>(user), std::string_view(data, size * n));
     return size * n;
 }
 

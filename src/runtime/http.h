@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bioinfer::runtime {
@@ -24,6 +25,11 @@ struct HttpRequest {
     // A transfer slower than 1 KB/s for this long is given up (and resumed by the caller).
     long stall_timeout_s = 60;
 };
+
+// Adds one received header line ("Name: value", CRLF or not) to `r`: names lower-cased, values
+// trimmed, the last of a repeated name kept; a status line ("HTTP/...", a new response after a
+// redirect) starts the headers over; anything else is ignored.
+void add_header_line(HttpResponse& r, std::string_view line);
 
 // HEAD request. Throws on transport errors (no connection, timeout), not on HTTP status.
 HttpResponse http_head(const HttpRequest& req);

@@ -85,6 +85,64 @@ const KnownModel* find_model(const std::string& name) {
     return nullptr;
 }
 
+HubListing parse_listing(const std::string& body, const std::string& url) {
+    const json j = json::parse(body, nullptr, false);
+    BI_CHECK(j.is_object() && j.contains("sha") && j["sha"].is_string() && j.contains("siblings") &&
+                 j["siblings"].is_array(),
+             url, "unexpected answer from the hub (no sha / siblings)");
+    HubListing l;
+    l.commit = j["sha"].get<std::string>();
+    BI_CHECK(!l.commit.empty() && l.commit.size() <= 128 &&
+                 std::all_of(l.commit.begin(), l.commit.end(),
+                             [](char c) { return std::isalnum((unsigned char)c); }),
+             url, "the hub's commit id '", l.commit, "' is not a plain name");
+    for (const auto& s : j["siblings"]) {
+        if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string()) continue;
+        std::string f = s["rfilename"].get<std::string>();
+        BI_CHECK(io::is_plain_relative_path(f), url,
+                 "the hub lists a file outside the repository: '", f, "'");
+        l.files.push_back(std::move(f));
+    }
+    return l;
+}
+
+HubFileHead parse_file_head(const HttpResponse& head, const std::string& url) {
+    HubFileHead h;
+    h.etag = head.header("x-linked-etag");
+    if (h.etag.empty()) h.etag = head.header("etag");
+    if (h.etag.rfind("W/", 0) == 0) h.etag = h.etag.substr(2);
+    h.etag.erase(std::remove(h.etag.begin(), h.etag.end(), '"'), h.etag.end());
+    // the blob's file name: the hub's ETags are hex digests, with a "-N" suffix for some
+    BI_CHECK(!h.etag.empty() && h.etag.size() <= 128 &&
+                 std::all_of(
+                     h.etag.begin(), h.etag.end(),
+                     [](char c) { return std::isalnum((unsigned char)c) || c == '-' || c == '_'; }),
+             url, "the hub sent no usable ETag ('", h.etag, "')");
+    std::string size_s = head.header("x-linked-size");
+    if (size_s.empty()) size_s = head.header("content-length");
+    if (!size_s.empty()) {
+        BI_CHECK(size_s.size() <= 18 && std::all_of(size_s.begin(), size_s.end(),
+                                                    [](char c) { return c >= '0' && c <= '9'; }),
+                 url, "the hub sent a file size that is not a number: '", size_s, "'");
+        h.size = std::stoll(size_s);
+    }
+    return h;
+}
+
+std::vector<std::string> index_shards(const std::string& text, const std::string& where) {
+    std::set<std::string> shards;
+    const json idx = json::parse(text, nullptr, false);
+    if (idx.is_object() && idx.contains("weight_map") && idx["weight_map"].is_object())
+        for (auto& [k, v] : idx["weight_map"].items())
+            if (v.is_string()) {
+                const std::string f = v.get<std::string>();
+                BI_CHECK(io::is_plain_relative_path(f), where,
+                         "names a shard outside the repository: '", f, "'");
+                shards.insert(f);
+            }
+    return {shards.begin(), shards.end()};
+}
+
 namespace {
 
 std::string env(const char* k) {
@@ -158,12 +216,7 @@ Selection select_files(const std::function<bool(const std::string&)>& exists,
         need("model.safetensors.index.json");
         const std::string text = read_index("model.safetensors.index.json");
         if (!text.empty()) {
-            std::set<std::string> shards;
-            const json idx = json::parse(text, nullptr, false);
-            if (idx.is_object() && idx.contains("weight_map") && idx["weight_map"].is_object())
-                for (auto& [k, v] : idx["weight_map"].items())
-                    if (v.is_string()) shards.insert(v.get<std::string>());
-            for (const auto& sh : shards) need(sh);
+            for (const auto& sh : index_shards(text, "model.safetensors.index.json")) need(sh);
         }
     } else if (listed("pytorch_model.bin")) {
         need("pytorch_model.bin");
@@ -335,17 +388,11 @@ struct Hub {
     }
 
     // The revision's commit and file list (the hub's model API).
-    std::pair<std::string, std::vector<std::string>> listing() const {
+    HubListing listing() const {
         const std::string url = o.endpoint + "/api/models/" + repo + "/revision/" + o.revision;
         const HttpResponse r = http_get(req(url));
         check_status(r, url, "repository '" + repo + "'");
-        const json j = json::parse(r.body, nullptr, false);
-        BI_CHECK(j.is_object() && j.contains("sha") && j["sha"].is_string() && j.contains("siblings"),
-                 url, "unexpected answer from the hub (no sha / siblings)");
-        std::vector<std::string> files;
-        for (const auto& s : j["siblings"])
-            if (s.contains("rfilename") && s["rfilename"].is_string()) files.push_back(s["rfilename"]);
-        return {j["sha"].get<std::string>(), files};
+        return parse_listing(r.body, url);
     }
 
     // Fetches one file of the commit into the cache and links it into the snapshot.
@@ -356,15 +403,9 @@ struct Hub {
         const std::string url = o.endpoint + "/" + repo + "/resolve/" + commit + "/" + file;
         const HttpResponse head = http_head(req(url, /*follow=*/false));
         check_status(head, url, "'" + file + "' in '" + repo + "'");
-        std::string etag = head.header("x-linked-etag");
-        if (etag.empty()) etag = head.header("etag");
-        if (etag.rfind("W/", 0) == 0) etag = etag.substr(2);
-        etag.erase(std::remove(etag.begin(), etag.end(), '"'), etag.end());
-        BI_CHECK(!etag.empty() && etag.find('/') == std::string::npos && etag != "." && etag != "..",
-                 url, "the hub sent no usable ETag");
-        std::string size_s = head.header("x-linked-size");
-        if (size_s.empty()) size_s = head.header("content-length");
-        const int64_t size = size_s.empty() ? -1 : std::stoll(size_s);
+        const HubFileHead fh = parse_file_head(head, url);
+        const std::string& etag = fh.etag;
+        const int64_t size = fh.size;
 
         const fs::path blob = base / "blobs" / etag;
         fs::create_directories(base / "blobs");
@@ -439,9 +480,9 @@ std::string download_repo(const HubOptions& o, const std::string& repo,
                           const std::vector<std::string>& only) {
     BI_CHECK(!o.offline, repo, "offline (HF_HUB_OFFLINE=1 or --offline): not downloading");
     Hub hub{o, repo};
-    const auto [commit, files] = hub.listing();
-    BI_CHECK(!commit.empty() && commit.find('/') == std::string::npos && commit != "." &&
-                 commit != "..", repo, "the hub sent an unusable commit id '", commit, "'");
+    const HubListing listing = hub.listing();  // commit and file names checked as plain paths
+    const std::string& commit = listing.commit;
+    const std::vector<std::string>& files = listing.files;
     const fs::path base = fs::path(o.cache_dir) / repo_folder(repo);
     const fs::path snap = base / "snapshots" / commit;
     fs::create_directories(snap);

@@ -39,6 +39,25 @@ struct HubOptions {
     static HubOptions from_env(const std::string& cache_dir_override = "", bool offline = false);
 };
 
+// What a download reads from the hub's answers, checked (errors name `url`): every name that
+// becomes a path in the cache is a plain relative path inside it. Exposed for the fuzz target.
+struct HttpResponse;
+struct HubListing {
+    std::string commit;              // the revision's commit (a folder name under snapshots/)
+    std::vector<std::string> files;  // the repository's files
+};
+// The model API's answer for a revision: {"sha": ..., "siblings": [{"rfilename": ...}, ...]}.
+HubListing parse_listing(const std::string& body, const std::string& url);
+struct HubFileHead {
+    std::string etag;   // the blob's name (an LFS file's SHA-256)
+    int64_t size = -1;  // -1 when the hub sent none
+};
+// A file's HEAD answer: X-Linked-Etag or ETag (weak prefix and quotes dropped), X-Linked-Size or
+// Content-Length.
+HubFileHead parse_file_head(const HttpResponse& head, const std::string& url);
+// The shard files a model.safetensors.index.json names (its weight_map's values), sorted, unique.
+std::vector<std::string> index_shards(const std::string& text, const std::string& where);
+
 // Cache folders searched for a repository, the download target first.
 std::vector<std::string> cache_roots(const HubOptions& o);
 

@@ -42,8 +42,16 @@ std::vector<fs::path> expand(const std::vector<std::string>& dirs) {
     return out;
 }
 
+// A file a shard's results.json or manifest.json names, checked to stay inside the shard.
+std::string listed_file(const json& name, const fs::path& shard) {
+    BI_CHECK(name.is_string() && io::is_plain_relative_path(name.get<std::string>()),
+             shard.string(),
+             "results.json or manifest.json names a file outside the folder: ", name.dump());
+    return name.get<std::string>();
+}
+
 void copy_atomic(const fs::path& from, const fs::path& to) {
-    BI_CHECK(fs::exists(from), from.string(), "listed in results.json but missing");
+    BI_CHECK(fs::is_regular_file(from), from.string(), "listed in results.json but missing");
     io::AtomicFile f(to.string());
     fs::copy_file(from, f.tmp_path(), fs::copy_options::overwrite_existing);
     f.commit();
@@ -51,8 +59,8 @@ void copy_atomic(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::string& out_dir,
-                          const std::string& format_req) {
+static MergeResult merge_checked(const std::vector<std::string>& dirs, const std::string& out_dir,
+                                 const std::string& format_req) {
     BI_CHECK(!dirs.empty(), "merge", "name at least one output folder");
     std::vector<ShardOut> shards;
     for (const fs::path& d : expand(dirs)) {
@@ -60,9 +68,19 @@ MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::strin
         BI_CHECK(fs::exists(rj), d.string(), "not finished (no results.json): run that shard again",
                  fs::exists(d / "journal.jsonl") ? " (its journal lists what it finished)" : "");
         ShardOut s{d, json::parse(io::read_file(rj.string()), nullptr, false), json()};
-        BI_CHECK(s.results.is_object() && s.results.contains("targets") && s.results.contains("job"),
+        BI_CHECK(s.results.is_object() && s.results.contains("targets") &&
+                     s.results["targets"].is_array() && s.results.contains("job") &&
+                     s.results["job"].is_object() && s.results.contains("tool") &&
+                     s.results["tool"].is_string(),
                  rj.string(), "not a bioinfer results.json");
-        if (fs::exists(d / "manifest.json")) s.manifest = json::parse(io::read_file((d / "manifest.json").string()));
+        for (const auto& t : s.results["targets"])
+            BI_CHECK(t.is_object(), rj.string(), "a target is not an object");
+        if (fs::exists(d / "manifest.json")) {
+            s.manifest = json::parse(io::read_file((d / "manifest.json").string()), nullptr, false);
+            BI_CHECK(
+                s.manifest.is_object() && s.manifest.value("records", json::array()).is_array(),
+                (d / "manifest.json").string(), "not a bioinfer manifest.json");
+        }
         shards.push_back(std::move(s));
     }
     // one run, every shard once
@@ -132,9 +150,12 @@ MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::strin
                 const std::string stem = fs::path(entry.value("file", "")).stem().string();
                 std::vector<std::pair<std::string, io::LoadedArray>> arrays;
                 const bool from_h5 = entry.value("file", "") == "embeddings.h5";
+                const std::string file = listed_file(entry.value("file", json()), s.dir);
                 const std::string id_stem = from_h5 ? fs::path(entry["datasets"][0].get<std::string>()).filename().string() : stem;
+                BI_CHECK(io::is_plain_relative_path(id_stem), s.dir.string(),
+                         "manifest.json: record '", t.value("id", ""), "' has no usable file name");
                 if (format == "npz" && !from_h5) {
-                    copy_atomic(s.dir / entry["file"].get<std::string>(), fs::path(out_dir) / entry["file"].get<std::string>());
+                    copy_atomic(s.dir / file, fs::path(out_dir) / file);
                 } else {
                     if (from_h5) {
                         const size_t n = entry["arrays"].size();
@@ -144,7 +165,7 @@ MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::strin
                             arrays.emplace_back(k, std::move(a));
                         }
                     } else {
-                        for (auto& [k, a] : io::read_npz((s.dir / entry["file"].get<std::string>()).string()))
+                        for (auto& [k, a] : io::read_npz((s.dir / file).string()))
                             arrays.emplace_back(k, std::move(a));
                     }
                     std::sort(arrays.begin(), arrays.end(), [](auto& a, auto& b) { return a.first < b.first; });
@@ -169,8 +190,10 @@ MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::strin
                 manifest_records.push_back(entry);
             } else {
                 const json files = t.value("files", json::object());
-                for (auto& [k, f] : files.items())
-                    copy_atomic(s.dir / f.get<std::string>(), fs::path(out_dir) / f.get<std::string>());
+                for (auto& [k, f] : files.items()) {
+                    const std::string file = listed_file(f, s.dir);
+                    copy_atomic(s.dir / file, fs::path(out_dir) / file);
+                }
             }
         }
         merged_targets.push_back(t);
@@ -199,6 +222,15 @@ MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::strin
                       {"targets", merged_targets}};
     io::write_file_atomic((fs::path(out_dir) / "results.json").string(), out.dump(2) + "\n");
     return res;
+}
+
+MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::string& out_dir,
+                          const std::string& format) {
+    try {
+        return merge_checked(dirs, out_dir, format);
+    } catch (const json::exception& e) {  // a value of the wrong type deeper in a shard's JSON
+        fail("merge", cat("a shard's results.json or manifest.json is damaged: ", e.what()));
+    }
 }
 
 }  // namespace bioinfer::runtime

@@ -890,8 +890,9 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         for (const auto& [key, items] : tax) {
             std::vector<std::pair<int, std::vector<int>>> occ;  // chain -> seq idxs, first seen
             for (const auto& [c, s] : items) {
+                const int chain = c;  // a lambda may not capture a structured binding (clang 14)
                 auto it = std::find_if(occ.begin(), occ.end(),
-                                       [&](const auto& o) { return o.first == c; });
+                                       [&](const auto& o) { return o.first == chain; });
                 if (it == occ.end())
                     occ.push_back({c, {s}});
                 else

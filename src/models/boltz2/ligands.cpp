@@ -112,6 +112,9 @@ std::unique_ptr<RDKit::RWMol> rdkit_molecule(const io::RdkitMol& rd, const std::
         atom.setNoImplicit(a.no_implicit);
         for (const auto& [k, v] : a.props) {
             if (k == RDKit::common_properties::_CIPRank) {
+                BI_CHECK(!v.empty() && v.size() <= 9 &&
+                             v.find_first_not_of("0123456789") == std::string::npos,
+                         path, "RDKit molecule: atom property ", k, " is not a count: '", v, "'");
                 atom.setProp<unsigned>(k, unsigned(std::stoul(v)), /*computed=*/true);
             } else {
                 atom.setProp(k, v);

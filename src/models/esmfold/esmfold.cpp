@@ -87,8 +87,11 @@ EsmFoldConfig EsmFoldConfig::from_json(const nlohmann::json& j, const std::strin
     m.angles = config_get_or<int64_t>(s, "num_angles", 7, where);
     m.trans_scale = float(config_get_or<double>(s, "trans_scale_factor", 10.0, where));
     m.eps = float(config_get_or<double>(s, "epsilon", 1e-8, where));
-    BI_CHECK(tr.blocks > 0 && tr.c_s > 0 && tr.c_z > 0 && tr.max_recycles >= 1 && m.blocks > 0,
-             where, "trunk sizes must be positive");
+    for (const int64_t v :
+         {c.lddt_hidden, tr.blocks, tr.c_s, tr.c_z, tr.seq_head_width, tr.pair_head_width,
+          tr.position_bins, tr.max_recycles, m.c_s, m.c_z, m.ipa_dim, m.resnet_dim, m.heads,
+          m.qk_points, m.v_points, m.blocks, m.transition_layers, m.resnet_blocks, m.angles})
+        BI_CHECK(v > 0, where, "esmfold_config: every size, count and head width must be positive");
     BI_CHECK(tr.c_s % tr.seq_head_width == 0 && tr.c_z % tr.pair_head_width == 0 && tr.c_z % 2 == 0,
              where, "sequence_state_dim / pairwise_state_dim are not multiples of their head widths");
     return c;
