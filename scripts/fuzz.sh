@@ -53,10 +53,13 @@ run_target() {
         -malloc_limit_mb=2048 -artifact_prefix="$findings"/ -print_final_stats=1 \
         >build-fuzz/report/"$t".log 2>&1 || true
     local log=build-fuzz/report/$t.log
-    local execs cov
+    local execs cov took
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
-    echo "fuzz: $t: ${execs:-?} executions in ${seconds} s, coverage ${cov:-?} edges," \
+    # the time it ran: shorter than asked when it stopped at a finding
+    took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' ||
+           echo "under $seconds")
+    echo "fuzz: $t: ${execs:-?} executions in ${took} s, coverage ${cov:-?} edges," \
          "corpus $(ls "$corpus" | wc -l), findings $(ls "$findings" | wc -l) (build-fuzz/report/$t.log)"
 }
 

@@ -51,7 +51,7 @@ std::map<std::string, ZipEntry> read_zip_directory(const std::string& path, cons
         BI_CHECK(eocd >= 20 && rd<uint32_t>(base + eocd - 20) == 0x07064b50u, path,
                  "zip64 locator missing");
         const uint64_t z64 = rd<uint64_t>(base + eocd - 20 + 8);
-        BI_CHECK(z64 + 56 <= n && rd<uint32_t>(base + z64) == 0x06064b50u, path,
+        BI_CHECK(z64 <= n && n - z64 >= 56 && rd<uint32_t>(base + z64) == 0x06064b50u, path,
                  "zip64 end-of-directory record missing");
         count = rd<uint64_t>(base + z64 + 32);
         cd_size = rd<uint64_t>(base + z64 + 40);
@@ -75,17 +75,18 @@ std::map<std::string, ZipEntry> read_zip_directory(const std::string& path, cons
         std::string name(reinterpret_cast<const char*>(base + p + 46), name_len);
         // zip64 extra field: the 0xffffffff fields, in order usize, csize, local offset.
         const uint8_t* x = base + p + 46 + name_len;
-        for (uint16_t q = 0; q + 4 <= extra_len;) {
+        for (size_t q = 0; q + 4 <= extra_len;) {  // size_t: a 16-bit step could wrap around
             const uint16_t id = rd<uint16_t>(x + q), len = rd<uint16_t>(x + q + 2);
+            if (q + 4 + len > extra_len) break;  // a field longer than the extra area: ignored
             if (id == 0x0001) {
                 uint16_t r = 4;
                 if (usize == 0xffffffffu && r + 8 <= len + 4) usize = rd<uint64_t>(x + q + r), r += 8;
                 if (csize == 0xffffffffu && r + 8 <= len + 4) csize = rd<uint64_t>(x + q + r), r += 8;
                 if (local == 0xffffffffu && r + 8 <= len + 4) local = rd<uint64_t>(x + q + r), r += 8;
             }
-            q = uint16_t(q + 4 + len);
+            q += 4 + size_t(len);
         }
-        BI_CHECK(local + 30 <= n && rd<uint32_t>(base + local) == 0x04034b50u, path,
+        BI_CHECK(local <= n && n - local >= 30 && rd<uint32_t>(base + local) == 0x04034b50u, path,
                  "zip entry '", name, "' has no local header");
         e.data_offset = local + 30 + rd<uint16_t>(base + local + 26) + rd<uint16_t>(base + local + 28);
         e.size = usize;
