@@ -54,19 +54,4 @@ std::string read_file(const std::string& path) {
     return ss.str();
 }
 
-bool is_plain_relative_path(const std::string& p) {
-    if (p.empty() || p.size() > 4096 || p.front() == '/') return false;
-    for (unsigned char c : p)
-        if (c < 0x20 || c == 0x7f || c == '\\') return false;
-    size_t start = 0;
-    while (true) {
-        const size_t slash = p.find('/', start);
-        const std::string part =
-            p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-        if (part.empty() || part == "." || part == "..") return false;
-        if (slash == std::string::npos) return true;
-        start = slash + 1;
-    }
-}
-
 }  // namespace bioinfer::io

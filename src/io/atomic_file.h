@@ -24,9 +24,4 @@ private:
 void write_file_atomic(const std::string& path, const std::string& bytes);
 std::string read_file(const std::string& path);
 
-// A path from an untrusted file (a shard's results.json, a hub's listing) that stays inside the
-// folder it is joined to: relative, '/'-separated, no empty, '.' or '..' component, no backslash
-// or control character.
-bool is_plain_relative_path(const std::string& p);
-
 }  // namespace bioinfer::io

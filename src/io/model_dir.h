@@ -93,28 +93,34 @@ private:
     Tensor lookup(const std::string& name) const;
 };
 
+// A hyper-parameter's value as T, checked: `what` names it in errors ("config.json key 'x'").
+// An integer T takes only a JSON integer within 2^24: no size, count or id of any model comes
+// near, so a larger one is damage and would end in an allocation or an overflow of the file's own
+// making (and converting a huge float is undefined).
+template <typename T>
+T config_value(const nlohmann::json& v, const std::string& what, const std::string& where) {
+    constexpr bool integral = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+    if constexpr (integral)
+        if (!v.is_number_integer()) throw Error(where, what + " is not an integer: " + v.dump());
+    T out{};
+    try {
+        out = v.get<T>();
+    } catch (const std::exception&) {
+        throw Error(where, what + " has the wrong type: " + v.dump());
+    }
+    if constexpr (integral)
+        if (out > T(1 << 24) || (std::is_signed_v<T> && out < -T(1 << 24)))
+            throw Error(where, what + " is out of range: " + v.dump());
+    return out;
+}
+
 // Typed config access with an error naming the file and key when missing or mistyped.
 template <typename T>
 T config_get(const nlohmann::json& cfg, const std::string& key, const std::string& where) {
     auto it = cfg.find(key);
     if (it == cfg.end() || it->is_null())
         throw Error(where, "config.json lacks required key '" + key + "'");
-    constexpr bool integral = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-    if constexpr (integral)  // a float is no count (and converting a huge one is undefined)
-        if (!it->is_number_integer())
-            throw Error(where, "config.json key '" + key + "' is not an integer: " + it->dump());
-    T v{};
-    try {
-        v = it->get<T>();
-    } catch (const std::exception&) {
-        throw Error(where, "config.json key '" + key + "' has the wrong type: " + it->dump());
-    }
-    // no size, count or id of any model reaches 2^24: a larger one is damage, and would end in an
-    // allocation or an overflow of the config's own making
-    if constexpr (integral)
-        if (v > T(1 << 24) || (std::is_signed_v<T> && v < -T(1 << 24)))
-            throw Error(where, "config.json key '" + key + "' is out of range: " + it->dump());
-    return v;
+    return config_value<T>(*it, "config.json key '" + key + "'", where);
 }
 
 template <typename T>

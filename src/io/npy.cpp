@@ -9,6 +9,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/untrusted.h"
 
 namespace bioinfer::io {
 
@@ -151,10 +152,10 @@ void walk_npz(const std::string& path, const Read& read, const Take& take) {
             tok.erase(tok.find_last_not_of(' ') + 1);
             p = q + 1;
             if (tok.empty() && q == dims.size()) break;  // "(3,)": the trailing comma
-            BI_CHECK(!tok.empty() && tok.size() <= 12 &&
-                         tok.find_first_not_of("0123456789") == std::string::npos,
-                     path, "member '", name, "' has a malformed shape '", dims, "'");
-            const size_t d = size_t(std::stoll(tok));
+            int64_t dim = 0;
+            BI_CHECK(parse_decimal(tok, 12, dim), path, "member '", name,
+                     "' has a malformed shape '", dims, "'");
+            const size_t d = size_t(dim);
             BI_CHECK(d == 0 || numel <= fits / d, path, "member '", name, "' is truncated");
             numel *= d;
             shape.push_back(int64_t(d));

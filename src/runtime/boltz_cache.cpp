@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bioinfer/error.h"
+#include "io/untrusted.h"
 
 namespace bioinfer::runtime {
 
@@ -124,11 +125,10 @@ void extract_tar(const std::string& tar_path, const std::string& dest) {
             for (size_t at = 0; at < recs.size();) {
                 const size_t sp = recs.find(' ', at);
                 if (sp == std::string::npos) break;
-                const std::string len_s = recs.substr(at, sp - at);
-                BI_CHECK(!len_s.empty() && len_s.size() <= 9 &&
-                             len_s.find_first_not_of("0123456789") == std::string::npos,
+                int64_t len_i = 0;
+                BI_CHECK(io::parse_decimal(std::string_view(recs).substr(at, sp - at), 9, len_i),
                          tar_path, "corrupt pax header");
-                const size_t len = std::stoul(len_s);
+                const size_t len = size_t(len_i);
                 BI_CHECK(len > 0 && at + len <= recs.size(), tar_path, "corrupt pax header");
                 const std::string kv = recs.substr(sp + 1, at + len - sp - 2);
                 if (kv.rfind("path=", 0) == 0) long_name = kv.substr(5);

@@ -23,6 +23,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/untrusted.h"
 #include "runtime/boltz_cache.h"
 #include "runtime/http.h"
 #include "runtime/progress.h"
@@ -121,10 +122,8 @@ HubFileHead parse_file_head(const HttpResponse& head, const std::string& url) {
     std::string size_s = head.header("x-linked-size");
     if (size_s.empty()) size_s = head.header("content-length");
     if (!size_s.empty()) {
-        BI_CHECK(size_s.size() <= 18 && std::all_of(size_s.begin(), size_s.end(),
-                                                    [](char c) { return c >= '0' && c <= '9'; }),
-                 url, "the hub sent a file size that is not a number: '", size_s, "'");
-        h.size = std::stoll(size_s);
+        BI_CHECK(io::parse_decimal(size_s, 18, h.size), url,
+                 "the hub sent a file size that is not a number: '", size_s, "'");
     }
     return h;
 }

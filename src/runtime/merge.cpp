@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/h5.h"
 #include "io/npy.h"
+#include "io/untrusted.h"
 #include "runtime/embed_pipeline.h"
 
 namespace bioinfer::runtime {
@@ -57,10 +58,8 @@ void copy_atomic(const fs::path& from, const fs::path& to) {
     f.commit();
 }
 
-}  // namespace
-
-static MergeResult merge_checked(const std::vector<std::string>& dirs, const std::string& out_dir,
-                                 const std::string& format_req) {
+MergeResult merge_checked(const std::vector<std::string>& dirs, const std::string& out_dir,
+                          const std::string& format_req) {
     BI_CHECK(!dirs.empty(), "merge", "name at least one output folder");
     std::vector<ShardOut> shards;
     for (const fs::path& d : expand(dirs)) {
@@ -223,6 +222,8 @@ static MergeResult merge_checked(const std::vector<std::string>& dirs, const std
     io::write_file_atomic((fs::path(out_dir) / "results.json").string(), out.dump(2) + "\n");
     return res;
 }
+
+}  // namespace
 
 MergeResult merge_outputs(const std::vector<std::string>& dirs, const std::string& out_dir,
                           const std::string& format) {

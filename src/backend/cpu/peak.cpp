@@ -251,14 +251,12 @@ const Loop& loop_of(const PeakKernel& k) {
     return loops().front();
 }
 
-}  // namespace
-
-namespace {
-struct alignas(64) TileConfig {
+struct alignas(64) TileConfig {  // ldtilecfg's operand
     uint8_t palette = 1, start_row = 0, reserved[14] = {};
     uint16_t colsb[16] = {};
     uint8_t rows[16] = {};
 };
+
 }  // namespace
 
 bool amx_permitted() {

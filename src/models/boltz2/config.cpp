@@ -12,17 +12,9 @@ template <typename T>
 void take(const nlohmann::json& j, const std::string& where, const char* key, T& v) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-        BI_CHECK(it->is_number_integer(), where, "hyper_parameters key '", key,
-                 "' is not an integer: ", it->dump());
-    try {
-        v = it->get<T>();
-    } catch (const nlohmann::json::exception&) {
-        fail(where, cat("hyper_parameters key '", key, "' has the wrong type: ", it->dump()));
-    }
+    v = io::config_value<T>(*it, cat("hyper_parameters key '", key, "'"), where);
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)  // sizes, counts, heads
-        BI_CHECK(v > 0 && v <= T(1 << 24), where, "hyper_parameters key '", key,
-                 "' is out of range: ", it->dump());
+        BI_CHECK(v > 0, where, "hyper_parameters key '", key, "' is out of range: ", it->dump());
 }
 
 const nlohmann::json& section(const nlohmann::json& hp, const char* key) {

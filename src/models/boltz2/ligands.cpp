@@ -28,6 +28,7 @@
 #include "bioinfer/error.h"
 #include "io/rdkit_pickle.h"
 #include "io/torch_checkpoint.h"
+#include "io/untrusted.h"
 #include "models/boltz2/rdkit_util.h"
 
 namespace bioinfer::boltz2 {
@@ -112,10 +113,10 @@ std::unique_ptr<RDKit::RWMol> rdkit_molecule(const io::RdkitMol& rd, const std::
         atom.setNoImplicit(a.no_implicit);
         for (const auto& [k, v] : a.props) {
             if (k == RDKit::common_properties::_CIPRank) {
-                BI_CHECK(!v.empty() && v.size() <= 9 &&
-                             v.find_first_not_of("0123456789") == std::string::npos,
-                         path, "RDKit molecule: atom property ", k, " is not a count: '", v, "'");
-                atom.setProp<unsigned>(k, unsigned(std::stoul(v)), /*computed=*/true);
+                int64_t rank = 0;
+                BI_CHECK(io::parse_decimal(v, 9, rank), path, "RDKit molecule: atom property ", k,
+                         " is not a count: '", v, "'");
+                atom.setProp<unsigned>(k, unsigned(rank), /*computed=*/true);
             } else {
                 atom.setProp(k, v);
             }
