@@ -204,12 +204,20 @@ TEST_F(Jobs, PlainProgressLinesAndJsonLog) {
         if (e["event"] == "stage" && e["target"] == "a (8 aa)") stages.insert(e["stage"]);
     EXPECT_EQ(stages, (std::set<std::string>{"language model", "trunk pass 1/2", "trunk pass 2/2",
                                              "structure module and heads", "writing"}));
-    // --quiet: nothing on stderr, the log still written
+    // --quiet: no progress on stderr, the log still written; a failure is still reported, in
+    // one line with the counts and its reason (quiet silences progress, not errors)
     fs::remove(p("events.jsonl"));
     r = run("predict " + p("two.fa") + " --weights " + test::kEsmFoldTiny + " --num-recycles 0 --out-dir " + p("g") +
             " --quiet --log " + p("events.jsonl"));
-    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(r.err, "predict: 2 done, 1 failed (" + p("g/results.json") + "); first failure: b: [" +
+                         p("two.fa") + ":3: record 'b'] character '*' at position 3 is not an "
+                         "amino-acid letter or ':' (chain break)\n");
     EXPECT_TRUE(fs::exists(p("events.jsonl")));
+    write("good.fa", ">a\nMKTAYIAK\n");
+    r = run("predict " + p("good.fa") + " --weights " + test::kEsmFoldTiny +
+            " --num-recycles 0 --quiet --out-dir " + p("h"));
+    EXPECT_EQ(r.rc, 0);
+    EXPECT_EQ(r.err, "");
 }
 
 TEST_F(Jobs, TerminalProgressRedrawsOneLine) {

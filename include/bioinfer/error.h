@@ -1,5 +1,7 @@
 // Errors: one exception type carrying "[where] what", and small helpers to build messages.
 #pragma once
+#include <filesystem>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -80,6 +82,27 @@ std::string cat(Args&&... args) {
 
 [[noreturn]] inline void fail(const std::string& where, const std::string& what) {
     throw Error(where, what);
+}
+
+// The one line the CLI and the Python module show for an exception: an Error's own message; a
+// filesystem error as "[path] what failed: reason" (never the library's raw text); running out of
+// memory as such; anything else its message, made printable.
+inline std::string error_line(const std::exception& e) {
+    if (dynamic_cast<const Error*>(&e)) return e.what();
+    if (const auto* f = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) {
+        // what(): "filesystem error: <operation>: <reason> [path1] [path2]"
+        std::string op = f->what();
+        const std::string prefix = "filesystem error: ", reason = f->code().message();
+        if (op.rfind(prefix, 0) == 0) op = op.substr(prefix.size());
+        if (const size_t r = op.find(": " + reason); r != std::string::npos) op = op.substr(0, r);
+        if (op == "status" || op == "symlink_status") op = "cannot be read";  // the library's names
+        std::string where = f->path1().string();
+        if (!f->path2().empty()) where += " -> " + f->path2().string();
+        return Error(where.empty() ? "filesystem" : where, op + ": " + reason).what();
+    }
+    if (dynamic_cast<const std::bad_alloc*>(&e))
+        return "out of memory (fewer --workers, a smaller --toks-per-batch or --max-memory help)";
+    return shown_bytes(e.what());
 }
 
 }  // namespace bioinfer

@@ -33,9 +33,16 @@ _INCLUDE = ("mean", "per_tok", "bos", "contacts", "logits", "pll")
 _FASTA_SUFFIXES = (".fa", ".fasta", ".faa", ".fas")
 
 
+def _check_type(name: str, value, types, expected: str) -> None:
+    """TypeError naming the argument when value is not one of types (bool is not an int)."""
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__}")
+
+
 def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
          threads: Optional[int] = None, device: str = "cpu", *, offline: bool = False,
-         cache_dir: Optional[str] = None) -> Union["LanguageModel", "StructureModel"]:
+         cache_dir: Optional[str] = None,
+         allow_nonfinite: bool = False) -> Union["LanguageModel", "StructureModel"]:
     """Loads a model and keeps its weights resident: a LanguageModel (ESM-2, ESM C) or a
     StructureModel (ESMFold, ESMFold2, Boltz-2), by what the directory holds.
 
@@ -44,9 +51,20 @@ def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
     "esmc-600m", ...) or an "org/name" repository, taken from the Hugging Face cache and
     downloaded there on first use (offline=True, or HF_HUB_OFFLINE=1, never downloads).
     precision: "fp32" (exact to the upstream model), "bf16" or "int8" (docs/parity.md).
-    threads: the threads each call computes on (None: all cores).
-    Raises KeyError for an unknown model name, OSError for a missing directory or file.
+    threads: the threads each call computes on (None or 0: all cores; at most 4 per CPU).
+    allow_nonfinite: load weights holding NaN or Inf (refused by default, naming the tensor).
+    Raises KeyError for an unknown model name, OSError for a missing directory or file,
+    TypeError for an argument of the wrong type, ValueError for one out of range.
     """
+    _check_type("name_or_dir", name_or_dir, (str, os.PathLike), "a model name or directory")
+    _check_type("precision", precision, (str,), "a string")
+    if threads is not None:
+        _check_type("threads", threads, (int,), "an integer or None")
+        if not 0 <= threads <= _bioinfer.max_threads():
+            raise ValueError(f"threads: expected 0 (all CPUs) to {_bioinfer.max_threads()} "
+                             f"(4 per CPU this process may use), got {threads}")
+    _check_type("device", device, (str,), "a string")
+    _check_type("allow_nonfinite", allow_nonfinite, (bool,), "True or False")
     if device != "cpu":
         raise ValueError(f"device: this build runs on the CPU only, got {device!r}")
     name = os.fspath(name_or_dir)
@@ -62,8 +80,6 @@ def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
         raise FileNotFoundError(f"{name}: not a model directory")
     else:
         raise KeyError(f"unknown model {name!r}: not a directory, and not a name `bioinfer weights` lists")
-    if threads is not None and threads < 0:
-        raise ValueError(f"threads: expected >= 0, got {threads}")
     try:
         kind = _bioinfer.model_kind(path)
     except RuntimeError as e:
@@ -71,9 +87,10 @@ def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
     if kind == "structure_model":
         if precision != "fp32":
             raise ValueError(f"precision: structure models run in fp32, got {precision!r}")
-        return StructureModel(_bioinfer.StructureModel(path, threads or 0))
+        return StructureModel(_bioinfer.StructureModel(path, threads or 0, allow_nonfinite))
     arch = _bioinfer.architecture(path)
-    return LanguageModel(_bioinfer.LanguageModel(path, name, precision, threads or 0), arch)
+    return LanguageModel(_bioinfer.LanguageModel(path, name, precision, threads or 0,
+                                                 allow_nonfinite), arch)
 
 
 def compare(pred: Union["FoldResult", str, "os.PathLike[str]"], truth: Union[str, "os.PathLike[str]"],
@@ -155,8 +172,11 @@ def _records(sequences: Sequences, ids: Optional[Sequence[str]]) -> List[Tuple[s
             recs = [("sequence", s)]
     elif isinstance(sequences, Mapping):
         recs = [(str(k), v) for k, v in sequences.items()]
-    else:
+    elif isinstance(sequences, Iterable) and not isinstance(sequences, (bytes, bytearray)):
         recs = [(str(i), s) for i, s in enumerate(sequences)]
+    else:
+        raise TypeError("sequences: expected a sequence string, a FASTA path, a list of sequences "
+                        f"or a dict id -> sequence, got {type(sequences).__name__}")
     if ids is not None:
         ids = list(ids)
         if len(ids) != len(recs):
@@ -220,12 +240,16 @@ class LanguageModel:
         called as progress(records_done, records) as records finish (an exception it raises
         stops the call), or True: a tqdm bar when tqdm is installed, else the CLI's progress
         lines on stderr."""
+        _check_type("include", include, (str, Iterable), "a string or a list of strings")
+        _check_type("layers", layers, (int, Iterable), "an integer or a list of integers")
         include = [include] if isinstance(include, str) else list(include)
         for w in include:
             if w not in _INCLUDE:
                 raise ValueError(f"include: unknown output {w!r}: expected one of {', '.join(_INCLUDE)}")
         if not include:
             raise ValueError("include: nothing to output")
+        _check_type("toks_per_batch", toks_per_batch, (int,), "an integer")
+        _check_type("truncate", truncate, (int,), "an integer")
         if toks_per_batch <= 0:
             raise ValueError("toks_per_batch: must be positive")
         layers = [layers] if isinstance(layers, int) else [int(l) for l in layers]
@@ -387,6 +411,11 @@ class StructureModel:
         else:
             recs = _records(sequences, ids)
             from_files = False
+        for name, v in (("num_recycles", num_recycles), ("sampling_steps", sampling_steps)):
+            if v is not None:
+                _check_type(name, v, (int,), "an integer or None")
+        _check_type("num_samples", num_samples, (int,), "an integer")
+        _check_type("seed", seed, (int,), "an integer")
         if num_samples < 1:
             raise ValueError("num_samples: must be >= 1")
         preds = self._m.fold(recs, from_files, -1 if num_recycles is None else int(num_recycles),

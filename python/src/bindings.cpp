@@ -61,6 +61,15 @@ DType compute_dtype(const std::string& precision) {
         ("precision: expected 'fp32', 'bf16' or 'int8', got '" + precision + "'").c_str());
 }
 
+// `threads` as load() takes it: 0 for all CPUs, else at most max_threads() (ValueError).
+int python_threads(int64_t threads) {
+    try {
+        return checked_thread_count(threads, "threads");
+    } catch (const Error& e) {
+        throw nb::value_error(e.what());
+    }
+}
+
 // Ctrl-C, checked from the engine's hooks between its steps: true when Python's signal handler
 // raised (its KeyboardInterrupt stays set for the caller to throw). On threads other than the
 // main one PyErr_CheckSignals does nothing.
@@ -72,9 +81,10 @@ bool interrupted() {
 class PyLanguageModel {
   public:
     PyLanguageModel(const std::string& dir, std::string label, const std::string& precision,
-                    int threads)
-        : label_(std::move(label)), precision_(precision), threads_(threads) {
-        const io::ModelDir md = io::ModelDir::open(dir);
+                    int64_t threads, bool allow_nonfinite)
+        : label_(std::move(label)), precision_(precision), threads_(python_threads(threads)) {
+        io::ModelDir md = io::ModelDir::open(dir);
+        md.set_allow_nonfinite(allow_nonfinite);
         arch_ = lm::detect_architecture(md);
         const ops::MatmulPrecisionScope scope(compute_dtype(precision));
         nb::gil_scoped_release release;
@@ -287,8 +297,10 @@ class PyPrediction {
 
 class PyStructureModel {
   public:
-    PyStructureModel(const std::string& dir, int threads) : threads_(threads) {
-        const io::ModelDir md = io::ModelDir::open(dir);
+    PyStructureModel(const std::string& dir, int64_t threads, bool allow_nonfinite)
+        : threads_(python_threads(threads)) {
+        io::ModelDir md = io::ModelDir::open(dir);
+        md.set_allow_nonfinite(allow_nonfinite);
         nb::gil_scoped_release release;
         model_ = fold::load(md);
     }
@@ -364,6 +376,14 @@ class PyStructureModel {
 
 NB_MODULE(_bioinfer, m) {
     m.doc() = "bioinfer's engine: the C++ library the bioinfer CLI runs.";
+    // a filesystem error raises OSError with "[path] what failed: reason", as the CLI prints it
+    nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const std::filesystem::filesystem_error& e) {
+            PyErr_SetString(PyExc_OSError, error_line(e).c_str());
+        }
+    });
 
     m.def(
         "resolve_model",
@@ -376,6 +396,8 @@ NB_MODULE(_bioinfer, m) {
         "name"_a, "offline"_a = false, "cache_dir"_a = "",
         "The local directory of a registry model or org/name repository, downloaded into the "
         "Hugging Face cache on first use.");
+    m.def("max_threads", &max_threads,
+          "The most threads a model may use: 4 per CPU this process may run on.");
     m.def(
         "known_model", [](const std::string& name) { return runtime::find_model(name) != nullptr; },
         "name"_a, "Whether `name` is in bioinfer's model registry.");
@@ -438,7 +460,8 @@ NB_MODULE(_bioinfer, m) {
         .def("compare", &PyPrediction::compare, "truth"_a, "sample"_a, "match"_a);
 
     nb::class_<PyStructureModel>(m, "StructureModel")
-        .def(nb::init<const std::string&, int>(), "dir"_a, "threads"_a = 0)
+        .def(nb::init<const std::string&, int64_t, bool>(), "dir"_a, "threads"_a = 0,
+             "allow_nonfinite"_a = false)
         .def_prop_ro("architecture", &PyStructureModel::architecture)
         .def_prop_ro("default_num_recycles", &PyStructureModel::default_num_recycles)
         .def_prop_ro("reads_whole_files", &PyStructureModel::reads_whole_files)
@@ -446,8 +469,9 @@ NB_MODULE(_bioinfer, m) {
              "num_samples"_a, "sampling_steps"_a, "seed"_a, "on_stage"_a = nb::none());
 
     nb::class_<PyLanguageModel>(m, "LanguageModel")
-        .def(nb::init<const std::string&, std::string, const std::string&, int>(), "dir"_a,
-             "label"_a, "precision"_a = "fp32", "threads"_a = 0)
+        .def(nb::init<const std::string&, std::string, const std::string&, int64_t, bool>(),
+             "dir"_a, "label"_a, "precision"_a = "fp32", "threads"_a = 0,
+             "allow_nonfinite"_a = false)
         .def_prop_ro("architecture", &PyLanguageModel::architecture)
         .def_prop_ro("num_layers", &PyLanguageModel::num_layers)
         .def_prop_ro("hidden_size", &PyLanguageModel::hidden_size)

@@ -301,3 +301,55 @@ def test_pseudo_log_likelihood_matches_the_reference():
         (r,) = model.embed({"wt": seq}, include=("pll",))
         assert abs(r.pll - expected["models"][name]["short"]["pll_wild_type"]) < 1e-3
         assert r.mean_representations == {}
+
+
+def test_arguments_are_checked_and_named(tmp_path):
+    """Thread counts are bounded (far too many crashed the interpreter inside the OpenMP
+    runtime); arguments of the wrong type raise TypeError naming the argument."""
+    path = os.path.join(FIXTURES, "esm2_tiny")
+    for n in (100000, 2**31, -1, bioinfer._bioinfer.max_threads() + 1):
+        with pytest.raises(ValueError, match=r"threads: expected 0 \(all CPUs\) to"):
+            bioinfer.load(path, threads=n)
+    with pytest.raises(TypeError, match="threads: expected an integer or None, got float"):
+        bioinfer.load(path, threads=2.5)
+    with pytest.raises(TypeError, match="threads: expected an integer or None, got bool"):
+        bioinfer.load(path, threads=True)
+    with pytest.raises(TypeError, match="name_or_dir: expected a model name or directory, got int"):
+        bioinfer.load(12345)
+    model = bioinfer.load(path, threads=bioinfer._bioinfer.max_threads())
+    with pytest.raises(TypeError, match="sequences: expected a sequence string, a FASTA path, a "
+                                        "list of sequences or a dict id -> sequence, got int"):
+        model.logits(12345)
+    with pytest.raises(TypeError, match="toks_per_batch: expected an integer, got str"):
+        model.embed(["MKV"], toks_per_batch="100")
+    with pytest.raises(TypeError, match="include: expected a string or a list of strings, got int"):
+        model.embed(["MKV"], include=5)
+    assert model.logits(["MKV"])[0].shape == (3, 33)
+
+
+def test_nonfinite_weights_are_refused_unless_allowed(tmp_path):
+    """A checkpoint holding a NaN is refused naming the tensor; allow_nonfinite=True loads it
+    (the CLI's --allow-nonfinite), and the record whose outputs are NaN then fails."""
+    src = os.path.join(FIXTURES, "esm2_tiny")
+    dst = tmp_path / "nan_model"
+    dst.mkdir()
+    with open(os.path.join(src, "config.json")) as f:
+        (dst / "config.json").write_text(f.read())
+    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header_bytes = f.read(n)
+        data = bytearray(f.read())
+    header = json.loads(header_bytes)
+    name = next(k for k, v in header.items()
+                if k != "__metadata__" and v["dtype"] == "F32" and "intermediate.dense.weight" in k)
+    start = header[name]["data_offsets"][0]
+    data[start + 20:start + 24] = struct.pack("<f", float("nan"))  # flat index 5
+    (dst / "model.safetensors").write_bytes(struct.pack("<Q", n) + header_bytes + bytes(data))
+    with pytest.raises(RuntimeError, match=rf"tensor '{name}' holds a non-finite value \(NaN\) at "
+                                           r"flat index 5.*allow_nonfinite=True"):
+        bioinfer.load(str(dst))
+    with pytest.raises(TypeError, match="allow_nonfinite: expected True or False"):
+        bioinfer.load(str(dst), allow_nonfinite="yes")
+    model = bioinfer.load(str(dst), allow_nonfinite=True)
+    with pytest.raises(Exception, match="NaN or Inf"):
+        model.embed(["MKTAYIAKQR"])

@@ -18,6 +18,7 @@
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/fasta.h"
+#include "io/limits.h"
 #include "models/boltz2/conformers.h"
 
 namespace bioinfer::io {
@@ -638,9 +639,9 @@ BoltzTarget read_boltz_input(const std::string& path) {
     const std::string ext = lower(fs::path(path).extension().string());
     std::error_code ec;
     BI_CHECK(!fs::is_directory(path, ec), path, "is a directory, expected a .yaml or .fasta file");
-    if (ext == ".yaml" || ext == ".yml") return parse_boltz_yaml(read_file(path), path);
+    if (ext == ".yaml" || ext == ".yml") return parse_boltz_yaml(read_target_file(path), path);
     if (ext == ".fasta" || ext == ".fa" || ext == ".fas")
-        return parse_boltz_fasta(read_file(path), path);
+        return parse_boltz_fasta(read_target_file(path), path);
     fail(path, cat("unable to parse file type '", ext, "': expected a .fasta or .yaml file"));
 }
 

@@ -5,6 +5,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/limits.h"
 
 namespace bioinfer::io {
 
@@ -42,6 +43,9 @@ std::vector<FastaRecord> parse_fasta(std::string_view text, const std::string& s
             r.source = source;
             r.line = lineno;
             BI_CHECK(!r.id.empty(), cat(source, ":", lineno), "record header has no id");
+            BI_CHECK(int64_t(out.size()) < input_limits().records, cat(source, ":", lineno),
+                     "more than ", input_limits().records,
+                     " records in one file (--max-records raises it; or split the file)");
             out.push_back(std::move(r));
         } else if (line[0] == ';') {
             continue;  // old-style comment line
@@ -59,7 +63,7 @@ std::vector<FastaRecord> parse_fasta(std::string_view text, const std::string& s
 }
 
 std::vector<FastaRecord> read_fasta(const std::string& path) {
-    return parse_fasta(read_file(path), path);
+    return parse_fasta(read_input_file(path), path);
 }
 
 }  // namespace bioinfer::io

@@ -205,11 +205,12 @@ Tensor ModelDir::lookup(const std::string& name) const {
         BI_CHECK(it != where_.end(), dir_, "missing tensor '", name, "'");
         t = files_[it->second]->get(name);
     }
-    if (!allow_nonfinite()) {
+    if (!allow_nonfinite_.value_or(allow_nonfinite())) {
         const int64_t i = first_nonfinite(t);
         BI_CHECK(i < 0, dir_, "tensor '", name, "' holds a non-finite value (",
                  std::isnan(t.to_f32().f32()[i]) ? "NaN" : "Inf", ") at flat index ", i,
-                 ": the checkpoint is damaged (--allow-nonfinite loads it anyway)");
+                 ": the checkpoint is damaged (--allow-nonfinite, or allow_nonfinite=True in Python, "
+                 "loads it anyway)");
     }
     return t;
 }

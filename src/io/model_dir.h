@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -54,6 +55,9 @@ public:
                                  std::map<std::string, Tensor> tensors);
 
     const std::string& dir() const { return dir_; }
+    // Whether get* loads tensors holding NaN or Inf: the process default (allow_nonfinite()) unless
+    // a caller with its own setting (Python's load(allow_nonfinite=...)) sets it here.
+    void set_allow_nonfinite(bool allow) { allow_nonfinite_ = allow; }
     // config.json, or an empty object for a bare torch checkpoint.
     const nlohmann::json& config() const { return config_; }
     bool has_config() const { return !config_.empty(); }
@@ -66,7 +70,8 @@ public:
     Tensor get_f32(const std::string& name, const Shape& expected) const;
     Tensor get_raw(const std::string& name) const;
     // The stored tensor in its own dtype (zero-copy), shape-checked like get_f32. All three
-    // refuse a tensor holding NaN or Inf unless allow_nonfinite().
+    // refuse a tensor holding NaN or Inf unless set_allow_nonfinite(true) (or, when not
+    // set, the process default allow_nonfinite()).
     Tensor get(const std::string& name, const Shape& expected) const;
 
     // Load accounting. get, get_f32 and get_raw record the name they hand out (has() does not).
@@ -90,6 +95,7 @@ private:
     std::map<std::string, Tensor> pickled_;
     std::set<std::string> unread_;  // non-float tensors of the safetensors files (never read)
     ConsumedNames consumed_;
+    std::optional<bool> allow_nonfinite_;
     Tensor lookup(const std::string& name) const;
 };
 

@@ -8,6 +8,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/limits.h"
 
 namespace bioinfer::io {
 namespace {
@@ -227,8 +228,8 @@ Msa read_msa(const std::string& path, int64_t max_seqs) {
         const std::string s(suf);
         return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0;
     };
-    if (ends_with(".a3m")) return parse_a3m(read_file(path), path, max_seqs);
-    if (ends_with(".csv")) return parse_msa_csv(read_file(path), path, max_seqs);
+    if (ends_with(".a3m")) return parse_a3m(read_input_file(path), path, max_seqs);
+    if (ends_with(".csv")) return parse_msa_csv(read_input_file(path), path, max_seqs);
     fail(path, "MSA file format not supported: expected an .a3m or .csv file");
 }
 

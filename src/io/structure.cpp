@@ -15,6 +15,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/limits.h"
 #include "models/structure_model.h"
 
 namespace bioinfer::io {
@@ -82,6 +83,7 @@ void write_structure(const fold::Prediction& p, size_t sample, const std::string
 }
 
 std::vector<CaResidue> read_ca_residues(const std::string& path) {
+    check_regular_file(path, input_limits().file_bytes, "--max-input-size");
     gemmi::Structure st;
     try {
         st = gemmi::read_structure_file(path);

@@ -1,6 +1,7 @@
 // Token order as in fair-esm's Alphabet.from_architecture("ESM-1b") and the HF EsmTokenizer vocab.
 #include "models/esm_alphabet.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "bioinfer/error.h"
@@ -61,6 +62,10 @@ std::vector<int32_t> tokenize(const std::string& seq, const std::string& record,
         }
         out.push_back(id);
     }
+    // ESM C's '|' joins chains: a record of chain breaks alone has nothing to embed
+    if (v == Vocab::Esmc && !out.empty())
+        BI_CHECK(std::any_of(out.begin(), out.end(), [](int32_t t) { return t != kChainBreak; }),
+                 "record '" + record + "'", "holds only chain breaks ('|'), no residue");
     return out;
 }
 

@@ -15,7 +15,8 @@ enum class Vocab { Esm2, Esmc };
 const std::vector<std::string>& alphabet(Vocab v = Vocab::Esm2);
 
 // Residue tokens of `seq` (no <cls>/<eos>). Letters are upper-cased; special tokens written as
-// <mask>, <unk>, ... are recognised. An unknown letter is an error naming `record` and position.
+// <mask>, <unk>, ... are recognised. An unknown letter is an error naming `record` and position;
+// so is an ESM C record of chain breaks ('|') alone.
 std::vector<int32_t> tokenize(const std::string& seq, const std::string& record,
                               Vocab v = Vocab::Esm2);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -89,6 +90,19 @@ std::string results_summary(const std::string& tool, const std::vector<TargetRes
     if (c.skipped) s += cat(", ", c.skipped, " skipped (already done; --override redoes them)");
     if (c.failed) s += cat(", ", c.failed, " failed");
     return s + " (" + (fs::path(out_dir) / "results.json").string() + ")";
+}
+
+void print_results_summary(const std::string& tool, const std::vector<TargetResult>& results,
+                           const std::string& out_dir, bool quiet) {
+    std::string line = results_summary(tool, results, out_dir);
+    if (quiet) {
+        auto first = std::find_if(results.begin(), results.end(),
+                                  [](const TargetResult& r) { return r.status == "failed"; });
+        if (first == results.end()) return;
+        line += cat("; first failure: ", first->id, ": ", first->error);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
 }
 
 Shard shard_from(const std::string& flag) {
@@ -207,8 +221,7 @@ std::vector<Worker> workers_or_default(const std::vector<Worker>& workers) {
 
 std::vector<Worker> cpu_workers(int workers, int threads) {
     BI_CHECK(workers >= 1, "--workers", "expected at least 1, got ", workers);
-    if (threads <= 0) threads = int(std::thread::hardware_concurrency());
-    if (threads <= 0) threads = 1;
+    if (threads <= 0) threads = usable_cpus();
     std::vector<Worker> w;
     for (int i = 0; i < workers; ++i) {
         // the remainder goes to the first workers
@@ -403,7 +416,7 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
         try {
             write = spec.unit(w, unit, stage);
         } catch (const std::exception& e) {
-            error = e.what();
+            error = error_line(e);
         }
         const double share = since(t0) / double(unit.size());
         std::vector<const TargetResult*> finished;  // journaled together once the unit is written
@@ -417,7 +430,7 @@ double run_job(const JobOptions& opts, const JobSpec& spec, std::vector<TargetRe
                     try {
                         res.files = write(pos, m, stage);
                     } catch (const std::exception& e) {
-                        res.error = e.what();
+                        res.error = error_line(e);
                     }
                 } else {
                     res.error = error;

@@ -81,6 +81,10 @@ void write_results(const std::string& out_dir, const std::string& tool, const nl
 // One line for the end of a run: "predict: 3 done, 1 skipped, 2 failed (see out/results.json)".
 std::string results_summary(const std::string& tool, const std::vector<TargetResult>& results,
                             const std::string& out_dir);
+// Prints the run's last line on stderr: the summary; with `quiet` only when a target failed,
+// then with the first failure's reason (quiet silences progress, not errors).
+void print_results_summary(const std::string& tool, const std::vector<TargetResult>& results,
+                           const std::string& out_dir, bool quiet);
 
 // The job's progress: the caller's `given` (it showed the weights loading, whose time is noted
 // here) or a new one kept in `own`. Reports the targets already settled before any work (failed

@@ -12,14 +12,14 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "io/limits.h"
 #include "runtime/inputs.h"
 
 namespace bioinfer::runtime {
 namespace fs = std::filesystem;
 
 std::vector<ScreeningLigand> read_screening_ligands(const std::string& path) {
-    std::ifstream f(path);
-    BI_CHECK(f.good(), path, "cannot read the ligand file");
+    std::istringstream f(io::read_input_file(path));
     std::vector<ScreeningLigand> out;
     std::set<std::string> names;
     std::string line;
@@ -36,6 +36,8 @@ std::vector<ScreeningLigand> read_screening_ligands(const std::string& path) {
                  where, "ligand name '", name,
                  "' cannot name output files (no spaces, commas, quotes, '/' or leading dots)");
         BI_CHECK(names.insert(name).second, where, "ligand name '", name, "' is used twice");
+        BI_CHECK(int64_t(out.size()) < io::input_limits().records, where, "more than ",
+                 io::input_limits().records, " ligands in one list (--max-records raises it)");
         out.push_back({name, smiles, where});
     }
     BI_CHECK(!out.empty(), path, "holds no ligands (one SMILES per line, then an optional name)");

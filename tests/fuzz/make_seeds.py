@@ -57,6 +57,9 @@ def main():
     put("fasta", "sequences.fasta", read(DATA, "sequences.fasta"))
     put("fasta", "short.fasta", read(FIX, "score", "short.fasta"))
     put("fasta", "edge.fasta", b">a desc\nMKT<mask>AY\n>b\r\nMK:TA*\n\n>c\n\n>a\nAC GT\n")
+    # past the fuzz target's lowered record limit (64); ESM C records of chain breaks alone
+    put("fasta", "records-limit.fasta", b"".join(b">r%d\nMK\n" % i for i in range(65)))
+    put("fasta", "chain-breaks.fasta", b">a\n|\n>b\n||\n>c\nMK|V\n")
 
     for case in sorted(os.listdir(os.path.join(FIX, "boltz2_tiny", "inputs"))):
         d = os.path.join(FIX, "boltz2_tiny", "inputs", case)
@@ -66,6 +69,16 @@ def main():
             if f.endswith(".a3m") or f.endswith(".csv"):
                 put("msa", f, read(d, f))
     put("boltz_input", "chains.fasta", b">A|protein|./a.a3m\nMKTAYIAK\n>B|ligand\nCCO\n>C|rna\nACGU\n")
+    # past the fuzz target's lowered SMILES limit (48 heavy atoms), and constraints naming
+    # chains, residues and atoms the target lacks (checked before any weights load)
+    head = b"version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKTCYV\n      msa: empty\n"
+    put("boltz_input", "smiles-limit.yaml",
+        head + b"  - ligand:\n      id: L\n      smiles: '" + b"C" * 60 + b"'\n")
+    put("boltz_input", "constraint-refs.yaml",
+        head + b"  - ligand:\n      id: B\n      smiles: 'CC(=O)O'\nconstraints:\n"
+        b"  - bond:\n      atom1: [A, 4, SG]\n      atom2: [B, 1, QQ]\n"
+        b"  - pocket:\n      binder: Z\n      contacts: [[A, 9], [B, CA]]\n"
+        b"  - contact:\n      token1: [A, x]\n      token2: [C, 1]\n")
 
     put("safetensors", "mixed.safetensors", safetensors({
         "w": ("F32", [2, 3], np.arange(6, dtype=np.float32).tobytes()),

@@ -2,10 +2,14 @@
 #include "args.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 
 #include "bioinfer/error.h"
 #include "core/threads.h"
+#include "io/limits.h"
 #include "io/model_dir.h"
+#include "io/untrusted.h"
 #include "ops/ops.h"
 
 namespace bioinfer::cli {
@@ -124,20 +128,67 @@ std::string weights_dir_from(const Args& a) {
     return a.has("weights") ? a.get("weights") : runtime::ensure_model(hub_options(a), a.get("model"));
 }
 
+int threads_from(const Args& a) {
+    return checked_thread_count(a.get_int("threads", 0), "--threads");
+}
+
 // --workers N over --threads T (sets the process's thread count too).
 static std::vector<runtime::Worker> workers_from(const Args& a) {
-    const long long threads = a.get_int("threads", 0);
-    BI_CHECK(threads >= 0, "--threads", "must be >= 0");
+    const int threads = threads_from(a);
+    // each worker is a thread of its own: the same bound as --threads
     const long long workers = a.get_int("workers", 1);
-    BI_CHECK(workers >= 1 && workers <= 1024, "--workers", "expected 1..1024, got ", workers);
+    BI_CHECK(workers >= 1 && workers <= max_threads(), "--workers", "expected 1 to ", max_threads(),
+             " (", kMaxThreadsPerCpu, " per CPU this process may use), got ", workers);
     const std::string acc = a.get("accelerator", "cpu");
     BI_CHECK(acc == "cpu", "--accelerator", "this build runs on the CPU only, got '", acc, "'");
-    set_num_threads(int(threads));
-    return runtime::cpu_workers(int(workers), int(threads));
+    set_num_threads(threads);
+    return runtime::cpu_workers(int(workers), threads);
+}
+
+int64_t Args::get_size(const std::string& k, int64_t dflt) const {
+    auto it = opts.find(k);
+    if (it == opts.end()) return dflt;
+    const std::string& v = it->second;
+    size_t digits = 0;
+    while (digits < v.size() && std::isdigit((unsigned char)v[digits])) ++digits;
+    std::string unit = v.substr(digits);
+    for (char& c : unit) c = char(std::toupper((unsigned char)c));
+    static const std::map<std::string, int> shifts = {{"", 0},  {"B", 0},    {"K", 10},
+                                                      {"KB", 10}, {"KIB", 10}, {"M", 20},
+                                                      {"MB", 20}, {"MIB", 20}, {"G", 30},
+                                                      {"GB", 30}, {"GIB", 30}, {"T", 40},
+                                                      {"TB", 40}, {"TIB", 40}};
+    int64_t n = 0;
+    const auto shift = shifts.find(unit);
+    BI_CHECK(digits > 0 && digits <= 12 && shift != shifts.end() &&
+                 io::parse_decimal(std::string_view(v).substr(0, digits), 12, n) && n > 0 &&
+                 n <= (int64_t(1) << (62 - shift->second)),
+             "--" + k, "expected a size such as 512M or 4G, got '", v, "'");
+    return n << shift->second;
+}
+
+// --max-input-size, --max-records, --max-ligand-atoms, --conformer-timeout: the input limits.
+static void apply_input_limits(const Args& a) {
+    io::InputLimits& l = io::input_limits();
+    if (a.has("max-input-size")) l.file_bytes = l.target_file_bytes = a.get_size("max-input-size", 0);
+    l.records = a.get_int("max-records", l.records);
+    BI_CHECK(l.records >= 1, "--max-records", "expected a positive number, got ", l.records);
+    l.smiles_heavy_atoms = a.get_int("max-ligand-atoms", l.smiles_heavy_atoms);
+    BI_CHECK(l.smiles_heavy_atoms >= 1 && l.smiles_heavy_atoms <= 100000, "--max-ligand-atoms",
+             "expected 1 to 100000, got ", l.smiles_heavy_atoms);
+    if (a.has("conformer-timeout")) {
+        const std::string v = a.get("conformer-timeout");
+        char* end = nullptr;
+        const double s = std::strtod(v.c_str(), &end);
+        BI_CHECK(end && *end == 0 && s > 0 && s <= 1e6, "--conformer-timeout",
+                 "expected seconds (a positive number), got '", v, "'");
+        l.conformer_seconds = s;
+    }
 }
 
 Args parse_job_args(int argc, char** argv, std::set<std::string> valued, std::set<std::string> flags) {
-    valued.insert({"workers", "threads", "log", "cache-dir", "accelerator", "shard"});
+    valued.insert({"workers", "threads", "log", "cache-dir", "accelerator", "shard", "max-input-size",
+                   "max-records", "max-ligand-atoms", "conformer-timeout"});
     flags.insert({"override", "offline", "quiet", "help", "allow-nonfinite"});
     return parse_args(argc, argv, valued, flags);
 }
@@ -145,6 +196,7 @@ Args parse_job_args(int argc, char** argv, std::set<std::string> valued, std::se
 void apply_job_options(const Args& a, runtime::JobOptions& o) {
     BI_CHECK(a.has("out-dir"), "arguments", "--out-dir is required");
     o.out_dir = a.get("out-dir");
+    apply_input_limits(a);
     io::set_allow_nonfinite(a.has("allow-nonfinite"));
     o.quiet = a.has("quiet");
     o.override_existing = a.has("override");
@@ -154,7 +206,7 @@ void apply_job_options(const Args& a, runtime::JobOptions& o) {
 }
 
 const char* job_options_help() {
-    return R"(  --threads N          threads in all (default: all cores)
+    return R"(  --threads N          threads in all, at most 4 per CPU (default: all cores)
   --workers N          run N targets (embed: batches) at once, the threads and memory split
                        among them (default 1)
   --override           compute again targets whose outputs already exist (default: skip them)
@@ -166,6 +218,11 @@ const char* job_options_help() {
   --offline            never use the network (as HF_HUB_OFFLINE=1)
   --quiet              no progress output
   --allow-nonfinite    load weights holding NaN or Inf (refused by default, naming the tensor)
+  --max-input-size S   largest input file read whole: FASTA, MSA, CSV, ligand list (default
+                       2G; Boltz-2 input files 4M), e.g. 512M, 8G
+  --max-records N      records in one FASTA file, ligands in one list (default 5000000)
+  --max-ligand-atoms N heavy atoms in one SMILES, checked before RDKit reads it (default 500)
+  --conformer-timeout S  seconds RDKit may search for one SMILES ligand's conformer (default 300)
 )";
 }
 

@@ -1,5 +1,6 @@
 // Minimal option parser shared by the subcommands: --key value, --key=value, --flag, positionals.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -16,6 +17,8 @@ struct Args {
     bool has(const std::string& k) const { return opts.count(k) > 0; }
     std::string get(const std::string& k, const std::string& dflt = "") const;
     long long get_int(const std::string& k, long long dflt) const;
+    // A byte count: digits with an optional unit (K, M, G, T; KB/KiB... all powers of 1024).
+    int64_t get_size(const std::string& k, int64_t dflt) const;
     std::vector<int> get_int_list(const std::string& k, const std::vector<int>& dflt) const;
 };
 
@@ -39,6 +42,9 @@ const char* job_options_help();
 runtime::HubOptions hub_options(const Args& a);
 // --weights DIR, or --model NAME from the Hugging Face cache, downloaded on first use.
 std::string weights_dir_from(const Args& a);
+
+// --threads N, checked (0 or absent: all usable CPUs; at most max_threads()).
+int threads_from(const Args& a);
 
 // --precision fp32|bf16 (or --fast = bf16), and int8 where `allow_int8` (the language models'
 // embed and bench; not yet the structure models): sets the GEMM compute dtype; returns its name.

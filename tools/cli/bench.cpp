@@ -278,22 +278,22 @@ int bench_main(int argc, char** argv) {
     }
     if (a.positional[0] == "fold") {
         BI_CHECK(a.positional.size() == 2, "arguments", "expected 'bench fold INPUT'");
-        set_num_threads(int(a.get_int("threads", 0)));
+        set_num_threads(threads_from(a));
         return bench_fold(a);
     }
     if (a.positional[0] == "peak") {
         BI_CHECK(a.positional.size() == 1, "arguments", "'bench peak' takes no input");
-        set_num_threads(int(a.get_int("threads", 0)));
+        set_num_threads(threads_from(a));
         return bench_peak(a);
     }
     if (a.positional[0] == "matmul") {
         BI_CHECK(a.positional.size() == 1, "arguments", "'bench matmul' takes no input");
-        set_num_threads(int(a.get_int("threads", 0)));
+        set_num_threads(threads_from(a));
         return bench_matmul(a);
     }
     BI_CHECK(a.positional.size() == 2 && a.positional[0] == "embed", "arguments",
              "expected 'bench embed INPUT', 'bench fold INPUT', 'bench matmul' or 'bench peak'");
-    set_num_threads(int(a.get_int("threads", 0)));
+    set_num_threads(threads_from(a));
     runtime::EmbedOptions opts;
     opts.precision = apply_precision(a, /*allow_int8=*/true);
     opts.toks_per_batch = a.get_int("toks-per-batch", 4096);

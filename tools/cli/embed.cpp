@@ -78,7 +78,8 @@ int embed_main(int argc, char** argv) {
     opts.load_seconds = progress.elapsed() - t_load;
     opts.progress = &progress;
     auto stats = runtime::run_embed(*model, records, opts, /*write_outputs=*/true);
-    if (!opts.quiet) std::fprintf(stderr, "%s\n", runtime::results_summary("embed", stats.results, runtime::shard_dir(opts.out_dir, opts.shard)).c_str());
+    runtime::print_results_summary("embed", stats.results,
+                                   runtime::shard_dir(opts.out_dir, opts.shard), opts.quiet);
     return runtime::exit_status(stats.results);
 }
 

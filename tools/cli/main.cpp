@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
         try {
             return s.run(argc - 2, argv + 2);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "bioinfer %s: error: %s\n", s.name, e.what());
+            std::fprintf(stderr, "bioinfer %s: error: %s\n", s.name, bioinfer::error_line(e).c_str());
             return 1;
         }
     }

@@ -250,8 +250,8 @@ int predict_main(int argc, char** argv) {
             ligands, stats.results, runtime::shard_dir(opts.out_dir, opts.shard));
         if (!opts.quiet) std::fprintf(stderr, "predict: screening summary %s\n", csv.c_str());
     }
-    if (!opts.quiet)
-        std::fprintf(stderr, "%s\n", runtime::results_summary("predict", stats.results, runtime::shard_dir(opts.out_dir, opts.shard)).c_str());
+    runtime::print_results_summary("predict", stats.results,
+                                   runtime::shard_dir(opts.out_dir, opts.shard), opts.quiet);
     return runtime::exit_status(stats.results);
 }
 

@@ -130,9 +130,7 @@ int score_main(int argc, char** argv) {
     BI_CHECK(a.has("out"), "--out", "required: the CSV to write");
     BI_CHECK(a.has("mutations") != a.has("dms"), "arguments",
              "give exactly one of --mutations CSV or --dms");
-    const long long threads = a.get_int("threads", 0);
-    BI_CHECK(threads >= 0, "--threads", "must be >= 0");
-    set_num_threads(int(threads));
+    set_num_threads(threads_from(a));
     std::vector<runtime::Strategy> strategies;
     {
         std::stringstream ss(a.get("strategy", "masked-marginals"));

@@ -106,7 +106,7 @@ int sweep_main(int argc, char** argv) {
     }
     BI_CHECK(a.positional.empty(), "arguments", "'bench sweep' takes no input, got '",
              a.positional.front(), "'");
-    set_num_threads(int(a.get_int("threads", 0)));
+    set_num_threads(threads_from(a));
     if (a.has("report")) {
         std::fputs(sw::report(sw::read_results(a.get("report")), tuning::active_table()).c_str(),
                    stdout);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "io/boltz_inputs.h"
+#include "models/boltz2/constraint_refs.h"
 #include "models/boltz2/featurizer.h"
 #include "models/boltz2/ligands.h"
 #include "models/boltz2/standardize.h"
@@ -80,6 +81,11 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
         const int64_t before = in.tokens;
         if (c.type != io::BoltzEntityType::Ligand) {
             in.tokens += int64_t(c.residues.size());
+            // a modified residue's CCD code must name a molecule, found before any work
+            for (const std::string& res : c.residues)
+                if (!vocab().ref_atoms.count(res))
+                    ccd_molecule(res, ConformerLibrary::builtin(), mols_dir_,
+                                 cat(c.where.empty() ? path : c.where, ": chain ", c.id));
         } else if (!c.smiles.empty()) {
             const std::string where = cat(c.where.empty() ? path : c.where, ": chain ", c.id);
             // the affinity binder is built from its standardised SMILES, as boltz builds it
@@ -98,9 +104,11 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
                      "affinity: the binder ", c.id, " has ", in.tokens - before,
                      " heavy atoms; the affinity module takes at most 128");
     }
-    // every template file readable and its chains resolvable, before any work
+    // every template file readable and its chains resolvable, and every constraint's chain,
+    // residue and atom there, before any work
     for (const io::BoltzTemplate& e : t.templates)
         template_records(e, t, read_template(e, ConformerLibrary::builtin(), mols_dir_));
+    check_constraint_references(t, ConformerLibrary::builtin(), mols_dir_);
     in.residues = in.tokens;
     in.affinity_binder = t.affinity_binder;
     // What the entities do not say: modified residues, cyclic chains, constraints.
@@ -247,6 +255,10 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
     fo.seed = opts.seed;
     fo.conformers = &conformers_.library;
     fo.mols_dir = spec_->mols_dir();
+    // a SMILES ligand's conformer search can take long: its attempts show as the stage
+    const ConformerProgress conformer_progress([&](const std::string& s) {
+        if (opts.progress) opts.progress(s, 0, 0);
+    });
     const Featurized fz = featurize(target, fo);
 
     RunOptions ro;

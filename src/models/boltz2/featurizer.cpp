@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "bioinfer/error.h"
+#include "models/boltz2/constraint_refs.h"
 #include "models/boltz2/ligands.h"
 #include "models/boltz2/numpy_rng.h"
 #include "models/boltz2/standardize.h"
@@ -397,24 +398,11 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     const int64_t N = int64_t(tokens.size());
 
     // ---- constraints: covalent bonds (after the residues' own bonds), pocket and contact tokens
-    const auto chain_of = [&](const io::BoltzRef& r) {
-        for (size_t ci = 0; ci < target.chains.size(); ++ci)
-            if (target.chains[ci].id == r.chain) return int(ci);
-        fail(r.where, cat("constraint: the input has no chain '", r.chain, "'"));
-    };
+    const auto chain_of = [&](const io::BoltzRef& r) { return constraint_chain(target, r); };
     const auto residue_of = [&](int ci, const io::BoltzRef& r) {  // global residue index
-        const io::BoltzChain& c = target.chains[size_t(ci)];
-        int n = 0;
-        try {
-            n = std::stoi(r.residue);
-        } catch (const std::exception&) {
-            fail(r.where, cat("constraint: residue '", r.residue, "' of chain ", c.id,
-                              " is not a number"));
-        }
-        BI_CHECK(n >= 1 && n <= int(c.residues.size()), r.where, "constraint: chain ", c.id,
-                 " has residues 1 to ", c.residues.size(), ", not ", n);
+        const int n = constraint_residue(target.chains[size_t(ci)], r);
         for (size_t g = 0; g < res_atoms.size(); ++g)
-            if (res_atoms[g].chain == ci && res_atoms[g].res == n - 1) return g;
+            if (res_atoms[g].chain == ci && res_atoms[g].res == n) return g;
         fail(r.where, "constraint: residue not found");
     };
     // A residue the affinity crop left out has no atoms: constraints on it are dropped (-1).
@@ -423,9 +411,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         if (ra.count == 0) return -1;
         for (int64_t a = ra.begin; a < ra.begin + ra.count; ++a)
             if (atom_names[size_t(a)] == r.atom) return a;
-        const io::BoltzChain& c = target.chains[size_t(ra.chain)];
-        fail(r.where, cat("constraint: residue ", ra.res + 1, " (", c.residues[size_t(ra.res)],
-                          ") of chain ", c.id, " has no atom '", r.atom, "'"));
+        fail_missing_atom(target.chains[size_t(ra.chain)], ra.res, r);
     };
     // boltz's cyclic rule reads the bonds' global residue indices (see cyclic_period below).
     std::vector<std::array<int64_t, 3>> bond_residues;  // chain (both ends), residue, residue

@@ -17,15 +17,18 @@
 #include <RDGeneral/RDLog.h>
 
 #include <algorithm>
-#include <set>
 #include <cctype>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "bioinfer/error.h"
+#include "io/limits.h"
 #include "io/rdkit_pickle.h"
 #include "io/torch_checkpoint.h"
 #include "io/untrusted.h"
@@ -39,6 +42,30 @@ std::string upper(std::string s) {
     return s;
 }
 
+int64_t smiles_heavy_atoms_of(const RDKit::ROMol& mol) {
+    int64_t n = 0;
+    for (const RDKit::Atom* a : mol.atoms()) n += a->getAtomicNum() != 1 ? 1 : 0;
+    return n;
+}
+
+// boltz's atom names of a molecule with its hydrogens: element (upper case) and canonical rank + 1.
+std::vector<std::string> boltz_atom_names(const RDKit::ROMol& mol, const std::string& smiles,
+                                          const std::string& where) {
+    std::vector<unsigned int> ranks;
+    RDKit::Canon::rankMolAtoms(mol, ranks, /*breakTies=*/true, /*includeChirality=*/true,
+                               /*includeIsotopes=*/true);
+    std::vector<std::string> names(mol.getNumAtoms());
+    for (const RDKit::Atom* a : mol.atoms()) {
+        const unsigned i = a->getIdx();
+        names[i] = upper(a->getSymbol()) + std::to_string(ranks[i] + 1);
+        BI_CHECK(names[i].size() <= 4, where, "SMILES '", smiles,
+                 "' has an atom whose name would be longer than 4 characters: ", names[i],
+                 " (boltz names atoms by element and rank, so molecules over 999 atoms with "
+                 "hydrogens cannot be named)");
+    }
+    return names;
+}
+
 // RDKit's sanitised molecule of a SMILES with at least one atom, or an error naming `where`.
 std::unique_ptr<RDKit::RWMol> parse_ligand(const std::string& smiles, const std::string& where) {
     std::unique_ptr<RDKit::RWMol> mol = parse_smiles(smiles, where);
@@ -46,13 +73,54 @@ std::unique_ptr<RDKit::RWMol> parse_ligand(const std::string& smiles, const std:
     return mol;
 }
 
+// RDKit reports each embedding attempt through a plain function pointer: the budget and progress
+// of the conformer this thread is computing.
+struct ConformerWatch {
+    using clock = std::chrono::steady_clock;
+    clock::time_point start, deadline, last_report;
+    double budget = 0;
+    unsigned attempts = 0;
+};
+thread_local ConformerWatch* t_watch = nullptr;
+thread_local const std::function<void(const std::string&)>* t_report = nullptr;
+struct ConformerTimeout {};  // thrown from RDKit's callback, through the embedder, to us
+
+void on_embed_attempt(unsigned int) {
+    ConformerWatch* w = t_watch;
+    if (!w) return;
+    ++w->attempts;
+    const auto now = ConformerWatch::clock::now();
+    if (now > w->deadline) throw ConformerTimeout{};
+    if (t_report && now - w->last_report >= std::chrono::seconds(1)) {
+        w->last_report = now;
+        (*t_report)(cat("ligand conformer: attempt ", w->attempts, ", ",
+                        int64_t(std::chrono::duration<double>(now - w->start).count()), " s of ",
+                        w->budget, " s"));
+    }
+}
+
 }  // namespace
 
+ConformerProgress::ConformerProgress(std::function<void(const std::string&)> report)
+    : report_(std::move(report)), previous_(t_report) {
+    t_report = &report_;
+}
+
+ConformerProgress::~ConformerProgress() { t_report = previous_; }
+
 int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where) {
-    const auto mol = parse_ligand(smiles, where);
-    int64_t n = 0;
-    for (const RDKit::Atom* a : mol->atoms()) n += a->getAtomicNum() != 1 ? 1 : 0;
-    return n;
+    return smiles_heavy_atoms_of(*parse_ligand(smiles, where));
+}
+
+std::vector<std::string> smiles_atom_names(const std::string& smiles, const std::string& where) {
+    std::unique_ptr<RDKit::RWMol> mol = parse_ligand(smiles, where);
+    RdkitLogCapture logs;
+    RDKit::MolOps::addHs(*mol);
+    const std::vector<std::string> all = boltz_atom_names(*mol, smiles, where);
+    std::vector<std::string> heavy;
+    for (const RDKit::Atom* a : mol->atoms())
+        if (a->getAtomicNum() != 1) heavy.push_back(all[a->getIdx()]);
+    return heavy;
 }
 
 double molecular_weight(const ResidueMol& mol) {
@@ -283,33 +351,44 @@ ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_
 
     // Hydrogens are appended after the heavy atoms, which keep their SMILES indices.
     RDKit::MolOps::addHs(*mol);
-    std::vector<unsigned int> ranks;
-    RDKit::Canon::rankMolAtoms(*mol, ranks, /*breakTies=*/true, /*includeChirality=*/true,
-                               /*includeIsotopes=*/true);
+    const std::vector<std::string> names = boltz_atom_names(*mol, smiles, where);
     RDKit::MolOps::assignStereochemistry(*mol, /*cleanIt=*/true, /*force=*/true);
-    std::vector<std::string> names(mol->getNumAtoms());
-    for (const RDKit::Atom* a : mol->atoms()) {
-        const unsigned i = a->getIdx();
-        names[i] = upper(a->getSymbol()) + std::to_string(ranks[i] + 1);
-        BI_CHECK(names[i].size() <= 4, where, "SMILES '", smiles,
-                 "' has an atom whose name would be longer than 4 characters: ", names[i],
-                 " (boltz names atoms by element and rank, so molecules over 999 atoms with "
-                 "hydrogens cannot be named)");
-    }
 
     // compute_3d_conformer: ETKDGv3, then random starting coordinates, then UFF.
     RDKit::DGeomHelpers::EmbedParameters params = RDKit::DGeomHelpers::ETKDGv3;
     params.clearConfs = false;
     params.randomSeed = seed;
+    // A time budget: ETKDG retries up to 10 x atoms times, which on a long flexible chain takes
+    // minutes; each attempt checks the clock (and reports progress) through the callback.
+    ConformerWatch watch;
+    watch.start = watch.last_report = ConformerWatch::clock::now();
+    watch.budget = io::input_limits().conformer_seconds;
+    watch.deadline = watch.start + std::chrono::duration_cast<ConformerWatch::clock::duration>(
+                                       std::chrono::duration<double>(watch.budget));
+    params.callback = on_embed_attempt;
+    struct WatchScope {
+        ConformerWatch* previous = t_watch;
+        explicit WatchScope(ConformerWatch* w) { t_watch = w; }
+        ~WatchScope() { t_watch = previous; }
+    } watch_scope(&watch);
     int conf_id = -1;
     try {
         conf_id = RDKit::DGeomHelpers::EmbedMolecule(*mol, params);
         if (conf_id == -1) {
+            // one attempt from random coordinates can take minutes on a long flexible ligand, and
+            // RDKit checks nothing inside an attempt: say so while it runs
+            if (t_report)
+                (*t_report)(cat("ligand conformer: from random coordinates after ", watch.attempts,
+                                " attempts"));
             params.useRandomCoords = true;
             conf_id = RDKit::DGeomHelpers::EmbedMolecule(*mol, params);
         }
         if (conf_id != -1)
             RDKit::UFF::UFFOptimizeMolecule(*mol, /*maxIters=*/1000, /*vdwThresh=*/10.0, conf_id);
+    } catch (const ConformerTimeout&) {
+        fail(where, cat("RDKit found no 3D conformer for the ", smiles_heavy_atoms_of(*mol),
+                        "-heavy-atom SMILES ligand within ", watch.budget, " s (", watch.attempts,
+                        " attempt(s); --conformer-timeout raises the limit)"));
     } catch (const std::exception&) {
         // As boltz: a failing force field keeps the embedded coordinates.
     }

@@ -2,7 +2,9 @@
 // RDKit (hydrogens added, atoms named by canonical rank, an ETKDGv3 conformer cleaned up with UFF),
 // CCD codes read from boltz's molecule cache (mols/<CODE>.pkl).
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "models/boltz2/conformers.h"
 
@@ -20,11 +22,31 @@ namespace bioinfer::boltz2 {
 // gets the same conformer whatever else the run holds. Errors name `where` (the input and chain):
 // RDKit's own message for a SMILES it cannot parse or sanitise, an atom name over 4 characters,
 // a molecule that cannot be embedded.
+// The conformer has a time budget, io::input_limits().conformer_seconds, checked before each
+// embedding attempt (past it, an error naming `where`; RDKit cannot stop inside an attempt, and
+// one from random coordinates on a 200-atom chain takes a minute); while it runs,
+// ConformerProgress reports its attempts.
 ResidueMol ligand_from_smiles(const std::string& smiles, const std::string& res_name,
                               const std::string& where, int seed = 42);
 
+// While alive, ligand_from_smiles on this thread reports its conformer search to `report` (about
+// once a second: "ligand conformer: attempt 120, 14 s of 300 s").
+class ConformerProgress {
+public:
+    explicit ConformerProgress(std::function<void(const std::string&)> report);
+    ~ConformerProgress();
+    ConformerProgress(const ConformerProgress&) = delete;
+    ConformerProgress& operator=(const ConformerProgress&) = delete;
+
+private:
+    std::function<void(const std::string&)> report_;
+    const std::function<void(const std::string&)>* previous_;
+};
+
 // Heavy atoms of a SMILES ligand (its tokens), from RDKit's parse alone; errors as above.
 int64_t smiles_heavy_atoms(const std::string& smiles, const std::string& where);
+// The names ligand_from_smiles gives the ligand's heavy atoms, in its order, without a conformer.
+std::vector<std::string> smiles_atom_names(const std::string& smiles, const std::string& where);
 
 // The binder's molecular weight boltz's affinity correction reads (RDKit's average atomic
 // weights): a SMILES ligand's heavy atoms, the molecule ligand_from_smiles made (boltz weighs it

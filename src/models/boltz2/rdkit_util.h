@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bioinfer/error.h"
+#include "io/limits.h"
 
 namespace bioinfer::boltz2 {
 
@@ -64,6 +65,7 @@ class RdkitLogCapture {
 // `where` with RDKit's own message (an exception's, else what it logged).
 inline std::unique_ptr<RDKit::RWMol> parse_smiles(const std::string& smiles, const std::string& where,
                                                   const RDKit::SmilesParserParams& params = {}) {
+    io::check_smiles_size(smiles, where);  // RDKit's parse is superlinear on huge molecules
     RdkitLogCapture logs;
     std::unique_ptr<RDKit::RWMol> mol;
     try {

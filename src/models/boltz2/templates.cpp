@@ -19,6 +19,8 @@
 #include <map>
 
 #include "bioinfer/error.h"
+#include "io/atomic_file.h"
+#include "io/limits.h"
 #include "models/boltz2/ligands.h"
 
 namespace bioinfer::boltz2 {
@@ -360,6 +362,7 @@ TemplateStructure read_template_structure(const std::string& path, bool pdb,
                                           const ConformerLibrary& canonical,
                                           const std::string& mols_dir) {
     const std::string where = cat("template ", path);
+    io::check_regular_file(path, io::input_limits().file_bytes, "--max-input-size");
     gemmi::Structure st;
     try {
         if (pdb) {
@@ -431,7 +434,8 @@ TemplateStructure read_template_structure(const std::string& path, bool pdb,
 TemplateStructure read_template(const io::BoltzTemplate& entry, const ConformerLibrary& canonical,
                                 const std::string& mols_dir) {
     std::error_code ec;
-    BI_CHECK(std::filesystem::is_regular_file(entry.path, ec), entry.where, "template ",
+    // (a path that exists but is no regular file is refused by read_template_structure)
+    BI_CHECK(std::filesystem::exists(entry.path, ec), entry.where, "template ",
              entry.name, ": ", entry.path,
              " does not exist (looked next to the input file and in the working directory)");
     return read_template_structure(entry.path, entry.pdb, canonical, mols_dir);

@@ -132,9 +132,9 @@ int64_t EsmFold2Spec::memory_bytes(const fold::Input& in) const {
         int64_t rows = 1;
         for (const fold::Entity& e : in.entities) {
             if (e.msa.empty()) continue;
-            std::ifstream f(e.msa);
-            int64_t n = 0;
-            for (std::string line; std::getline(f, line);) n += !line.empty() && line[0] == '>';
+            const std::string text = io::read_input_file(e.msa);
+            int64_t n = text.compare(0, 1, ">") == 0;
+            for (size_t p = text.find("\n>"); p != std::string::npos; p = text.find("\n>", p + 1)) ++n;
             rows += std::max<int64_t>(n - 1, 0);
         }
         rows = std::min(rows, kMsaMaxRows);
@@ -162,7 +162,7 @@ fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
     for (size_t c = 0; c < in.entities.size(); ++c) {
         const std::string& path = in.entities[c].msa;
         if (path.empty()) continue;
-        msas[c] = io::parse_a3m_esm(io::read_file(path), path, 0);
+        msas[c] = io::parse_a3m_esm(io::read_input_file(path), path, 0);
         per_chain[c] = &msas[c];
         any = true;
     }
