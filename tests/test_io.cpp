@@ -173,6 +173,43 @@ TEST(Npz, RoundTrip) {
         EXPECT_EQ(e.path().filename().string()[0] == '.', false) << e.path();
 }
 
+// read_npz goes through the zip directory and checks every member: its CRC-32, its .npy header
+// against its size. numpy.savez's members (zip64 local headers, sizes only in the directory) are
+// all read, not only the first.
+TEST(Npz, ChecksEveryMemberThroughTheZipDirectory) {
+    TempDir d;
+    const auto savez =
+        io::read_npz(std::string(BIOINFER_FIXTURES) + "/../fuzz/regressions/npz/seed-savez.npz");
+    ASSERT_EQ(savez.size(), 2u);
+    EXPECT_EQ(savez.at("mean").shape, (Shape{8}));
+    EXPECT_EQ(savez.at("per_tok").shape, (Shape{3, 4}));
+    EXPECT_EQ(savez.at("per_tok").data, std::vector<float>(12, 1.0f));
+
+    Tensor a = test::random_tensor({4, 6}, 5);
+    io::write_npz(d / "x.npz", {{"a", a.shape(), a.f32()}});
+    const std::string good = io::read_file(d / "x.npz");
+    const size_t npy = good.find("\x93NUMPY"), cd = good.find("PK\x01\x02");
+    const size_t data = npy + 10 + (uint8_t(good[npy + 8]) | uint8_t(good[npy + 9]) << 8);
+    std::string bad = good;
+    bad[(data + cd) / 2] ^= 1;  // one bit of one value
+    write_bytes(d / "flip.npz", bad);
+    expect_contains(error_of([&] { io::read_npz(d / "flip.npz"); }),
+                    "flip.npz] zip entry 'a.npy' is damaged: its bytes do not match the CRC-32");
+    EXPECT_EQ(io::npz_shapes(d / "flip.npz").at("a"), a.shape());  // headers only: no CRC
+    write_bytes(d / "cut.npz", good.substr(0, cd + 10));  // the directory cut short
+    expect_contains(error_of([&] { io::read_npz(d / "cut.npz"); }), "cut.npz] not an npz file");
+    // a header whose shape does not fill the member: the CRC-32 (which covers the header) and,
+    // headers only, the size
+    bad = good;
+    const size_t dim = bad.find("(4,6)");
+    ASSERT_NE(dim, std::string::npos);
+    bad.replace(dim, 5, "(4,5)");
+    write_bytes(d / "shape.npz", bad);
+    expect_contains(error_of([&] { io::read_npz(d / "shape.npz"); }), "zip entry 'a.npy' is damaged");
+    expect_contains(error_of([&] { io::npz_shapes(d / "shape.npz"); }),
+                    "member 'a.npy' holds 96 bytes of data where its shape (4,5) needs 80");
+}
+
 TEST(H5, RoundTripAndAtomic) {
     TempDir d;
     Tensor a = test::random_tensor({4, 3}, 4);

@@ -66,10 +66,12 @@ std::vector<float> h5_read(const std::string& file, const std::string& dataset, 
     H5Sget_simple_extent_dims(space, dims.data(), nullptr);
     Shape s(dims.begin(), dims.end());
     std::vector<float> out(size_t(shape_numel(s)));
-    H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
+    // a damaged file can open and still fail here: merge reads shards through this
+    const bool read = nd >= 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0;
     H5Sclose(space);
     H5Dclose(ds);
     H5Fclose(f);
+    BI_CHECK(read, file, "dataset '", dataset, "' cannot be read (a damaged file?)");
     if (shape) *shape = s;
     return out;
 }

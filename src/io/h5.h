@@ -22,7 +22,8 @@ private:
     long long id_ = -1;
 };
 
-// Reads a float32 dataset (for tests).
+// Reads a float32 dataset whole (merge, a resumed embed, tests); an error naming the file when
+// it is missing or cannot be read.
 std::vector<float> h5_read(const std::string& file, const std::string& dataset, Shape* shape);
 
 }  // namespace bioinfer::io

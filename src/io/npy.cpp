@@ -1,15 +1,15 @@
-// npz = zip archive of .npy members. We write "stored" (uncompressed) members with CRC-32.
+// npz = zip archive of .npy members. We write "stored" (uncompressed) members with CRC-32, and
+// read them back through the zip directory, checking each member's CRC-32 and .npy header.
 #include "io/npy.h"
 
 #include <zlib.h>
 
-#include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/untrusted.h"
+#include "io/zip.h"
 
 namespace bioinfer::io {
 
@@ -42,15 +42,6 @@ void put16(std::string& s, uint16_t v) {
 void put32(std::string& s, uint32_t v) {
     for (int i = 0; i < 4; ++i) s += char((v >> (8 * i)) & 0xff);
 }
-uint32_t get32(const std::string& s, size_t at) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(s[at + i])) << (8 * i);
-    return v;
-}
-uint16_t get16(const std::string& s, size_t at) {
-    return uint16_t(uint8_t(s[at]) | uint16_t(uint8_t(s[at + 1])) << 8);
-}
-
 }  // namespace
 
 void write_npz(const std::string& path, const std::vector<NamedArray>& arrays) {
@@ -111,98 +102,111 @@ void write_npz(const std::string& path, const std::vector<NamedArray>& arrays) {
 
 namespace {
 
-// Walks an uncompressed npz member by member. `read(offset, n)` returns n bytes of the file at
-// offset (fewer at its end); `take(name, shape, data_offset, npy_bytes)` gets each float32
-// array, with the ".npy" suffix dropped from its name.
-template <typename Read, typename Take>
-void walk_npz(const std::string& path, const Read& read, const Take& take) {
-    size_t at = 0, members = 0;
-    for (;;) {
-        const std::string h = read(at, 30);
-        if (h.size() < 30 || get32(h, 0) != 0x04034b50) break;
-        const uint16_t method = get16(h, 8);
-        const uint32_t csize = get32(h, 18);
-        const uint16_t nlen = get16(h, 26), xlen = get16(h, 28);
-        std::string name = read(at + 30, nlen);
-        BI_CHECK(method == 0, path, "compressed npz members are not supported");
-        const size_t body = at + 30 + nlen + xlen;
-        const std::string magic = read(body, 10);
-        BI_CHECK(magic.size() == 10 && magic.compare(0, 6, "\x93NUMPY") == 0, path, "member '", name,
-                 "' is not .npy");
-        const size_t hl = get16(magic, 8);
-        const std::string hdr = read(body + 10, hl);
-        BI_CHECK(hdr.find("'<f4'") != std::string::npos &&
-                     hdr.find("'fortran_order': False") != std::string::npos,
-                 path, "member '", name, "' is not C-order float32");
-        // the shape: "(d0, d1, ...)", each a decimal count; the product must fit the member
-        const size_t key = hdr.find("'shape'");
-        const size_t lp = key == std::string::npos ? key : hdr.find('(', key);
-        const size_t rp = lp == std::string::npos ? lp : hdr.find(')', lp);
-        BI_CHECK(rp != std::string::npos, path, "member '", name,
-                 "' has no shape in its .npy header");
-        const std::string dims = hdr.substr(lp + 1, rp - lp - 1);
-        Shape shape;
-        size_t numel = 1;
-        const size_t fits = csize / 4;  // the most float32 values the member can hold
-        for (size_t p = 0; p < dims.size();) {
-            size_t q = dims.find(',', p);
-            if (q == std::string::npos) q = dims.size();
-            std::string tok = dims.substr(p, q - p);
-            tok.erase(0, tok.find_first_not_of(' '));
-            tok.erase(tok.find_last_not_of(' ') + 1);
-            p = q + 1;
-            if (tok.empty() && q == dims.size()) break;  // "(3,)": the trailing comma
-            int64_t dim = 0;
-            BI_CHECK(parse_decimal(tok, 12, dim), path, "member '", name,
-                     "' has a malformed shape '", dims, "'");
-            const size_t d = size_t(dim);
-            BI_CHECK(d == 0 || numel <= fits / d, path, "member '", name, "' is truncated");
-            numel *= d;
-            shape.push_back(int64_t(d));
-        }
-        BI_CHECK(10 + hl + numel * 4 <= csize, path, "member '", name, "' is truncated");
-        if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
-        take(name, shape, body + 10 + hl, csize);
-        at = body + csize;
-        ++members;
+// The text of `key`'s value in a .npy header ("{'descr': '<f4', 'fortran_order': False,
+// 'shape': (3, 4), }"): up to the next ',' or '}', or a whole "(...)"; "" when the key is missing.
+std::string header_value(const std::string& hdr, const std::string& key) {
+    size_t at = hdr.find("'" + key + "'");
+    if (at == std::string::npos) return "";
+    at = hdr.find_first_not_of(' ', at + key.size() + 2);
+    if (at == std::string::npos || hdr[at] != ':') return "";
+    at = hdr.find_first_not_of(' ', at + 1);
+    if (at == std::string::npos) return "";
+    size_t end = hdr[at] == '(' ? hdr.find(')', at) : hdr.find_first_of(",}", at);
+    if (end == std::string::npos) return "";
+    if (hdr[at] == '(') ++end;
+    std::string v = hdr.substr(at, end - at);
+    v.erase(v.find_last_not_of(' ') + 1);
+    return v;
+}
+
+// The shape of the C-order float32 .npy member `name` held in p[0, n), its header parsed
+// (versions 1 to 3) and its data exactly the bytes that shape needs; the values start at
+// p + *data_at.
+Shape parse_npy(const std::string& path, const std::string& name, const uint8_t* p, uint64_t n,
+                uint64_t* data_at) {
+    BI_CHECK(n >= 10 && std::memcmp(p, "\x93NUMPY", 6) == 0, path, "member '", name,
+             "' is not .npy");
+    const int major = p[6];
+    BI_CHECK(major >= 1 && major <= 3, path, "member '", name, "' is .npy version ", major,
+             " (1 to 3 are known)");
+    // version 1 has a 16-bit header length, 2 and 3 a 32-bit one
+    const uint64_t prefix = major == 1 ? 10 : 12;
+    BI_CHECK(n >= prefix, path, "member '", name, "' is truncated");
+    const uint64_t hl = major == 1 ? load_le<uint16_t>(p + 8) : load_le<uint32_t>(p + 8);
+    BI_CHECK(hl <= n - prefix, path, "member '", name, "' is truncated");
+    const std::string hdr(reinterpret_cast<const char*>(p + prefix), hl);
+    BI_CHECK(header_value(hdr, "descr") == "'<f4'" && header_value(hdr, "fortran_order") == "False",
+             path, "member '", name, "' is not C-order float32");
+    // the shape: "(d0, d1, ...)", each a decimal count; the product must fill the member exactly
+    const std::string tuple = header_value(hdr, "shape");
+    BI_CHECK(tuple.size() >= 2 && tuple.front() == '(', path, "member '", name,
+             "' has no shape in its .npy header");
+    const std::string dims = tuple.substr(1, tuple.size() - 2);
+    const uint64_t bytes = n - prefix - hl;
+    Shape shape;
+    uint64_t numel = 1;
+    for (size_t q0 = 0; q0 < dims.size();) {
+        size_t q = dims.find(',', q0);
+        if (q == std::string::npos) q = dims.size();
+        std::string tok = dims.substr(q0, q - q0);
+        tok.erase(0, tok.find_first_not_of(' '));
+        tok.erase(tok.find_last_not_of(' ') + 1);
+        q0 = q + 1;
+        if (tok.empty() && q == dims.size()) break;  // "(3,)": the trailing comma
+        int64_t dim = 0;
+        BI_CHECK(parse_decimal(tok, 12, dim), path, "member '", name, "' has a malformed shape '",
+                 dims, "'");
+        const uint64_t d = uint64_t(dim);
+        BI_CHECK(d == 0 || numel <= bytes / 4 / d, path, "member '", name, "' is truncated");
+        numel *= d;
+        shape.push_back(dim);
     }
-    BI_CHECK(members > 0, path, "no arrays found (not an npz file?)");
+    BI_CHECK(numel * 4 == bytes, path, "member '", name, "' holds ", bytes,
+             " bytes of data where its shape (", dims, ") needs ", numel * 4,
+             numel * 4 > bytes ? " (truncated)" : "");
+    *data_at = prefix + hl;
+    return shape;
+}
+
+// Reads the npz at `path` through its zip directory: `take(name, shape, values)` gets each
+// float32 array, with the ".npy" suffix dropped from its name. With `check_crc`, each member's
+// bytes must match the CRC-32 the archive records (they are all read); without, only the headers
+// are (the data pages of the mapping are never touched).
+template <typename Take>
+void walk_npz(const std::string& path, bool check_crc, const Take& take) {
+    const auto file = map_file(path);
+    const auto entries = read_zip_directory(path, file->data, file->size, "an npz file");
+    for (const auto& [member, e] : entries) {
+        BI_CHECK(e.method == 0, path, "compressed npz members are not supported");
+        if (check_crc) check_zip_crc(path, member, e, file->data);
+        std::string name = member;
+        uint64_t data_at = 0;
+        const Shape shape = parse_npy(path, name, file->data + e.data_offset, e.size, &data_at);
+        if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") name.resize(name.size() - 4);
+        take(name, shape, file->data + e.data_offset + data_at);
+    }
+    BI_CHECK(!entries.empty(), path, "no arrays found (not an npz file?)");
 }
 
 }  // namespace
 
 std::map<std::string, LoadedArray> read_npz(const std::string& path) {
-    const std::string z = read_file(path);
     std::map<std::string, LoadedArray> out;
-    walk_npz(
-        path, [&](size_t at, size_t n) { return at < z.size() ? z.substr(at, n) : std::string(); },
-        [&](const std::string& name, const Shape& shape, size_t data, size_t) {
-            LoadedArray arr;
-            arr.shape = shape;
-            arr.data.resize(size_t(shape_numel(shape)));
-            BI_CHECK(data + arr.data.size() * 4 <= z.size(), path, "member '", name, "' is truncated");
-            if (!arr.data.empty())
-                std::memcpy(arr.data.data(), z.data() + data, arr.data.size() * 4);
-            out[name] = std::move(arr);
-        });
+    walk_npz(path, true, [&](const std::string& name, const Shape& shape, const uint8_t* values) {
+        LoadedArray arr;
+        arr.shape = shape;
+        arr.data.resize(size_t(shape_numel(shape)));
+        if (!arr.data.empty()) std::memcpy(arr.data.data(), values, arr.data.size() * 4);
+        out[name] = std::move(arr);
+    });
     return out;
 }
 
 std::map<std::string, Shape> npz_shapes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    BI_CHECK(f.good(), path, "cannot read");
     std::map<std::string, Shape> out;
-    walk_npz(
-        path,
-        [&](size_t at, size_t n) {
-            std::string s(n, '\0');
-            f.clear();
-            f.seekg(std::streamoff(at));
-            f.read(s.data(), std::streamsize(n));
-            s.resize(size_t(std::max<std::streamsize>(0, f.gcount())));
-            return s;
-        },
-        [&](const std::string& name, const Shape& shape, size_t, size_t) { out[name] = shape; });
+    walk_npz(path, false, [&](const std::string& name, const Shape& shape, const uint8_t*) {
+        out[name] = shape;
+    });
     return out;
 }
 

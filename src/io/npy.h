@@ -1,4 +1,4 @@
-// NumPy .npy / .npz (stored zip, readable by numpy.load) writer and a small reader for tests.
+// NumPy .npy / .npz (stored zip, readable by numpy.load): the writer, and a checking reader.
 #pragma once
 #include <map>
 #include <string>
@@ -22,9 +22,12 @@ struct LoadedArray {
     Shape shape;
     std::vector<float> data;
 };
-// Reads float32 C-order arrays from an npz written by write_npz or numpy.savez.
+// Reads float32 C-order arrays from an npz written by write_npz or numpy.savez, through its zip
+// directory; a member whose bytes do not match its CRC-32, or whose .npy header does not parse or
+// does not match its size, is an error naming the file and the member.
 std::map<std::string, LoadedArray> read_npz(const std::string& path);
-// The arrays' names and shapes only: reads each member's headers and seeks past its data.
+// The arrays' names and shapes only: the zip directory and each member's .npy header are checked
+// as read_npz checks them, the data are not read (no CRC check).
 std::map<std::string, Shape> npz_shapes(const std::string& path);
 
 }  // namespace bioinfer::io

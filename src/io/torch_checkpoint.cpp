@@ -2,8 +2,6 @@
 #include "io/torch_checkpoint.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -14,91 +12,10 @@
 #include <vector>
 
 #include "bioinfer/error.h"
+#include "io/zip.h"
 
 namespace bioinfer::io {
 namespace {
-
-// ---- zip (stored entries only; torch.save never compresses) ----
-
-struct ZipEntry {
-    uint64_t data_offset = 0, size = 0;
-    uint16_t method = 0;
-};
-
-template <typename T>
-T rd(const uint8_t* p) {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return v;  // little-endian host (x86-64, aarch64)
-}
-
-std::map<std::string, ZipEntry> read_zip_directory(const std::string& path, const uint8_t* base,
-                                                   uint64_t n) {
-    BI_CHECK(n >= 22, path, "not a torch checkpoint: too short for a zip archive");
-    // End of central directory: the last 0x06054b50 within the final 64 KiB + 22 bytes.
-    int64_t eocd = -1;
-    for (int64_t i = int64_t(n) - 22; i >= 0 && i >= int64_t(n) - 22 - 65535; --i)
-        if (rd<uint32_t>(base + i) == 0x06054b50u) {
-            eocd = i;
-            break;
-        }
-    BI_CHECK(eocd >= 0, path, "not a torch checkpoint: no zip end-of-directory record (a legacy "
-                              "pre-1.6 torch.save file or a corrupt download)");
-    uint64_t count = rd<uint16_t>(base + eocd + 10);
-    uint64_t cd_size = rd<uint32_t>(base + eocd + 12);
-    uint64_t cd_off = rd<uint32_t>(base + eocd + 16);
-    if (cd_off == 0xffffffffu || count == 0xffffu) {  // zip64: locator just before the EOCD
-        BI_CHECK(eocd >= 20 && rd<uint32_t>(base + eocd - 20) == 0x07064b50u, path,
-                 "zip64 locator missing");
-        const uint64_t z64 = rd<uint64_t>(base + eocd - 20 + 8);
-        BI_CHECK(z64 <= n && n - z64 >= 56 && rd<uint32_t>(base + z64) == 0x06064b50u, path,
-                 "zip64 end-of-directory record missing");
-        count = rd<uint64_t>(base + z64 + 32);
-        cd_size = rd<uint64_t>(base + z64 + 40);
-        cd_off = rd<uint64_t>(base + z64 + 48);
-    }
-    BI_CHECK(cd_off <= n && cd_size <= n - cd_off, path, "zip central directory outside the file");
-    std::map<std::string, ZipEntry> out;
-    uint64_t p = cd_off;
-    for (uint64_t i = 0; i < count; ++i) {
-        BI_CHECK(p + 46 <= cd_off + cd_size && rd<uint32_t>(base + p) == 0x02014b50u, path,
-                 "corrupt zip central directory at entry ", i);
-        ZipEntry e;
-        e.method = rd<uint16_t>(base + p + 10);
-        uint64_t csize = rd<uint32_t>(base + p + 20);
-        uint64_t usize = rd<uint32_t>(base + p + 24);
-        const uint16_t name_len = rd<uint16_t>(base + p + 28), extra_len = rd<uint16_t>(base + p + 30),
-                       comment_len = rd<uint16_t>(base + p + 32);
-        uint64_t local = rd<uint32_t>(base + p + 42);
-        BI_CHECK(p + 46 + name_len + extra_len + comment_len <= cd_off + cd_size, path,
-                 "corrupt zip central directory at entry ", i);
-        std::string name(reinterpret_cast<const char*>(base + p + 46), name_len);
-        // zip64 extra field: the 0xffffffff fields, in order usize, csize, local offset.
-        const uint8_t* x = base + p + 46 + name_len;
-        for (size_t q = 0; q + 4 <= extra_len;) {  // size_t: a 16-bit step could wrap around
-            const uint16_t id = rd<uint16_t>(x + q), len = rd<uint16_t>(x + q + 2);
-            if (q + 4 + len > extra_len) break;  // a field longer than the extra area: ignored
-            if (id == 0x0001) {
-                uint16_t r = 4;
-                if (usize == 0xffffffffu && r + 8 <= len + 4) usize = rd<uint64_t>(x + q + r), r += 8;
-                if (csize == 0xffffffffu && r + 8 <= len + 4) csize = rd<uint64_t>(x + q + r), r += 8;
-                if (local == 0xffffffffu && r + 8 <= len + 4) local = rd<uint64_t>(x + q + r), r += 8;
-            }
-            q += 4 + size_t(len);
-        }
-        BI_CHECK(local <= n && n - local >= 30 && rd<uint32_t>(base + local) == 0x04034b50u, path,
-                 "zip entry '", name, "' has no local header");
-        e.data_offset = local + 30 + rd<uint16_t>(base + local + 26) + rd<uint16_t>(base + local + 28);
-        e.size = usize;
-        BI_CHECK(e.method == 0 || e.method == 8, path, "zip entry '", name, "' uses method ", e.method);
-        BI_CHECK(e.method != 0 || csize == usize, path, "zip entry '", name, "' sizes disagree");
-        BI_CHECK(e.data_offset <= n && csize <= n - e.data_offset, path, "zip entry '", name,
-                 "' runs past the end of the file (truncated download?)");
-        out[name] = e;
-        p += 46 + name_len + extra_len + comment_len;
-    }
-    return out;
-}
 
 // ---- restricted unpickler ----
 
@@ -196,8 +113,8 @@ public:
                 case 0x88: stack_.push_back(make(true)); break;
                 case 0x89: stack_.push_back(make(false)); break;
                 case 'K': stack_.push_back(make(int64_t(byte()))); break;
-                case 'M': stack_.push_back(make(int64_t(rd<uint16_t>(take(2))))); break;
-                case 'J': stack_.push_back(make(int64_t(rd<int32_t>(take(4))))); break;
+                case 'M': stack_.push_back(make(int64_t(load_le<uint16_t>(take(2))))); break;
+                case 'J': stack_.push_back(make(int64_t(load_le<int32_t>(take(4))))); break;
                 case 0x8a: {  // LONG1: little-endian two's complement, n <= 8 bytes
                     const uint8_t len = byte();
                     BI_CHECK(len <= 8, where_, "pickle integer of ", int(len), " bytes is too large");
@@ -218,19 +135,19 @@ public:
                     break;
                 }
                 case 'X':
-                    stack_.push_back(make(text(rd<uint32_t>(take(4)))));
+                    stack_.push_back(make(text(load_le<uint32_t>(take(4)))));
                     break;
                 case 0x8c:
                     stack_.push_back(make(text(byte())));
                     break;
                 case 0x8d:
-                    stack_.push_back(make(text(rd<uint64_t>(take(8)))));
+                    stack_.push_back(make(text(load_le<uint64_t>(take(8)))));
                     break;
                 case 'q': memo(byte()); break;
-                case 'r': memo(rd<uint32_t>(take(4))); break;
+                case 'r': memo(load_le<uint32_t>(take(4))); break;
                 case 0x94: memo(memo_.size()); break;
                 case 'h': get(byte()); break;
-                case 'j': get(rd<uint32_t>(take(4))); break;
+                case 'j': get(load_le<uint32_t>(take(4))); break;
                 case 'c': {  // GLOBAL "module\nname\n"
                     const std::string module = line(), name = line();
                     push_global(module, name);
@@ -313,8 +230,8 @@ public:
                     break;
                 }
                 case 'C': stack_.push_back(make(Bytes{str(byte())})); break;  // SHORT_BINBYTES
-                case 'B': stack_.push_back(make(Bytes{str(rd<uint32_t>(take(4)))})); break;
-                case 0x8e: stack_.push_back(make(Bytes{str(rd<uint64_t>(take(8)))})); break;  // BINBYTES8
+                case 'B': stack_.push_back(make(Bytes{str(load_le<uint32_t>(take(4)))})); break;
+                case 0x8e: stack_.push_back(make(Bytes{str(load_le<uint64_t>(take(8)))})); break;  // BINBYTES8
                 default:
                     fail(where_, cat("pickle opcode 0x", std::hex, int(op),
                                      " is not part of a tensor state dict; refusing to read further"));
@@ -474,14 +391,6 @@ private:
     }
 };
 
-struct Mapping {
-    void* addr = nullptr;
-    size_t len = 0;
-    ~Mapping() {
-        if (addr && addr != MAP_FAILED) munmap(addr, len);
-    }
-};
-
 }  // namespace
 
 // Objects the reader did not construct may sit only among a trainer checkpoint's options: the
@@ -561,20 +470,10 @@ static nlohmann::json plain_data(const ValuePtr& v) {
 }
 
 TorchCheckpoint read_torch_checkpoint_full(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    BI_CHECK(fd >= 0, path, "cannot open: ", std::strerror(errno));
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
-        ::close(fd);
-        fail(path, "cannot stat");
-    }
-    auto map = std::make_shared<Mapping>();
-    map->len = size_t(st.st_size);
-    if (map->len > 0) map->addr = mmap(nullptr, map->len, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    BI_CHECK(map->len > 0 && map->addr != MAP_FAILED, path, "cannot map (empty file?)");
-    const auto* base = static_cast<const uint8_t*>(map->addr);
-    const auto entries = read_zip_directory(path, base, map->len);
+    const auto map = map_file(path);
+    const uint8_t* base = map->data;
+    const auto entries = read_zip_directory(path, base, map->size, "a torch checkpoint",
+                                            "a legacy pre-1.6 torch.save file or a corrupt download");
 
     // The archive's top folder is the checkpoint's own name: <prefix>/data.pkl, <prefix>/data/<key>.
     std::string prefix;

@@ -1,7 +1,8 @@
 """Writes the fuzz targets' seed inputs into tests/fuzz/regressions/<target>/seed-*.
 
 Seeds are small, valid inputs of each kind, cut from the test fixtures and ../shared/data or built
-here (a safetensors file, a torch.save state dict, an npz, a finished embed shard, hub answers).
+here (a safetensors file, a torch.save state dict, an npz, a finished embed shard, hub answers),
+and a few damaged ones that must be refused (an npz, and a shard's npz, whose CRC-32 fails).
 scripts/fuzz.sh adds the fixture files themselves to each target's starting corpus.
 
     .venv-reference/bin/python tests/fuzz/make_seeds.py
@@ -39,6 +40,17 @@ def put(target, name, data):
 def read(*parts):
     with open(os.path.join(*parts), "rb") as f:
         return f.read()
+
+
+def crc_mismatch(npz):
+    """The npz with one byte flipped in the middle of its first member's data: the zip and the
+    .npy headers stay valid, only the member's CRC-32 no longer matches."""
+    raw = bytearray(npz)
+    npy = raw.index(b"\x93NUMPY")
+    data = npy + 10 + struct.unpack_from("<H", raw, npy + 8)[0]
+    end = min(i for i in (raw.find(b"PK\x03\x04", data), raw.find(b"PK\x01\x02", data)) if i >= 0)
+    raw[(data + end) // 2] ^= 0x5A
+    return bytes(raw)
 
 
 def safetensors(tensors):
@@ -151,6 +163,7 @@ def main():
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     put("npz", "savez.npz", buf.getvalue())
+    put("npz", "crc-mismatch.npz", crc_mismatch(buf.getvalue()))
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     put("npz", "savez_compressed.npz", buf.getvalue())
@@ -171,6 +184,7 @@ def main():
             parts.append(read(out, f).replace(FIX.encode(), b"tests/fixtures").replace(tmp.encode(), b"."))
         assert npz == "p1.npz"  # the name fuzz_merge.cpp writes the third part under
         put("merge", "shard", parts[0] + SEP + parts[1] + SEP + read(out, npz))
+        put("merge", "shard-crc-mismatch", parts[0] + SEP + parts[1] + SEP + crc_mismatch(read(out, npz)))
     finally:
         shutil.rmtree(tmp)
 

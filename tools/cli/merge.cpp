@@ -15,8 +15,13 @@ one HDF5 file, with manifest.json; structures with their confidence files. DIR i
 (shard-I-of-N), a folder holding them (the run's --out-dir), or an unsharded output. Every shard
 must be there and finished; the merged files are the same whatever the number of shards.
 results.json lists every record in input order (timings stay in the shards' own results.json).
+Every file taken from a shard is checked first (an npz read whole, its CRC-32s too); the output
+is written beside OUT and moved into place only when complete, so a failed merge leaves OUT as
+it was.
 
-  --out-dir OUT        where the merged output goes
+  --out-dir OUT        where the merged output goes: not a shard, nor inside one, nor holding
+                       one. In an existing folder the merged files replace their namesakes and
+                       other files stay.
   --format npz|h5      embeddings: one npz per record or one embeddings.h5 (default: what the
                        run asked for)
 )";
