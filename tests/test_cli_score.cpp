@@ -1,7 +1,8 @@
 // `bioinfer score` against the reference scores (tools/reference/make_score_fixtures.py:
-// transformers, the esm variant-prediction script's way) on the tiny ESM-2 and ESM C fixtures:
-// every strategy, single and multi-mutants, a protein longer than its scoring window, a DMS;
-// and bad mutation files failing on the row at fault.
+// transformers, the esm variant-prediction script's and ProteinGym's way) on the tiny ESM-2 and
+// ESM C fixtures: every strategy, single and multi-mutants, a protein longer than the
+// checkpoint's context under ProteinGym's window rule and one under the centred rule, a DMS;
+// the window's limits; and bad mutation files failing on the row at fault.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -71,10 +72,36 @@ struct Score : test::CliTest {
     std::string model_dir(const std::string& m) const {
         return std::string(BIOINFER_FIXTURES) + "/" + m;
     }
+    // The model case `c` runs: the fixture, or a copy whose config.json takes the case's
+    // checkpoint_config (a smaller max_position_embeddings, so a shorter context).
+    std::string model_for(const std::string& m, const std::string& c) const {
+        const auto& cs = expected["cases"][c];
+        if (!cs.contains("checkpoint_config") || !cs["checkpoint_config"].contains(m))
+            return model_dir(m);
+        const fs::path dir = tmp / ("ctx_" + m);
+        if (fs::exists(dir)) return dir.string();
+        fs::create_directories(dir);
+        for (const auto& e : fs::directory_iterator(model_dir(m)))
+            if (e.path().filename() != "config.json")
+                fs::create_symlink(e.path(), dir / e.path().filename());
+        auto config = nlohmann::json::parse(io::read_file(model_dir(m) + "/config.json"));
+        config.update(cs["checkpoint_config"][m]);
+        io::write_file_atomic((dir / "config.json").string(), config.dump(2));
+        return dir.string();
+    }
+    // The wild type and the case's rule and window: the default rule (ProteinGym's) and the
+    // checkpoint's window are left to the command.
     std::string case_args(const std::string& c) const {
         const auto& cs = expected["cases"][c];
-        return kScoreFix + "/" + c + ".fasta --offset " + std::to_string(cs["offset"].get<int>()) +
-               " --scoring-window " + std::to_string(cs["window"].get<int>());
+        std::string args = kScoreFix + "/" + c + ".fasta --offset " +
+                           std::to_string(cs["offset"].get<int>());
+        if (cs["rule"] != "proteingym") args += " --window-rule " + cs["rule"].get<std::string>();
+        if (!cs["window"].is_null())
+            args += " --scoring-window " + std::to_string(cs["window"].get<int>());
+        return args;
+    }
+    int64_t wild_type_tokens(const std::string& c) const {
+        return int64_t(expected["cases"][c]["wild_type"].get<std::string>().size()) + 2;
     }
 };
 
@@ -82,10 +109,10 @@ struct Score : test::CliTest {
 
 TEST_F(Score, EveryStrategyMatchesTheReference) {
     for (const std::string m : {"esm2_tiny", "esmc_tiny"})
-        for (const std::string c : {"short", "window"}) {
+        for (const std::string c : {"short", "window", "long"}) {
             SCOPED_TRACE(m + " " + c);
             const std::string out = p(m + "_" + c + ".csv");
-            test::Result r = run("score " + case_args(c) + " --weights " + model_dir(m) +
+            test::Result r = run("score " + case_args(c) + " --weights " + model_for(m, c) +
                                  " --mutations " + kScoreFix + "/" + c + ".csv" +
                                  " --strategy masked-marginals,wt-marginals,pseudo-ppl" +
                                  " --score-column DMS_score --threads 2 --quiet --out " + out);
@@ -99,11 +126,28 @@ TEST_F(Score, EveryStrategyMatchesTheReference) {
                       (std::vector<std::string>{"mutant", "DMS_score", "note", "masked_marginals",
                                                 "wt_marginals", "pseudo_ppl"}));
             const auto& want = expected["models"][m][c];
+            const auto& cs = expected["cases"][c];
             const auto summary = nlohmann::json::parse(io::read_file(out + ".json"));
+            // the rule and window the reference used, the window from the checkpoint by default
+            EXPECT_EQ(summary["window_rule"], cs["rule"]);
+            EXPECT_EQ(summary["scoring_window"], want["window"]);
+            EXPECT_EQ(summary["scoring_window_from"],
+                      cs["window"].is_null() ? "checkpoint" : "--scoring-window");
+            EXPECT_EQ(summary["windowed"], wild_type_tokens(c) > want["window"].get<int64_t>());
+            // ProteinGym's wild-type marginals run unwindowed past the context, and say so
+            const bool past_context =
+                cs["rule"] == "proteingym" && wild_type_tokens(c) > summary["model_context"];
+            EXPECT_EQ(r.err.find("wt-marginals runs one unwindowed pass of " +
+                                 std::to_string(wild_type_tokens(c)) + " tokens") !=
+                          std::string::npos,
+                      past_context)
+                << r.err;
             for (const std::string s : {"masked_marginals", "wt_marginals", "pseudo_ppl"}) {
                 const double d = max_abs_diff(column(rows, s), want[s]);
-                std::printf("[score] %s %s %s: max-abs %.2e against the reference\n", m.c_str(),
-                            c.c_str(), s.c_str(), d);
+                std::printf("[score] %s %s (%s, window %d) %s: max-abs %.2e against the "
+                            "reference\n",
+                            m.c_str(), c.c_str(), cs["rule"].get<std::string>().c_str(),
+                            want["window"].get<int>(), s.c_str(), d);
                 EXPECT_LE(d, 1e-4) << s;
                 EXPECT_NEAR(summary["spearman"][s].get<double>(),
                             want["spearman_vs_DMS_score"][s].get<double>(), 1e-9)
@@ -134,8 +178,8 @@ TEST_F(Score, ScoresDoNotDependOnTheBatchSize) {
     std::vector<double> first;
     for (const char* toks : {"44", "100000"}) {
         test::Result r =
-            run("score " + case_args("window") + " --weights " + model_dir("esm2_tiny") +
-                " --mutations " + kScoreFix + "/window.csv --quiet --toks-per-batch " + toks +
+            run("score " + case_args("long") + " --weights " + model_for("esm2_tiny", "long") +
+                " --mutations " + kScoreFix + "/long.csv --quiet --toks-per-batch " + toks +
                 " --out " + p("b.csv"));
         ASSERT_EQ(r.rc, 0) << r.err;
         const auto v = column(read_csv(p("b.csv")), "masked_marginals");
@@ -214,4 +258,71 @@ TEST_F(Score, EmbedIncludePllMatchesTheReference) {
                          " --include pll --quiet --out-dir " + p("emb_pll"));
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(io::read_npz(p("emb_pll/short.npz")).size(), 1u);
+}
+
+// The window's floor: 0, 1 and anything under 16 tokens are refused before the model loads, with
+// one line; 16 runs.
+TEST_F(Score, ScoringWindowBelowTheMinimumIsRefused) {
+    for (const char* w : {"0", "1", "15", "-3"}) {
+        SCOPED_TRACE(w);
+        test::Result r = run("score " + kScoreFix + "/short.fasta --weights " +
+                             model_dir("esm2_tiny") + " --mutations " + kScoreFix +
+                             "/short.csv --scoring-window " + w + " --quiet --out " + p("o.csv"));
+        EXPECT_EQ(r.rc, 1);
+        EXPECT_NE(r.err.find(std::string("[--scoring-window] must be at least 16 tokens (<cls> "
+                                         "and <eos> included), got ") +
+                             w),
+                  std::string::npos)
+            << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(fs::exists(p("o.csv")));
+        EXPECT_FALSE(fs::exists(p("o.csv.json")));
+    }
+    test::Result r = run("score " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+                         " --mutations " + kScoreFix + "/short.csv --scoring-window 16 --quiet" +
+                         " --out " + p("o.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto summary = nlohmann::json::parse(io::read_file(p("o.csv.json")));
+    EXPECT_EQ(summary["scoring_window"], 16);
+    EXPECT_EQ(summary["windowed"], true);
+    // an unknown rule is refused by name
+    r = run("score " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+            " --mutations " + kScoreFix + "/short.csv --window-rule middle --quiet --out " +
+            p("o2.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("[--window-rule] expected proteingym or centred, got 'middle'"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(p("o2.csv")));
+}
+
+// --scoring-window overrides the checkpoint's context: at the context (the default's value) the
+// scores are the reference's, on the unpatched checkpoint too; past it a warning says so.
+TEST_F(Score, ScoringWindowOverridesTheCheckpointAndWarnsPastItsContext) {
+    const auto& want = expected["models"]["esm2_tiny"]["long"];
+    const int64_t context = want["window"].get<int64_t>();
+    const std::string args = " --offset 1 --mutations " + kScoreFix + "/long.csv --quiet";
+    for (const std::string& dir : {model_for("esm2_tiny", "long"), model_dir("esm2_tiny")}) {
+        SCOPED_TRACE(dir);
+        test::Result r = run("score " + kScoreFix + "/long.fasta --weights " + dir + args +
+                             " --scoring-window " + std::to_string(context) + " --out " +
+                             p("w.csv"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+        EXPECT_LE(max_abs_diff(column(read_csv(p("w.csv")), "masked_marginals"),
+                               want["masked_marginals"]),
+                  1e-4);
+        EXPECT_EQ(nlohmann::json::parse(io::read_file(p("w.csv.json")))["scoring_window_from"],
+                  "--scoring-window");
+    }
+    test::Result r = run("score " + kScoreFix + "/long.fasta --weights " +
+                         model_for("esm2_tiny", "long") + args + " --scoring-window " +
+                         std::to_string(context + 1) + " --out " + p("w.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.err, "score: warning: --scoring-window " + std::to_string(context + 1) +
+                         " is more than the checkpoint's context of " + std::to_string(context) +
+                         " tokens\n");
+    const auto summary = nlohmann::json::parse(io::read_file(p("w.csv.json")));
+    EXPECT_EQ(summary["scoring_window"], context + 1);
+    EXPECT_EQ(summary["model_context"], context);
 }

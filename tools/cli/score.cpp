@@ -1,5 +1,6 @@
 // bioinfer score: zero-shot variant-effect scores (masked marginals, wild-type marginals,
 // pseudo-log-likelihood) of a protein's mutants from ESM-2 / ESM C likelihoods.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,8 +37,14 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
   --strategy LIST      masked-marginals (default; one masked pass per position), wt-marginals
                        (one pass), pseudo-ppl (L masked passes per mutant); several joined by ','
   --offset N           the number of the wild type's first residue (default 1)
-  --scoring-window N   residues per pass for longer proteins, each position scored in the window
-                       centred on it (default 1022; 0 = the whole protein in one pass)
+  --scoring-window N   tokens per forward pass at most, <cls> and <eos> included (default: the
+                       checkpoint's context from its config.json, 1024 for ESM-2 and 2048 for
+                       ESM C; at least 16); a longer protein is scored in windows
+  --window-rule R      how a longer protein is windowed: proteingym (default; ProteinGym's
+                       get_optimal_window, a slice of the token sequence around each masked
+                       position, with wt-marginals in one unwindowed pass) or centred (each
+                       position in the window of N - 2 residues centred on it, <cls> and <eos>
+                       added to every pass)
   --score-column NAME  an experimental score in the CSV: prints Spearman's rho of each strategy
                        against it and writes them to the summary
   --skip-bad-rows      score the valid rows when some are malformed, and list the skipped ones
@@ -49,8 +56,8 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
 
 Marginal strategies score a multi-mutant as the sum of its singles; pseudo-ppl scores the
 mutant's sequence: its pseudo-log-likelihood minus the wild type's. A summary goes next to the
-scores (FILE.json): the model, precision, skipped rows, per strategy the seconds and forward
-passes, and the Spearman rhos.
+scores (FILE.json): the model, precision, window rule and window, skipped rows, per strategy
+the seconds and forward passes, and the Spearman rhos.
 )";
 
 namespace {
@@ -119,7 +126,8 @@ int score_main(int argc, char** argv) {
     Args a =
         parse_args(argc, argv,
                    {"weights", "model", "out", "mutations", "strategy", "offset", "scoring-window",
-                    "score-column", "toks-per-batch", "precision", "threads", "cache-dir"},
+                    "window-rule", "score-column", "toks-per-batch", "precision", "threads",
+                    "cache-dir"},
                    {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help"});
     if (a.has("help")) {
         std::fputs(kScoreHelp, stdout);
@@ -144,8 +152,14 @@ int score_main(int argc, char** argv) {
     io::set_allow_nonfinite(a.has("allow-nonfinite"));
     const int64_t offset = a.get_int("offset", 1);
     runtime::ScoreOptions so;
-    so.window = a.get_int("scoring-window", 1022);
-    BI_CHECK(so.window >= 0, "--scoring-window", "must be >= 0");
+    so.rule = runtime::parse_window_rule(a.get("window-rule", "proteingym"));
+    if (a.has("scoring-window")) {  // else 0: the checkpoint's context, known once it loads
+        so.window = a.get_int("scoring-window", 0);
+        BI_CHECK(so.window >= runtime::kMinScoringWindow, "--scoring-window", "must be at least ",
+                 runtime::kMinScoringWindow, " tokens (<cls> and <eos> included), got ",
+                 so.window, " (leave it out for the checkpoint's context; a window of the "
+                 "protein's length + 2 or more scores it in one pass)");
+    }
     so.toks_per_batch = a.get_int("toks-per-batch", 4096);
     BI_CHECK(so.toks_per_batch > 0, "--toks-per-batch", "must be positive");
     const std::string precision = apply_precision(a, /*allow_int8=*/true);
@@ -220,12 +234,38 @@ int score_main(int argc, char** argv) {
     if (!a.has("quiet")) std::fprintf(stderr, "score: loading %s\n", dir.c_str());
     auto model = lm::load(model_dir);
     BI_CHECK(model->has_logits(), dir, "the model has no language-model head to score with");
+    const int64_t context = model->context();
+    const int64_t window = runtime::scoring_window(*model, so, "--scoring-window");
+    const int64_t wt_tokens = int64_t(wt.size()) + 2;
+    // Past its context a model sees positions it was not trained on: allowed (the positions are
+    // rotary), but said.
+    if (window > context)
+        std::fprintf(stderr,
+                     "score: warning: --scoring-window %lld is more than the checkpoint's "
+                     "context of %lld tokens\n",
+                     (long long)window, (long long)context);
+    const bool wt_marginals = std::find(strategies.begin(), strategies.end(),
+                                        runtime::Strategy::WtMarginals) != strategies.end();
+    if (wt_marginals && so.rule == runtime::WindowRule::ProteinGym && wt_tokens > context)
+        std::fprintf(stderr,
+                     "score: warning: wt-marginals runs one unwindowed pass of %lld tokens, more "
+                     "than the checkpoint's context of %lld, as ProteinGym's does "
+                     "(--window-rule centred windows it)\n",
+                     (long long)wt_tokens, (long long)context);
 
     std::vector<std::vector<double>> scores;
     nlohmann::json summary = {
-        {"input", a.positional[0]}, {"model", a.has("model") ? a.get("model") : dir},
-        {"precision", precision},   {"rows", mutants.size()},
-        {"skipped_rows", skipped},  {"scoring_window", so.window}};
+        {"input", a.positional[0]},
+        {"model", a.has("model") ? a.get("model") : dir},
+        {"precision", precision},
+        {"rows", mutants.size()},
+        {"skipped_rows", skipped},
+        {"window_rule", runtime::window_rule_name(so.rule)},
+        {"scoring_window", window},
+        {"scoring_window_from", so.window != 0 ? "--scoring-window" : "checkpoint"},
+        {"model_context", context},
+        {"wild_type_tokens", wt_tokens},
+        {"windowed", wt_tokens > window}};
     double seconds_all = 0;
     int64_t passes_all = 0;
     for (runtime::Strategy s : strategies) {
