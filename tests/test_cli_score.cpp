@@ -2,7 +2,8 @@
 // transformers, the esm variant-prediction script's and ProteinGym's way) on the tiny ESM-2 and
 // ESM C fixtures: every strategy, single and multi-mutants, a protein longer than the
 // checkpoint's context under ProteinGym's window rule and one under the centred rule, a DMS;
-// the window's limits; and bad mutation files failing on the row at fault.
+// the window's limits; bad mutation files failing on the row at fault (an unterminated quote
+// on the line it opened); and --score-column values that are not numbers.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -205,6 +206,14 @@ TEST_F(Score, BadMutationFilesFailOnTheRow) {
          "row 2 (line 3)] mutant 'Y99L': position 99 is outside the sequence"},
         {"mutant\nY1J\n", "row 1 (line 2)] mutant 'Y1J': 'J' is not one of the 20 amino acids"},
         {"mutant,x\nY1L\n", "row 1 (line 2)] 1 fields, the header has 2"},
+        // a quote left open swallows the rest of the file: named where it opened
+        {"mutant,x\nY1L,1\nK2G,\"a\nN3G,2\n",
+         "row 2 (line 3)] unterminated quote: the quoted field opened on line 3 runs to the end "
+         "of the file"},
+        {"mutant,x\nY1L,\"a\nb\"\nK2G,1,\"c\n",
+         "row 2 (line 4)] unterminated quote: the quoted field opened on line 4"},
+        {"mutant,\"x\nY1L\n", "header (line 1)] unterminated quote: the quoted field opened on "
+                               "line 1"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.csv);
@@ -216,9 +225,16 @@ TEST_F(Score, BadMutationFilesFailOnTheRow) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
         EXPECT_FALSE(fs::exists(p("o.csv")));
     }
+    // an unterminated quote is the file's fault, not a row's: --skip-bad-rows stops on it too
+    write("m.csv", "mutant,x\nY1L,1\nK2G,\"a\n");
+    test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+                         p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("unterminated quote"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("o.csv")));
     // --skip-bad-rows scores the others and lists what it skipped
     write("m.csv", "mutant\nY1L\nA2G\nK2G\n");
-    test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+    r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
                          p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("skipped: [" + p("m.csv") + " row 2 (line 3)] mutant 'A2G'"),
@@ -325,4 +341,63 @@ TEST_F(Score, ScoringWindowOverridesTheCheckpointAndWarnsPastItsContext) {
     const auto summary = nlohmann::json::parse(io::read_file(p("w.csv.json")));
     EXPECT_EQ(summary["scoring_window"], context + 1);
     EXPECT_EQ(summary["model_context"], context);
+}
+
+// --score-column: a column without a single number is refused before the model loads (the
+// weights given do not exist); a few rows without one are named in a warning and left out of
+// rho, which then equals rho over the other rows alone.
+TEST_F(Score, ScoreColumnValuesThatAreNotNumbers) {
+    const std::string wt = kScoreFix + "/short.fasta";
+    write("none.csv", "mutant,DMS_score\nY1L,abc\nK2G,\n");
+    test::Result r = run("score " + wt + " --weights " + p("no_such_model") + " --mutations " +
+                         p("none.csv") + " --score-column DMS_score --quiet --out " + p("o.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("] column 'DMS_score' (--score-column) holds no number in any of its 2 "
+                         "rows (the first: row 1 (line 2), 'abc')"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(p("o.csv")));
+
+    // short.csv with rows 2 and 5 unmeasured, and the same file without them
+    const auto in = read_csv(kScoreFix + "/short.csv");
+    std::string some = "mutant,DMS_score\n", fewer = some;
+    for (size_t i = 1; i < in.size(); ++i) {
+        const std::string v = i == 2 ? "n/a" : i == 5 ? "" : in[i][1];
+        some += in[i][0] + "," + v + "\n";
+        if (i != 2 && i != 5) fewer += in[i][0] + "," + v + "\n";
+    }
+    write("some.csv", some);
+    write("fewer.csv", fewer);
+    std::vector<double> rho;
+    for (const char* f : {"some", "fewer"}) {
+        r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+                p(std::string(f) + ".csv") + " --score-column DMS_score --quiet --out " +
+                p(std::string(f) + "_o.csv"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto summary =
+            nlohmann::json::parse(io::read_file(p(std::string(f) + "_o.csv.json")));
+        rho.push_back(summary["spearman"]["masked_marginals"].get<double>());
+        if (std::string(f) == "some") {
+            EXPECT_NE(r.err.find("score: warning: --score-column DMS_score: 2 of 15 rows hold no "
+                                 "number and are left out of Spearman's rho (the first: row 2 "
+                                 "(line 3), 'n/a')\n"),
+                      std::string::npos)
+                << r.err;
+            EXPECT_EQ(summary["score_column_not_numbers"], 2);
+            EXPECT_EQ(read_csv(p("some_o.csv")).size(), 16u);  // every row is still scored
+        } else {
+            EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+        }
+    }
+    EXPECT_NEAR(rho[0], rho[1], 1e-12);
+    // a constant column leaves rho undefined, and the line says why
+    write("flat.csv", "mutant,DMS_score\nY1L,1\nK2G,1\nQ21D,1\n");
+    r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+            p("flat.csv") + " --score-column DMS_score --quiet --out " + p("flat_o.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("masked-marginals: Spearman's rho against DMS_score is undefined: the "
+                         "scores or the measured values are all equal"),
+              std::string::npos)
+        << r.err;
 }

@@ -46,7 +46,8 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
                        position in the window of N - 2 residues centred on it, <cls> and <eos>
                        added to every pass)
   --score-column NAME  an experimental score in the CSV: prints Spearman's rho of each strategy
-                       against it and writes them to the summary
+                       against it and writes them to the summary; rows whose value is not a
+                       number are left out of rho and counted in a warning
   --skip-bad-rows      score the valid rows when some are malformed, and list the skipped ones
   --toks-per-batch N   tokens per packed forward (default 4096)
   --precision P        fp32 (default), bf16 or int8 (as for embed)
@@ -63,10 +64,14 @@ the seconds and forward passes, and the Spearman rhos.
 namespace {
 
 // One CSV record's fields (RFC 4180: quoted fields may hold commas, quotes doubled, newlines).
-bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t& line) {
+// `line` counts lines as they are read; a quote still open at the end of the file is an error
+// naming `where` and the line it opened on (read on, it would only show as a short record).
+bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t& line,
+                     const std::string& where) {
     fields.clear();
     std::string field;
     bool quoted = false, any = false;
+    int64_t quote_line = 0;
     int c;
     while ((c = in.get()) != EOF) {
         any = true;
@@ -84,6 +89,7 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t
             }
         } else if (c == '"') {
             quoted = true;
+            quote_line = line;
         } else if (c == ',') {
             fields.push_back(field);
             field.clear();
@@ -95,6 +101,8 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t
         }
     }
     if (!any) return false;
+    BI_CHECK(!quoted, where, "unterminated quote: the quoted field opened on line ", quote_line,
+             " runs to the end of the file");
     fields.push_back(field);
     return true;
 }
@@ -113,11 +121,23 @@ std::string format_score(double v) {
     return buf;
 }
 
-bool parse_double(const std::string& s, double& v) {
-    if (s.empty()) return false;
+// A finite number, spaces around it allowed (as pandas reads one); "", "NA", "nan" or "inf"
+// are not.
+bool parse_number(const std::string& s, double& v) {
+    const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    if (b == std::string::npos) return false;
+    const std::string t = s.substr(b, e - b + 1);
     char* end = nullptr;
-    v = std::strtod(s.c_str(), &end);
-    return end && *end == '\0';
+    v = std::strtod(t.c_str(), &end);
+    return end && *end == '\0' && std::isfinite(v);
+}
+
+// Why Spearman's rho came out undefined, for the line that reports it.
+std::string why_no_rho(const std::vector<double>& a, const std::vector<double>& b) {
+    size_t pairs = 0;
+    for (size_t i = 0; i < a.size(); ++i) pairs += std::isfinite(a[i]) && std::isfinite(b[i]);
+    if (pairs < 2) return cat("fewer than 2 rows have both a score and a number (", pairs, ")");
+    return "the scores or the measured values are all equal";
 }
 
 }  // namespace
@@ -177,6 +197,7 @@ int score_main(int argc, char** argv) {
     std::vector<runtime::Mutant> mutants;
     std::vector<std::string> skipped;
     std::vector<double> measured;
+    int64_t not_numbers = 0;  // --score-column values that are not numbers
     const std::string score_col = a.get("score-column", "");
     if (a.has("dms")) {
         BI_CHECK(score_col.empty(), "--score-column",
@@ -189,7 +210,7 @@ int score_main(int argc, char** argv) {
         std::ifstream in(path, std::ios::binary);
         BI_CHECK(in.good(), path, "cannot open");
         int64_t line = 1;
-        BI_CHECK(read_csv_record(in, header, line), path,
+        BI_CHECK(read_csv_record(in, header, line, path + " header (line 1)"), path,
                  "empty file (expected a header with a 'mutant' column)");
         const auto col = std::find(header.begin(), header.end(), "mutant");
         BI_CHECK(col != header.end(), path, "no 'mutant' column in the header");
@@ -202,13 +223,13 @@ int score_main(int argc, char** argv) {
         }
         std::vector<std::string> f;
         int64_t row_no = 0;
+        std::string first_not_number;  // "row N (line L), 'value'"
         while (true) {
             const int64_t at = line;  // the line this record starts on
-            if (!read_csv_record(in, f, line)) break;
+            const std::string where = cat(path, " row ", row_no + 1, " (line ", at, ")");
+            if (!read_csv_record(in, f, line, where)) break;
             if (f.size() == 1 && f[0].empty()) continue;  // a blank line
             ++row_no;
-            const std::string where =
-                path + " row " + std::to_string(row_no) + " (line " + std::to_string(at) + ")";
             try {
                 BI_CHECK(f.size() == header.size(), where, "", f.size(), " fields, the header has ",
                          header.size());
@@ -221,11 +242,28 @@ int score_main(int argc, char** argv) {
                 continue;
             }
             double v = std::nan("");
-            if (!score_col.empty() && !parse_double(f[scol], v)) v = std::nan("");
+            if (!score_col.empty() && !parse_number(f[scol], v)) {
+                v = std::nan("");
+                if (not_numbers++ == 0)
+                    first_not_number = where.substr(path.size() + 1) + ", '" +
+                                       f[scol].substr(0, 40) + (f[scol].size() > 40 ? "...'" : "'");
+            }
             measured.push_back(v);
             rows.push_back(f);
         }
         BI_CHECK(!mutants.empty(), path, "no mutant to score");
+        // A column without a single number is the wrong column: say so before the model loads.
+        // A few rows without one (an assay's missing values) are left out of rho, as pandas'
+        // Spearman leaves out NaN, and named so that a typo does not pass unseen.
+        BI_CHECK(not_numbers < int64_t(measured.size()), path, "column '", score_col,
+                 "' (--score-column) holds no number in any of its ", measured.size(),
+                 " rows (the first: ", first_not_number, ")");
+        if (not_numbers > 0)
+            std::fprintf(stderr,
+                         "score: warning: --score-column %s: %lld of %zu rows hold no number "
+                         "and are left out of Spearman's rho (the first: %s)\n",
+                         shown_bytes(score_col).c_str(), (long long)not_numbers,
+                         measured.size(), shown_bytes(first_not_number).c_str());
         for (const std::string& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
     }
 
@@ -266,6 +304,7 @@ int score_main(int argc, char** argv) {
         {"model_context", context},
         {"wild_type_tokens", wt_tokens},
         {"windowed", wt_tokens > window}};
+    if (!score_col.empty()) summary["score_column_not_numbers"] = not_numbers;
     double seconds_all = 0;
     int64_t passes_all = 0;
     for (runtime::Strategy s : strategies) {
@@ -298,8 +337,13 @@ int score_main(int argc, char** argv) {
         passes_all += passes;
         if (!score_col.empty()) {
             const double rho = runtime::spearman(scores.back(), measured);
-            std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
-                         score_col.c_str(), rho);
+            if (std::isfinite(rho))
+                std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
+                             shown_bytes(score_col).c_str(), rho);
+            else
+                std::fprintf(stderr, "%s: Spearman's rho against %s is undefined: %s\n",
+                             name.c_str(), shown_bytes(score_col).c_str(),
+                             why_no_rho(scores.back(), measured).c_str());
             summary["spearman"][runtime::strategy_column(s)] =
                 std::isfinite(rho) ? nlohmann::json(rho) : nlohmann::json();
         }
