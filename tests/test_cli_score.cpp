@@ -401,3 +401,12 @@ TEST_F(Score, ScoreColumnValuesThatAreNotNumbers) {
               std::string::npos)
         << r.err;
 }
+
+// --allow-nonfinite, which --help lists for score, is an option score takes.
+TEST_F(Score, TakesAllowNonfinite) {
+    test::Result r = run("score " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+                         " --mutations " + kScoreFix + "/short.csv --allow-nonfinite --quiet" +
+                         " --out " + p("o.csv"));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::exists(p("o.csv")));
+}

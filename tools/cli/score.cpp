@@ -148,7 +148,7 @@ int score_main(int argc, char** argv) {
                    {"weights", "model", "out", "mutations", "strategy", "offset", "scoring-window",
                     "window-rule", "score-column", "toks-per-batch", "precision", "threads",
                     "cache-dir"},
-                   {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help"});
+                   {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help", "allow-nonfinite"});
     if (a.has("help")) {
         std::fputs(kScoreHelp, stdout);
         return 0;
