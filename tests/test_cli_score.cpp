@@ -1,7 +1,9 @@
 // `bioinfer score` against the reference scores (tools/reference/make_score_fixtures.py:
-// transformers, the esm variant-prediction script's way) on the tiny ESM-2 and ESM C fixtures:
-// every strategy, single and multi-mutants, a protein longer than its scoring window, a DMS;
-// and bad mutation files failing on the row at fault.
+// transformers, the esm variant-prediction script's and ProteinGym's way) on the tiny ESM-2 and
+// ESM C fixtures: every strategy, single and multi-mutants, a protein longer than the
+// checkpoint's context under ProteinGym's window rule and one under the centred rule, a DMS;
+// the window's limits; bad mutation files failing on the row at fault (an unterminated quote
+// on the line it opened); and --score-column values that are not numbers.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -71,10 +73,36 @@ struct Score : test::CliTest {
     std::string model_dir(const std::string& m) const {
         return std::string(BIOINFER_FIXTURES) + "/" + m;
     }
+    // The model case `c` runs: the fixture, or a copy whose config.json takes the case's
+    // checkpoint_config (a smaller max_position_embeddings, so a shorter context).
+    std::string model_for(const std::string& m, const std::string& c) const {
+        const auto& cs = expected["cases"][c];
+        if (!cs.contains("checkpoint_config") || !cs["checkpoint_config"].contains(m))
+            return model_dir(m);
+        const fs::path dir = tmp / ("ctx_" + m);
+        if (fs::exists(dir)) return dir.string();
+        fs::create_directories(dir);
+        for (const auto& e : fs::directory_iterator(model_dir(m)))
+            if (e.path().filename() != "config.json")
+                fs::create_symlink(e.path(), dir / e.path().filename());
+        auto config = nlohmann::json::parse(io::read_file(model_dir(m) + "/config.json"));
+        config.update(cs["checkpoint_config"][m]);
+        io::write_file_atomic((dir / "config.json").string(), config.dump(2));
+        return dir.string();
+    }
+    // The wild type and the case's rule and window: the default rule (ProteinGym's) and the
+    // checkpoint's window are left to the command.
     std::string case_args(const std::string& c) const {
         const auto& cs = expected["cases"][c];
-        return kScoreFix + "/" + c + ".fasta --offset " + std::to_string(cs["offset"].get<int>()) +
-               " --scoring-window " + std::to_string(cs["window"].get<int>());
+        std::string args = kScoreFix + "/" + c + ".fasta --offset " +
+                           std::to_string(cs["offset"].get<int>());
+        if (cs["rule"] != "proteingym") args += " --window-rule " + cs["rule"].get<std::string>();
+        if (!cs["window"].is_null())
+            args += " --scoring-window " + std::to_string(cs["window"].get<int>());
+        return args;
+    }
+    int64_t wild_type_tokens(const std::string& c) const {
+        return int64_t(expected["cases"][c]["wild_type"].get<std::string>().size()) + 2;
     }
 };
 
@@ -82,10 +110,10 @@ struct Score : test::CliTest {
 
 TEST_F(Score, EveryStrategyMatchesTheReference) {
     for (const std::string m : {"esm2_tiny", "esmc_tiny"})
-        for (const std::string c : {"short", "window"}) {
+        for (const std::string c : {"short", "window", "long"}) {
             SCOPED_TRACE(m + " " + c);
             const std::string out = p(m + "_" + c + ".csv");
-            test::Result r = run("score " + case_args(c) + " --weights " + model_dir(m) +
+            test::Result r = run("score " + case_args(c) + " --weights " + model_for(m, c) +
                                  " --mutations " + kScoreFix + "/" + c + ".csv" +
                                  " --strategy masked-marginals,wt-marginals,pseudo-ppl" +
                                  " --score-column DMS_score --threads 2 --quiet --out " + out);
@@ -99,11 +127,28 @@ TEST_F(Score, EveryStrategyMatchesTheReference) {
                       (std::vector<std::string>{"mutant", "DMS_score", "note", "masked_marginals",
                                                 "wt_marginals", "pseudo_ppl"}));
             const auto& want = expected["models"][m][c];
+            const auto& cs = expected["cases"][c];
             const auto summary = nlohmann::json::parse(io::read_file(out + ".json"));
+            // the rule and window the reference used, the window from the checkpoint by default
+            EXPECT_EQ(summary["window_rule"], cs["rule"]);
+            EXPECT_EQ(summary["scoring_window"], want["window"]);
+            EXPECT_EQ(summary["scoring_window_from"],
+                      cs["window"].is_null() ? "checkpoint" : "--scoring-window");
+            EXPECT_EQ(summary["windowed"], wild_type_tokens(c) > want["window"].get<int64_t>());
+            // ProteinGym's wild-type marginals run unwindowed past the context, and say so
+            const bool past_context =
+                cs["rule"] == "proteingym" && wild_type_tokens(c) > summary["model_context"];
+            EXPECT_EQ(r.err.find("wt-marginals runs one unwindowed pass of " +
+                                 std::to_string(wild_type_tokens(c)) + " tokens") !=
+                          std::string::npos,
+                      past_context)
+                << r.err;
             for (const std::string s : {"masked_marginals", "wt_marginals", "pseudo_ppl"}) {
                 const double d = max_abs_diff(column(rows, s), want[s]);
-                std::printf("[score] %s %s %s: max-abs %.2e against the reference\n", m.c_str(),
-                            c.c_str(), s.c_str(), d);
+                std::printf("[score] %s %s (%s, window %d) %s: max-abs %.2e against the "
+                            "reference\n",
+                            m.c_str(), c.c_str(), cs["rule"].get<std::string>().c_str(),
+                            want["window"].get<int>(), s.c_str(), d);
                 EXPECT_LE(d, 1e-4) << s;
                 EXPECT_NEAR(summary["spearman"][s].get<double>(),
                             want["spearman_vs_DMS_score"][s].get<double>(), 1e-9)
@@ -134,8 +179,8 @@ TEST_F(Score, ScoresDoNotDependOnTheBatchSize) {
     std::vector<double> first;
     for (const char* toks : {"44", "100000"}) {
         test::Result r =
-            run("score " + case_args("window") + " --weights " + model_dir("esm2_tiny") +
-                " --mutations " + kScoreFix + "/window.csv --quiet --toks-per-batch " + toks +
+            run("score " + case_args("long") + " --weights " + model_for("esm2_tiny", "long") +
+                " --mutations " + kScoreFix + "/long.csv --quiet --toks-per-batch " + toks +
                 " --out " + p("b.csv"));
         ASSERT_EQ(r.rc, 0) << r.err;
         const auto v = column(read_csv(p("b.csv")), "masked_marginals");
@@ -161,6 +206,14 @@ TEST_F(Score, BadMutationFilesFailOnTheRow) {
          "row 2 (line 3)] mutant 'Y99L': position 99 is outside the sequence"},
         {"mutant\nY1J\n", "row 1 (line 2)] mutant 'Y1J': 'J' is not one of the 20 amino acids"},
         {"mutant,x\nY1L\n", "row 1 (line 2)] 1 fields, the header has 2"},
+        // a quote left open swallows the rest of the file: named where it opened
+        {"mutant,x\nY1L,1\nK2G,\"a\nN3G,2\n",
+         "row 2 (line 3)] unterminated quote: the quoted field opened on line 3 runs to the end "
+         "of the file"},
+        {"mutant,x\nY1L,\"a\nb\"\nK2G,1,\"c\n",
+         "row 2 (line 4)] unterminated quote: the quoted field opened on line 4"},
+        {"mutant,\"x\nY1L\n", "header (line 1)] unterminated quote: the quoted field opened on "
+                               "line 1"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.csv);
@@ -172,9 +225,16 @@ TEST_F(Score, BadMutationFilesFailOnTheRow) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
         EXPECT_FALSE(fs::exists(p("o.csv")));
     }
+    // an unterminated quote is the file's fault, not a row's: --skip-bad-rows stops on it too
+    write("m.csv", "mutant,x\nY1L,1\nK2G,\"a\n");
+    test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+                         p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("unterminated quote"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("o.csv")));
     // --skip-bad-rows scores the others and lists what it skipped
     write("m.csv", "mutant\nY1L\nA2G\nK2G\n");
-    test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+    r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
                          p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("skipped: [" + p("m.csv") + " row 2 (line 3)] mutant 'A2G'"),
@@ -214,4 +274,139 @@ TEST_F(Score, EmbedIncludePllMatchesTheReference) {
                          " --include pll --quiet --out-dir " + p("emb_pll"));
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(io::read_npz(p("emb_pll/short.npz")).size(), 1u);
+}
+
+// The window's floor: 0, 1 and anything under 16 tokens are refused before the model loads, with
+// one line; 16 runs.
+TEST_F(Score, ScoringWindowBelowTheMinimumIsRefused) {
+    for (const char* w : {"0", "1", "15", "-3"}) {
+        SCOPED_TRACE(w);
+        test::Result r = run("score " + kScoreFix + "/short.fasta --weights " +
+                             model_dir("esm2_tiny") + " --mutations " + kScoreFix +
+                             "/short.csv --scoring-window " + w + " --quiet --out " + p("o.csv"));
+        EXPECT_EQ(r.rc, 1);
+        EXPECT_NE(r.err.find(std::string("[--scoring-window] must be at least 16 tokens (<cls> "
+                                         "and <eos> included), got ") +
+                             w),
+                  std::string::npos)
+            << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(fs::exists(p("o.csv")));
+        EXPECT_FALSE(fs::exists(p("o.csv.json")));
+    }
+    test::Result r = run("score " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+                         " --mutations " + kScoreFix + "/short.csv --scoring-window 16 --quiet" +
+                         " --out " + p("o.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto summary = nlohmann::json::parse(io::read_file(p("o.csv.json")));
+    EXPECT_EQ(summary["scoring_window"], 16);
+    EXPECT_EQ(summary["windowed"], true);
+    // an unknown rule is refused by name
+    r = run("score " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+            " --mutations " + kScoreFix + "/short.csv --window-rule middle --quiet --out " +
+            p("o2.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("[--window-rule] expected proteingym or centred, got 'middle'"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(p("o2.csv")));
+}
+
+// --scoring-window overrides the checkpoint's context: at the context (the default's value) the
+// scores are the reference's, on the unpatched checkpoint too; past it a warning says so.
+TEST_F(Score, ScoringWindowOverridesTheCheckpointAndWarnsPastItsContext) {
+    const auto& want = expected["models"]["esm2_tiny"]["long"];
+    const int64_t context = want["window"].get<int64_t>();
+    const std::string args = " --offset 1 --mutations " + kScoreFix + "/long.csv --quiet";
+    for (const std::string& dir : {model_for("esm2_tiny", "long"), model_dir("esm2_tiny")}) {
+        SCOPED_TRACE(dir);
+        test::Result r = run("score " + kScoreFix + "/long.fasta --weights " + dir + args +
+                             " --scoring-window " + std::to_string(context) + " --out " +
+                             p("w.csv"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+        EXPECT_LE(max_abs_diff(column(read_csv(p("w.csv")), "masked_marginals"),
+                               want["masked_marginals"]),
+                  1e-4);
+        EXPECT_EQ(nlohmann::json::parse(io::read_file(p("w.csv.json")))["scoring_window_from"],
+                  "--scoring-window");
+    }
+    test::Result r = run("score " + kScoreFix + "/long.fasta --weights " +
+                         model_for("esm2_tiny", "long") + args + " --scoring-window " +
+                         std::to_string(context + 1) + " --out " + p("w.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.err, "score: warning: --scoring-window " + std::to_string(context + 1) +
+                         " is more than the checkpoint's context of " + std::to_string(context) +
+                         " tokens\n");
+    const auto summary = nlohmann::json::parse(io::read_file(p("w.csv.json")));
+    EXPECT_EQ(summary["scoring_window"], context + 1);
+    EXPECT_EQ(summary["model_context"], context);
+}
+
+// --score-column: a column without a single number is refused before the model loads (the
+// weights given do not exist); a few rows without one are named in a warning and left out of
+// rho, which then equals rho over the other rows alone.
+TEST_F(Score, ScoreColumnValuesThatAreNotNumbers) {
+    const std::string wt = kScoreFix + "/short.fasta";
+    write("none.csv", "mutant,DMS_score\nY1L,abc\nK2G,\n");
+    test::Result r = run("score " + wt + " --weights " + p("no_such_model") + " --mutations " +
+                         p("none.csv") + " --score-column DMS_score --quiet --out " + p("o.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("] column 'DMS_score' (--score-column) holds no number in any of its 2 "
+                         "rows (the first: row 1 (line 2), 'abc')"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(p("o.csv")));
+
+    // short.csv with rows 2 and 5 unmeasured, and the same file without them
+    const auto in = read_csv(kScoreFix + "/short.csv");
+    std::string some = "mutant,DMS_score\n", fewer = some;
+    for (size_t i = 1; i < in.size(); ++i) {
+        const std::string v = i == 2 ? "n/a" : i == 5 ? "" : in[i][1];
+        some += in[i][0] + "," + v + "\n";
+        if (i != 2 && i != 5) fewer += in[i][0] + "," + v + "\n";
+    }
+    write("some.csv", some);
+    write("fewer.csv", fewer);
+    std::vector<double> rho;
+    for (const char* f : {"some", "fewer"}) {
+        r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+                p(std::string(f) + ".csv") + " --score-column DMS_score --quiet --out " +
+                p(std::string(f) + "_o.csv"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto summary =
+            nlohmann::json::parse(io::read_file(p(std::string(f) + "_o.csv.json")));
+        rho.push_back(summary["spearman"]["masked_marginals"].get<double>());
+        if (std::string(f) == "some") {
+            EXPECT_NE(r.err.find("score: warning: --score-column DMS_score: 2 of 15 rows hold no "
+                                 "number and are left out of Spearman's rho (the first: row 2 "
+                                 "(line 3), 'n/a')\n"),
+                      std::string::npos)
+                << r.err;
+            EXPECT_EQ(summary["score_column_not_numbers"], 2);
+            EXPECT_EQ(read_csv(p("some_o.csv")).size(), 16u);  // every row is still scored
+        } else {
+            EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+        }
+    }
+    EXPECT_NEAR(rho[0], rho[1], 1e-12);
+    // a constant column leaves rho undefined, and the line says why
+    write("flat.csv", "mutant,DMS_score\nY1L,1\nK2G,1\nQ21D,1\n");
+    r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
+            p("flat.csv") + " --score-column DMS_score --quiet --out " + p("flat_o.csv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("masked-marginals: Spearman's rho against DMS_score is undefined: the "
+                         "scores or the measured values are all equal"),
+              std::string::npos)
+        << r.err;
+}
+
+// --allow-nonfinite, which --help lists for score, is an option score takes.
+TEST_F(Score, TakesAllowNonfinite) {
+    test::Result r = run("score " + kScoreFix + "/short.fasta --weights " + model_dir("esm2_tiny") +
+                         " --mutations " + kScoreFix + "/short.csv --allow-nonfinite --quiet" +
+                         " --out " + p("o.csv"));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::exists(p("o.csv")));
 }

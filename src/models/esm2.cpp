@@ -50,6 +50,8 @@ Esm2Config Esm2Config::from_json(const nlohmann::json& j, const std::string& whe
              " must be even for rotary embeddings");
     BI_CHECK(c.mask_id == kMask && c.pad_id == kPad, where,
              "mask/pad token ids differ from the ESM alphabet");
+    BI_CHECK(c.max_positions > c.pad_id + 1, where, "max_position_embeddings ", c.max_positions,
+             " leaves no position after padding_idx ", c.pad_id);
     return c;
 }
 

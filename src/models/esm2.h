@@ -45,6 +45,9 @@ public:
     int64_t logits_width() const override { return cfg_.vocab; }
     bool has_logits() const override { return lm_head_.defined(); }
     bool has_contacts() const override { return contact_w_.defined(); }
+    // The config keeps fairseq's learned-position numbering (ESM-1b's), which transformers' ESM
+    // follows: position ids start after padding_idx, so 1026 positions hold 1024 tokens.
+    int64_t context() const override { return cfg_.max_positions - (cfg_.pad_id + 1); }
     std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const override {
         return esm::tokenize(seq, record, Vocab::Esm2);
     }

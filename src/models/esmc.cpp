@@ -47,6 +47,8 @@ EsmcConfig EsmcConfig::from_hf_json(const nlohmann::json& j, const std::string& 
         theta = config_get_or<double>(rp, "rope_theta", theta, where);
     }
     c.rope_theta = float(theta);
+    c.max_positions = config_get_or<int64_t>(j, "max_position_embeddings", c.max_positions, where);
+    BI_CHECK(c.max_positions > 0, where, "max_position_embeddings must be > 0");
     return c;
 }
 

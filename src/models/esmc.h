@@ -18,6 +18,10 @@ struct EsmcConfig {
     int64_t vocab = 64, hidden = 0, layers = 0, heads = 0, intermediate = 0;
     float rope_theta = 10000.0f;
     float ln_eps = 1e-5f;  // torch.nn.LayerNorm's default, used by every ESM C LayerNorm
+    // Tokens per sequence the positions were made for: config.json's max_position_embeddings
+    // (rotary positions from 0, none reserved); 2048, transformers' default, for the esm
+    // package's checkpoints, which carry no config.
+    int64_t max_positions = 2048;
     // Hidden width of the SwiGLU FFN: 8/3 * d rounded up to a multiple of 256.
     static int64_t swiglu_hidden(int64_t d) { return (8 * d / 3 + 255) / 256 * 256; }
     static EsmcConfig from_hf_json(const nlohmann::json& cfg, const std::string& where);
@@ -64,6 +68,7 @@ public:
     int64_t logits_width() const override { return cfg_.vocab; }
     bool has_logits() const override { return head_.defined(); }
     bool has_contacts() const override { return false; }
+    int64_t context() const override { return cfg_.max_positions; }
     std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const override {
         return esm::tokenize(seq, record, Vocab::Esmc);
     }

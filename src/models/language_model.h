@@ -43,6 +43,10 @@ public:
     virtual int64_t logits_width() const = 0;
     virtual bool has_logits() const = 0;
     virtual bool has_contacts() const = 0;
+    // The most tokens (<cls> and <eos> included) the checkpoint's positions were made for, from
+    // its config: what one forward should hold for the model to see inputs like its training
+    // ones. Both architectures use rotary positions, so longer inputs still run.
+    virtual int64_t context() const = 0;
     // Residue tokens of one sequence (no <cls>/<eos>); a letter outside the model's alphabet is
     // an error naming `record`.
     virtual std::vector<int32_t> tokenize(const std::string& seq, const std::string& record) const = 0;

@@ -69,25 +69,61 @@ int32_t token_of(const lm::LanguageModel& model, char aa) {
     return model.tokenize(std::string(1, aa), "mutant").at(0);
 }
 
-std::vector<Query> queries_for(const std::vector<int32_t>& residues, bool masked, int64_t window) {
-    const int64_t L = int64_t(residues.size());
+// ProteinGym's get_optimal_window over token indices: the slice [a, b) of T tokens that scores
+// token t with a window of W tokens.
+std::pair<int64_t, int64_t> proteingym_window(int64_t t, int64_t T, int64_t W) {
+    const int64_t half = W / 2;
+    if (T <= W) return {0, T};
+    if (t < half) return {0, W};
+    if (t >= T - half) return {T - W, T};
+    return {t - half, t + half};  // 2 * half tokens: W - 1 when W is odd, as ProteinGym's
+}
+
+// The centred rule: the residues [s, e) of L that score residue i with a window of R residues.
+std::pair<int64_t, int64_t> centred_window(int64_t i, int64_t L, int64_t R) {
+    if (L <= R) return {0, L};
+    const int64_t half = R / 2;
+    if (i < half) return {0, R};
+    if (i >= L - half) return {L - R, L};
+    return {i - half, i + half};
+}
+
+// One query per residue when masked; unmasked, one per distinct pass, holding every residue
+// it scores.
+std::vector<Query> queries_for(const std::vector<int32_t>& residues, bool masked,
+                               WindowRule rule, int64_t window) {
+    const std::vector<int32_t> tokens = esm::with_specials(residues);
+    const int64_t T = int64_t(tokens.size()), L = T - 2;
     std::vector<Query> qs;
     std::map<std::pair<int64_t, int64_t>, size_t> by_window;  // unmasked: one pass per window
     for (int64_t i = 0; i < L; ++i) {
-        const auto [s, e] = scoring_window(i, L, window);
+        const int64_t t = i + 1;  // residue i's token
+        std::pair<int64_t, int64_t> span;  // tokens [a, b), or residues [s, e) when centred
+        int64_t row = 0;                   // residue i's row in the pass
+        if (rule == WindowRule::ProteinGym) {
+            // ProteinGym windows masked passes only; its wild-type marginals see every token
+            span = masked ? proteingym_window(t, T, window) : std::pair<int64_t, int64_t>{0, T};
+            row = t - span.first;
+        } else {
+            span = centred_window(i, L, window - 2);
+            row = i - span.first + 1;
+        }
         if (!masked) {
-            auto it = by_window.find({s, e});
+            auto it = by_window.find(span);
             if (it != by_window.end()) {
-                qs[it->second].rows.push_back({i - s + 1, i});
+                qs[it->second].rows.push_back({row, i});
                 continue;
             }
-            by_window[{s, e}] = qs.size();
+            by_window[span] = qs.size();
         }
         Query q;
-        q.tokens =
-            esm::with_specials(std::vector<int32_t>(residues.begin() + s, residues.begin() + e));
-        if (masked) q.tokens[size_t(i - s + 1)] = esm::kMask;
-        q.rows.push_back({i - s + 1, i});
+        if (rule == WindowRule::ProteinGym)
+            q.tokens.assign(tokens.begin() + span.first, tokens.begin() + span.second);
+        else
+            q.tokens = esm::with_specials(std::vector<int32_t>(residues.begin() + span.first,
+                                                               residues.begin() + span.second));
+        if (masked) q.tokens[size_t(row)] = esm::kMask;
+        q.rows.push_back({row, i});
         qs.push_back(std::move(q));
     }
     return qs;
@@ -180,19 +216,32 @@ std::string strategy_column(Strategy s) {
     return n;
 }
 
-std::pair<int64_t, int64_t> scoring_window(int64_t i, int64_t length, int64_t window) {
-    if (window <= 0 || length <= window) return {0, length};
-    const int64_t half = window / 2;
-    if (i < half) return {0, window};
-    if (i >= length - half) return {length - window, length};
-    return {std::max<int64_t>(0, i - half), std::min(length, i + half)};
+WindowRule parse_window_rule(const std::string& name) {
+    if (name == "proteingym") return WindowRule::ProteinGym;
+    if (name == "centred" || name == "centered") return WindowRule::Centred;
+    BI_CHECK(false, "--window-rule", "expected proteingym or centred, got '", name, "'");
+    return WindowRule::ProteinGym;
+}
+
+std::string window_rule_name(WindowRule r) {
+    return r == WindowRule::ProteinGym ? "proteingym" : "centred";
+}
+
+int64_t scoring_window(const lm::LanguageModel& model, const ScoreOptions& o,
+                       const std::string& where) {
+    const int64_t w = o.window != 0 ? o.window : model.context();
+    BI_CHECK(w >= kMinScoringWindow, where, "the scoring window must be at least ",
+             kMinScoringWindow, " tokens (<cls> and <eos> included), got ", w,
+             o.window != 0 ? "" : " (the checkpoint's context)");
+    return w;
 }
 
 namespace {
 
 Tensor log_probs_of(lm::LanguageModel& model, const std::vector<int32_t>& residues, bool masked,
                     const ScoreOptions& o) {
-    const auto qs = queries_for(residues, masked, o.window);
+    const auto qs =
+        queries_for(residues, masked, o.rule, scoring_window(model, o, "scoring window"));
     Tensor out = Tensor::empty({int64_t(residues.size()), model.logits_width()});
     int64_t done = 0;
     run_queries(model, qs, out, o, done, int64_t(qs.size()));

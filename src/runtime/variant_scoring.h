@@ -8,9 +8,22 @@
 //  - pseudo-log-likelihood (pseudo-ppl): sum over every position i of log p(x_i) with i masked,
 //    of the mutant's sequence (L masked passes per mutant).
 // Log-probabilities are the log-softmax over the model's whole output vocabulary. Multi-mutants
-// score as the sum of their singles under the marginal strategies. A protein longer than the
-// scoring window runs, for each position, in the window ProteinGym picks: centred on it, clamped
-// to the sequence's ends.
+// score as the sum of their singles under the marginal strategies.
+//
+// A protein whose tokens (<cls> residues <eos>, T = L + 2) outnumber the scoring window W runs
+// in windows, by one of two rules (WindowRule):
+//  - proteingym (the default), as ProteinGym's ESM scoring script with its default
+//    --scoring-window optimal does: the masked pass for the residue at token t is the slice
+//    [a, b) of the *whole* token sequence, masked at t, that get_optimal_window picks
+//    (h = W / 2: [0, W) when t < h, [T - W, T) when t >= T - h, else [t - h, t + h), so W - 1
+//    tokens for an odd W); a window in the middle holds neither <cls> nor <eos>. Wild-type
+//    marginals run one unwindowed pass over all T tokens, as ProteinGym's do. Pseudo-ppl sums
+//    the masked passes' log-probabilities in the same windows as masked marginals (ProteinGym's
+//    compute_pppl does not window at all; this is its masked-marginal rule applied to each
+//    masked residue, so a pseudo-log-likelihood never needs more than W tokens per pass).
+//  - centred: the residue is scored in the window of W - 2 residues centred on it (clamped to
+//    the sequence's ends), with <cls> and <eos> added to every pass; wild-type marginals run one
+//    unmasked pass per distinct window.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -49,20 +62,34 @@ Strategy parse_strategy(
 std::string strategy_name(Strategy s);    // as parse_strategy reads it
 std::string strategy_column(Strategy s);  // the output column: "masked_marginals", ...
 
+// How a protein longer than the scoring window splits into passes (see the top of this file).
+enum class WindowRule { ProteinGym, Centred };
+WindowRule parse_window_rule(const std::string& name);  // "proteingym", "centred"
+std::string window_rule_name(WindowRule r);              // as parse_window_rule reads it
+
+// The smallest scoring window: 14 residues of context with <cls> and <eos>. Below it a window
+// holds too little of the protein to mean anything, and under 3 tokens the rules break down
+// (a window of 1 under ProteinGym's rule is empty).
+constexpr int64_t kMinScoringWindow = 16;
+
 struct ScoreOptions {
     int64_t toks_per_batch = 4096;  // tokens per packed forward
-    // Residues per pass at most (ProteinGym's 1022 for 1024-token models); 0: the whole protein.
-    int64_t window = 1022;
+    WindowRule rule = WindowRule::ProteinGym;
+    // Tokens per pass at most, <cls> and <eos> included (ProteinGym's model_window); 0: the
+    // model's context (LanguageModel::context(): 1024 for ESM-2, 2048 for ESM C).
+    int64_t window = 0;
     // Called after each forward with (passes done, passes in all).
     std::function<void(int64_t, int64_t)> progress;
 };
 
-// The window of residues [begin, end) scored for position i of a protein of `length` residues.
-std::pair<int64_t, int64_t> scoring_window(int64_t i, int64_t length, int64_t window);
+// The window a run uses: o.window, or the model's context when that is 0; at least
+// kMinScoringWindow (an error naming `where` otherwise).
+int64_t scoring_window(const lm::LanguageModel& model, const ScoreOptions& o,
+                       const std::string& where);
 
 // (L, V) log-probabilities at every residue position of `sequence`: with that position masked
-// (masked = true; L passes, packed into batches), or from unmasked passes (one per distinct
-// window). Row i, column t: log p(token t at position i).
+// (masked = true; L passes, packed into batches), or from unmasked passes (one, or one per
+// distinct window under the centred rule). Row i, column t: log p(token t at position i).
 Tensor position_log_probs(lm::LanguageModel& model, const std::string& sequence, bool masked,
                           const ScoreOptions& o);
 

@@ -1,5 +1,6 @@
 // bioinfer score: zero-shot variant-effect scores (masked marginals, wild-type marginals,
 // pseudo-log-likelihood) of a protein's mutants from ESM-2 / ESM C likelihoods.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,10 +37,17 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
   --strategy LIST      masked-marginals (default; one masked pass per position), wt-marginals
                        (one pass), pseudo-ppl (L masked passes per mutant); several joined by ','
   --offset N           the number of the wild type's first residue (default 1)
-  --scoring-window N   residues per pass for longer proteins, each position scored in the window
-                       centred on it (default 1022; 0 = the whole protein in one pass)
+  --scoring-window N   tokens per forward pass at most, <cls> and <eos> included (default: the
+                       checkpoint's context from its config.json, 1024 for ESM-2 and 2048 for
+                       ESM C; at least 16); a longer protein is scored in windows
+  --window-rule R      how a longer protein is windowed: proteingym (default; ProteinGym's
+                       get_optimal_window, a slice of the token sequence around each masked
+                       position, with wt-marginals in one unwindowed pass) or centred (each
+                       position in the window of N - 2 residues centred on it, <cls> and <eos>
+                       added to every pass)
   --score-column NAME  an experimental score in the CSV: prints Spearman's rho of each strategy
-                       against it and writes them to the summary
+                       against it and writes them to the summary; rows whose value is not a
+                       number are left out of rho and counted in a warning
   --skip-bad-rows      score the valid rows when some are malformed, and list the skipped ones
   --toks-per-batch N   tokens per packed forward (default 4096)
   --precision P        fp32 (default), bf16 or int8 (as for embed)
@@ -49,17 +57,21 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
 
 Marginal strategies score a multi-mutant as the sum of its singles; pseudo-ppl scores the
 mutant's sequence: its pseudo-log-likelihood minus the wild type's. A summary goes next to the
-scores (FILE.json): the model, precision, skipped rows, per strategy the seconds and forward
-passes, and the Spearman rhos.
+scores (FILE.json): the model, precision, window rule and window, skipped rows, per strategy
+the seconds and forward passes, and the Spearman rhos.
 )";
 
 namespace {
 
 // One CSV record's fields (RFC 4180: quoted fields may hold commas, quotes doubled, newlines).
-bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t& line) {
+// `line` counts lines as they are read; a quote still open at the end of the file is an error
+// naming `where` and the line it opened on (read on, it would only show as a short record).
+bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t& line,
+                     const std::string& where) {
     fields.clear();
     std::string field;
     bool quoted = false, any = false;
+    int64_t quote_line = 0;
     int c;
     while ((c = in.get()) != EOF) {
         any = true;
@@ -77,6 +89,7 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t
             }
         } else if (c == '"') {
             quoted = true;
+            quote_line = line;
         } else if (c == ',') {
             fields.push_back(field);
             field.clear();
@@ -88,6 +101,8 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields, int64_t
         }
     }
     if (!any) return false;
+    BI_CHECK(!quoted, where, "unterminated quote: the quoted field opened on line ", quote_line,
+             " runs to the end of the file");
     fields.push_back(field);
     return true;
 }
@@ -106,11 +121,23 @@ std::string format_score(double v) {
     return buf;
 }
 
-bool parse_double(const std::string& s, double& v) {
-    if (s.empty()) return false;
+// A finite number, spaces around it allowed (as pandas reads one); "", "NA", "nan" or "inf"
+// are not.
+bool parse_number(const std::string& s, double& v) {
+    const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    if (b == std::string::npos) return false;
+    const std::string t = s.substr(b, e - b + 1);
     char* end = nullptr;
-    v = std::strtod(s.c_str(), &end);
-    return end && *end == '\0';
+    v = std::strtod(t.c_str(), &end);
+    return end && *end == '\0' && std::isfinite(v);
+}
+
+// Why Spearman's rho came out undefined, for the line that reports it.
+std::string why_no_rho(const std::vector<double>& a, const std::vector<double>& b) {
+    size_t pairs = 0;
+    for (size_t i = 0; i < a.size(); ++i) pairs += std::isfinite(a[i]) && std::isfinite(b[i]);
+    if (pairs < 2) return cat("fewer than 2 rows have both a score and a number (", pairs, ")");
+    return "the scores or the measured values are all equal";
 }
 
 }  // namespace
@@ -119,8 +146,9 @@ int score_main(int argc, char** argv) {
     Args a =
         parse_args(argc, argv,
                    {"weights", "model", "out", "mutations", "strategy", "offset", "scoring-window",
-                    "score-column", "toks-per-batch", "precision", "threads", "cache-dir"},
-                   {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help"});
+                    "window-rule", "score-column", "toks-per-batch", "precision", "threads",
+                    "cache-dir"},
+                   {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help", "allow-nonfinite"});
     if (a.has("help")) {
         std::fputs(kScoreHelp, stdout);
         return 0;
@@ -142,8 +170,14 @@ int score_main(int argc, char** argv) {
     io::set_allow_nonfinite(a.has("allow-nonfinite"));
     const int64_t offset = a.get_int("offset", 1);
     runtime::ScoreOptions so;
-    so.window = a.get_int("scoring-window", 1022);
-    BI_CHECK(so.window >= 0, "--scoring-window", "must be >= 0");
+    so.rule = runtime::parse_window_rule(a.get("window-rule", "proteingym"));
+    if (a.has("scoring-window")) {  // else 0: the checkpoint's context, known once it loads
+        so.window = a.get_int("scoring-window", 0);
+        BI_CHECK(so.window >= runtime::kMinScoringWindow, "--scoring-window", "must be at least ",
+                 runtime::kMinScoringWindow, " tokens (<cls> and <eos> included), got ",
+                 so.window, " (leave it out for the checkpoint's context; a window of the "
+                 "protein's length + 2 or more scores it in one pass)");
+    }
     so.toks_per_batch = a.get_int("toks-per-batch", 4096);
     BI_CHECK(so.toks_per_batch > 0, "--toks-per-batch", "must be positive");
     const std::string precision = apply_precision(a, /*allow_int8=*/true);
@@ -161,6 +195,7 @@ int score_main(int argc, char** argv) {
     std::vector<runtime::Mutant> mutants;
     std::vector<std::string> skipped;
     std::vector<double> measured;
+    int64_t not_numbers = 0;  // --score-column values that are not numbers
     const std::string score_col = a.get("score-column", "");
     if (a.has("dms")) {
         BI_CHECK(score_col.empty(), "--score-column",
@@ -173,7 +208,7 @@ int score_main(int argc, char** argv) {
         std::ifstream in(path, std::ios::binary);
         BI_CHECK(in.good(), path, "cannot open");
         int64_t line = 1;
-        BI_CHECK(read_csv_record(in, header, line), path,
+        BI_CHECK(read_csv_record(in, header, line, path + " header (line 1)"), path,
                  "empty file (expected a header with a 'mutant' column)");
         const auto col = std::find(header.begin(), header.end(), "mutant");
         BI_CHECK(col != header.end(), path, "no 'mutant' column in the header");
@@ -186,13 +221,13 @@ int score_main(int argc, char** argv) {
         }
         std::vector<std::string> f;
         int64_t row_no = 0;
+        std::string first_not_number;  // "row N (line L), 'value'"
         while (true) {
             const int64_t at = line;  // the line this record starts on
-            if (!read_csv_record(in, f, line)) break;
+            const std::string where = cat(path, " row ", row_no + 1, " (line ", at, ")");
+            if (!read_csv_record(in, f, line, where)) break;
             if (f.size() == 1 && f[0].empty()) continue;  // a blank line
             ++row_no;
-            const std::string where =
-                path + " row " + std::to_string(row_no) + " (line " + std::to_string(at) + ")";
             try {
                 BI_CHECK(f.size() == header.size(), where, "", f.size(), " fields, the header has ",
                          header.size());
@@ -205,11 +240,28 @@ int score_main(int argc, char** argv) {
                 continue;
             }
             double v = std::nan("");
-            if (!score_col.empty() && !parse_double(f[scol], v)) v = std::nan("");
+            if (!score_col.empty() && !parse_number(f[scol], v)) {
+                v = std::nan("");
+                if (not_numbers++ == 0)
+                    first_not_number = where.substr(path.size() + 1) + ", '" +
+                                       f[scol].substr(0, 40) + (f[scol].size() > 40 ? "...'" : "'");
+            }
             measured.push_back(v);
             rows.push_back(f);
         }
         BI_CHECK(!mutants.empty(), path, "no mutant to score");
+        // A column without a single number is the wrong column: say so before the model loads.
+        // A few rows without one (an assay's missing values) are left out of rho, as pandas'
+        // Spearman leaves out NaN, and named so that a typo does not pass unseen.
+        BI_CHECK(not_numbers < int64_t(measured.size()), path, "column '", score_col,
+                 "' (--score-column) holds no number in any of its ", measured.size(),
+                 " rows (the first: ", first_not_number, ")");
+        if (not_numbers > 0)
+            std::fprintf(stderr,
+                         "score: warning: --score-column %s: %lld of %zu rows hold no number "
+                         "and are left out of Spearman's rho (the first: %s)\n",
+                         shown_bytes(score_col).c_str(), (long long)not_numbers,
+                         measured.size(), shown_bytes(first_not_number).c_str());
         for (const std::string& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
     }
 
@@ -218,12 +270,39 @@ int score_main(int argc, char** argv) {
     if (!a.has("quiet")) std::fprintf(stderr, "score: loading %s\n", dir.c_str());
     auto model = lm::load(model_dir);
     BI_CHECK(model->has_logits(), dir, "the model has no language-model head to score with");
+    const int64_t context = model->context();
+    const int64_t window = runtime::scoring_window(*model, so, "--scoring-window");
+    const int64_t wt_tokens = int64_t(wt.size()) + 2;
+    // Past its context a model sees positions it was not trained on: allowed (the positions are
+    // rotary), but said.
+    if (window > context)
+        std::fprintf(stderr,
+                     "score: warning: --scoring-window %lld is more than the checkpoint's "
+                     "context of %lld tokens\n",
+                     (long long)window, (long long)context);
+    const bool wt_marginals = std::find(strategies.begin(), strategies.end(),
+                                        runtime::Strategy::WtMarginals) != strategies.end();
+    if (wt_marginals && so.rule == runtime::WindowRule::ProteinGym && wt_tokens > context)
+        std::fprintf(stderr,
+                     "score: warning: wt-marginals runs one unwindowed pass of %lld tokens, more "
+                     "than the checkpoint's context of %lld, as ProteinGym's does "
+                     "(--window-rule centred windows it)\n",
+                     (long long)wt_tokens, (long long)context);
 
     std::vector<std::vector<double>> scores;
     nlohmann::json summary = {
-        {"input", a.positional[0]}, {"model", a.has("model") ? a.get("model") : dir},
-        {"precision", precision},   {"rows", mutants.size()},
-        {"skipped_rows", skipped},  {"scoring_window", so.window}};
+        {"input", a.positional[0]},
+        {"model", a.has("model") ? a.get("model") : dir},
+        {"precision", precision},
+        {"rows", mutants.size()},
+        {"skipped_rows", skipped},
+        {"window_rule", runtime::window_rule_name(so.rule)},
+        {"scoring_window", window},
+        {"scoring_window_from", so.window != 0 ? "--scoring-window" : "checkpoint"},
+        {"model_context", context},
+        {"wild_type_tokens", wt_tokens},
+        {"windowed", wt_tokens > window}};
+    if (!score_col.empty()) summary["score_column_not_numbers"] = not_numbers;
     double seconds_all = 0;
     int64_t passes_all = 0;
     for (runtime::Strategy s : strategies) {
@@ -256,8 +335,13 @@ int score_main(int argc, char** argv) {
         passes_all += passes;
         if (!score_col.empty()) {
             const double rho = runtime::spearman(scores.back(), measured);
-            std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
-                         score_col.c_str(), rho);
+            if (std::isfinite(rho))
+                std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
+                             shown_bytes(score_col).c_str(), rho);
+            else
+                std::fprintf(stderr, "%s: Spearman's rho against %s is undefined: %s\n",
+                             name.c_str(), shown_bytes(score_col).c_str(),
+                             why_no_rho(scores.back(), measured).c_str());
             summary["spearman"][runtime::strategy_column(s)] =
                 std::isfinite(rho) ? nlohmann::json(rho) : nlohmann::json();
         }
