@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,6 +23,14 @@ inline const std::string kBin = BIOINFER_BIN;
 // The tiny random-weight checkpoints the CLI tests run.
 inline const std::string kEsm2Tiny = std::string(BIOINFER_FIXTURES) + "/esm2_tiny";
 inline const std::string kEsmFoldTiny = std::string(BIOINFER_FIXTURES) + "/esmfold_tiny";
+
+// Every file under dir, relative path -> bytes.
+inline std::map<std::string, std::string> tree(const fs::path& dir) {
+    std::map<std::string, std::string> m;
+    for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) m[fs::relative(e.path(), dir).string()] = io::read_file(e.path().string());
+    return m;
+}
 
 struct Result {
     int rc = -1;

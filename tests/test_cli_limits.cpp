@@ -86,6 +86,10 @@ TEST_F(Limits, DevicesAreRefusedAndPipesBounded) {
     Result c = run("compare /dev/zero /dev/zero");
     EXPECT_EQ(c.rc, 1);
     EXPECT_NE(c.err.find("[/dev/zero] is a device, not a file"), std::string::npos) << c.err;
+    c = run("score MKTAYIAKQR --mutations /dev/zero --weights " + test::kEsm2Tiny + " --out " + p("s.csv"));
+    EXPECT_EQ(c.rc, 1);
+    EXPECT_NE(c.err.find("[/dev/zero] is a device, not a file"), std::string::npos) << c.err;
+    EXPECT_FALSE(fs::exists(p("s.csv")));
     fs::create_directories(p("zero_model"));
     fs::create_symlink("/dev/zero", p("zero_model/config.json"));
     fs::copy_file(test::kEsm2Tiny + "/model.safetensors", p("zero_model/model.safetensors"));

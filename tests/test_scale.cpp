@@ -23,13 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-// Every file under dir, relative path -> bytes.
-std::map<std::string, std::string> tree(const fs::path& dir) {
-    std::map<std::string, std::string> m;
-    for (auto& e : fs::recursive_directory_iterator(dir))
-        if (e.is_regular_file()) m[fs::relative(e.path(), dir).string()] = io::read_file(e.path().string());
-    return m;
-}
+using test::tree;
 
 // Names of the files that differ between two trees ("" when none).
 std::string differ(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {

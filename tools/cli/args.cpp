@@ -167,8 +167,7 @@ int64_t Args::get_size(const std::string& k, int64_t dflt) const {
     return n << shift->second;
 }
 
-// --max-input-size, --max-records, --max-ligand-atoms, --conformer-timeout: the input limits.
-static void apply_input_limits(const Args& a) {
+void apply_input_limits(const Args& a) {
     io::InputLimits& l = io::input_limits();
     if (a.has("max-input-size")) l.file_bytes = l.target_file_bytes = a.get_size("max-input-size", 0);
     l.records = a.get_int("max-records", l.records);

@@ -43,6 +43,10 @@ runtime::HubOptions hub_options(const Args& a);
 // --weights DIR, or --model NAME from the Hugging Face cache, downloaded on first use.
 std::string weights_dir_from(const Args& a);
 
+// --max-input-size, --max-records, --max-ligand-atoms, --conformer-timeout (those given) into
+// io::input_limits(), checked. apply_job_options does it for the job commands.
+void apply_input_limits(const Args& a);
+
 // --threads N, checked (0 or absent: all usable CPUs; at most max_threads()).
 int threads_from(const Args& a);
 

@@ -13,6 +13,7 @@
 #include "bioinfer/error.h"
 #include "core/threads.h"
 #include "io/atomic_file.h"
+#include "io/limits.h"
 #include "io/model_dir.h"
 #include "models/language_model.h"
 #include "runtime/inputs.h"
@@ -54,6 +55,8 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
   --threads N          threads (default: all cores)
   --quiet              no progress display
   --allow-nonfinite    load weights holding NaN or Inf (refused by default)
+  --max-input-size S   largest FASTA or mutations CSV read (default 2G)
+  --max-records N      rows in the mutations CSV (default 5000000)
 
 Marginal strategies score a multi-mutant as the sum of its singles; pseudo-ppl scores the
 mutant's sequence: its pseudo-log-likelihood minus the wild type's. A summary goes next to the
@@ -147,7 +150,7 @@ int score_main(int argc, char** argv) {
         parse_args(argc, argv,
                    {"weights", "model", "out", "mutations", "strategy", "offset", "scoring-window",
                     "window-rule", "score-column", "toks-per-batch", "precision", "threads",
-                    "cache-dir"},
+                    "cache-dir", "max-input-size", "max-records"},
                    {"dms", "skip-bad-rows", "quiet", "offline", "fast", "help", "allow-nonfinite"});
     if (a.has("help")) {
         std::fputs(kScoreHelp, stdout);
@@ -168,6 +171,7 @@ int score_main(int argc, char** argv) {
         BI_CHECK(!strategies.empty(), "--strategy", "no strategy given");
     }
     io::set_allow_nonfinite(a.has("allow-nonfinite"));
+    apply_input_limits(a);
     const int64_t offset = a.get_int("offset", 1);
     runtime::ScoreOptions so;
     so.rule = runtime::parse_window_rule(a.get("window-rule", "proteingym"));
@@ -205,8 +209,7 @@ int score_main(int argc, char** argv) {
         for (const auto& m : mutants) rows.push_back({m.text});
     } else {
         const std::string path = a.get("mutations");
-        std::ifstream in(path, std::ios::binary);
-        BI_CHECK(in.good(), path, "cannot open");
+        std::istringstream in(io::read_input_file(path));  // bounded; a device is refused
         int64_t line = 1;
         BI_CHECK(read_csv_record(in, header, line, path + " header (line 1)"), path,
                  "empty file (expected a header with a 'mutant' column)");
@@ -228,6 +231,8 @@ int score_main(int argc, char** argv) {
             if (!read_csv_record(in, f, line, where)) break;
             if (f.size() == 1 && f[0].empty()) continue;  // a blank line
             ++row_no;
+            BI_CHECK(row_no <= io::input_limits().records, where, "more than ",
+                     io::input_limits().records, " rows (--max-records raises it)");
             try {
                 BI_CHECK(f.size() == header.size(), where, "", f.size(), " fields, the header has ",
                          header.size());

@@ -28,6 +28,17 @@ int constraint_residue(const io::BoltzChain& c, const io::BoltzRef& r) {
     return int(n - 1);
 }
 
+bool token_names_atom(const io::BoltzChain& c, const io::BoltzRef& r) {
+    if (c.type == io::BoltzEntityType::Ligand) {
+        BI_CHECK(!r.atom.empty(), r.where, "constraint: chain ", c.id,
+                 " is a ligand: name one of its atoms, not residue ", r.residue);
+        return true;
+    }
+    BI_CHECK(r.atom.empty(), r.where, "constraint: chain ", c.id,
+             " is a polymer: give a residue number, not '", r.atom, "'");
+    return false;
+}
+
 void fail_missing_atom(const io::BoltzChain& c, int residue, const io::BoltzRef& r) {
     fail(r.where, cat("constraint: residue ", residue + 1, " (", c.residues[size_t(residue)],
                       ") of chain ", c.id, " has no atom '", r.atom, "'"));
@@ -68,15 +79,11 @@ void check_constraint_references(const io::BoltzTarget& target, const ConformerL
     const auto check_token = [&](const io::BoltzRef& r) {
         const int ci = constraint_chain(target, r);
         const io::BoltzChain& c = target.chains[size_t(ci)];
-        if (c.type == io::BoltzEntityType::Ligand) {
-            BI_CHECK(!r.atom.empty(), r.where, "constraint: chain ", c.id,
-                     " is a ligand: name one of its atoms, not residue ", r.residue);
+        if (token_names_atom(c, r)) {
             io::BoltzRef first = r;
             first.residue = "1";
             check_atom(ci, constraint_residue(c, first), r);
         } else {
-            BI_CHECK(r.atom.empty(), r.where, "constraint: chain ", c.id,
-                     " is a polymer: give a residue number, not '", r.atom, "'");
             constraint_residue(c, r);
         }
     };

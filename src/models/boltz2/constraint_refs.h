@@ -15,6 +15,10 @@ int constraint_chain(const io::BoltzTarget& target, const io::BoltzRef& r);
 // The residue a reference names, 0-based within chain `c` (references count from 1); an error
 // naming r.where when it is not a number or lies outside the chain.
 int constraint_residue(const io::BoltzChain& c, const io::BoltzRef& r);
+// Whether a pocket or contact token names a ligand's atom (true: looked up in the chain's first
+// residue, as boltz does) or a polymer's residue (false); the other spelling is an error naming
+// r.where.
+bool token_names_atom(const io::BoltzChain& c, const io::BoltzRef& r);
 // The error for an atom name its residue does not have.
 [[noreturn]] void fail_missing_atom(const io::BoltzChain& c, int residue, const io::BoltzRef& r);
 

@@ -435,16 +435,12 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     const auto token_of = [&](const io::BoltzRef& r) -> int64_t {
         const int ci = chain_of(r);
         const io::BoltzChain& c = target.chains[size_t(ci)];
-        if (c.type == io::BoltzEntityType::Ligand) {
-            BI_CHECK(!r.atom.empty(), r.where, "constraint: chain ", c.id,
-                     " is a ligand: name one of its atoms, not residue ", r.residue);
+        if (token_names_atom(c, r)) {
             io::BoltzRef first = r;
             first.residue = "1";
             const int64_t a = atom_in(residue_of(ci, first), r);
             return a < 0 ? -1 : meta.atoms[size_t(a)].token;
         }
-        BI_CHECK(r.atom.empty(), r.where, "constraint: chain ", c.id,
-                 " is a polymer: give a residue number, not '", r.atom, "'");
         const size_t g = residue_of(ci, r);
         return res_atoms[g].count == 0 ? -1 : meta.atoms[size_t(res_atoms[g].begin)].token;
     };
