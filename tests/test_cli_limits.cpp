@@ -69,6 +69,36 @@ TEST_F(Limits, ThreadCountsAreBounded) {
     EXPECT_TRUE(fs::exists(p("ok/a.npz")));
 }
 
+// Every numeric option has a range, and a value outside it is one line naming the option and
+// the range, before anything is read or written.
+TEST_F(Limits, NumericOptionsHaveRanges) {
+    const std::string emb = "embed " + fasta() + " --weights " + test::kEsm2Tiny;
+    const std::string fold = "predict MKTAYIAKQR --weights " + test::kEsmFoldTiny;
+    const std::pair<std::string, std::string> cases[] = {
+        {emb + " --toks-per-batch 0", "[--toks-per-batch] expected 1 to 16777216, got 0"},
+        {emb + " --toks-per-batch 99999999999", "[--toks-per-batch] expected 1 to 16777216"},
+        {emb + " --truncate -1", "[--truncate] expected 0 to 16777216, got -1"},
+        {emb + " --max-records 0", "[--max-records] expected 1 to"},
+        {emb + " --max-ligand-atoms 0", "[--max-ligand-atoms] expected 1 to 100000"},
+        {fold + " --num-recycles 65", "[--num-recycles] expected 0 to 64, got 65"},
+        {fold + " --chunk-size 99999999", "[--chunk-size] expected 0 to 16777216"},
+        {fold + " --max-memory 0", "[--max-memory] expected 1 to 1048576, got 0"},
+        {fold + " --max-memory 99999999999999", "[--max-memory] expected 1 to 1048576"},
+        {fold + " --num-recycles 1x", "[--num-recycles] expected an integer, got '1x'"},
+    };
+    for (const auto& [args, message] : cases) expect_clean_failure(args, message);
+    Result r = run("score MKTAYIAKQR --dms --weights " + test::kEsm2Tiny + " --offset 99999999999 --out " +
+                   p("s.csv"));
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("[--offset] expected -1073741824 to 1073741824"), std::string::npos) << r.err;
+    r = run("score MKTAYIAKQR --dms --weights " + test::kEsm2Tiny + " --scoring-window 99999999999 --out " +
+            p("s.csv"));
+    EXPECT_NE(r.err.find("[--scoring-window] expected"), std::string::npos) << r.err;
+    r = run("bench embed " + fasta() + " --weights " + test::kEsm2Tiny + " --repeat 0");
+    EXPECT_NE(r.err.find("[--repeat] expected 1 to 100000, got 0"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(p("s.csv")));
+}
+
 // A device never ends: refused before anything is read. A pipe is read, up to the size limit.
 TEST_F(Limits, DevicesAreRefusedAndPipesBounded) {
     for (const char* dev : {"/dev/zero", "/dev/urandom"})

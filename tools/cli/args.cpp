@@ -34,6 +34,13 @@ long long Args::get_int(const std::string& k, long long dflt) const {
     return v;
 }
 
+long long Args::get_int_in(const std::string& k, long long dflt, long long lo, long long hi) const {
+    if (!has(k)) return dflt;
+    const long long v = get_int(k, dflt);
+    BI_CHECK(v >= lo && v <= hi, "--" + k, "expected ", lo, " to ", hi, ", got ", v);
+    return v;
+}
+
 std::vector<int> Args::get_int_list(const std::string& k, const std::vector<int>& dflt) const {
     auto it = opts.find(k);
     if (it == opts.end()) return dflt;
@@ -170,11 +177,8 @@ int64_t Args::get_size(const std::string& k, int64_t dflt) const {
 void apply_input_limits(const Args& a) {
     io::InputLimits& l = io::input_limits();
     if (a.has("max-input-size")) l.file_bytes = l.target_file_bytes = a.get_size("max-input-size", 0);
-    l.records = a.get_int("max-records", l.records);
-    BI_CHECK(l.records >= 1, "--max-records", "expected a positive number, got ", l.records);
-    l.smiles_heavy_atoms = a.get_int("max-ligand-atoms", l.smiles_heavy_atoms);
-    BI_CHECK(l.smiles_heavy_atoms >= 1 && l.smiles_heavy_atoms <= 100000, "--max-ligand-atoms",
-             "expected 1 to 100000, got ", l.smiles_heavy_atoms);
+    l.records = a.get_int_in("max-records", l.records, 1, int64_t(1) << 40);
+    l.smiles_heavy_atoms = a.get_int_in("max-ligand-atoms", l.smiles_heavy_atoms, 1, 100000);
     if (a.has("conformer-timeout")) {
         const std::string v = a.get("conformer-timeout");
         char* end = nullptr;

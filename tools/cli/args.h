@@ -17,6 +17,8 @@ struct Args {
     bool has(const std::string& k) const { return opts.count(k) > 0; }
     std::string get(const std::string& k, const std::string& dflt = "") const;
     long long get_int(const std::string& k, long long dflt) const;
+    // get_int within [lo, hi] (the default need not be): outside, "[--k] expected lo to hi, got v".
+    long long get_int_in(const std::string& k, long long dflt, long long lo, long long hi) const;
     // A byte count: digits with an optional unit (K, M, G, T; KB/KiB... all powers of 1024).
     int64_t get_size(const std::string& k, int64_t dflt) const;
     std::vector<int> get_int_list(const std::string& k, const std::vector<int>& dflt) const;
@@ -42,6 +44,12 @@ const char* job_options_help();
 runtime::HubOptions hub_options(const Args& a);
 // --weights DIR, or --model NAME from the Hugging Face cache, downloaded on first use.
 std::string weights_dir_from(const Args& a);
+
+// The ranges numeric options share (docs/reliability.md lists them all): counts of tokens,
+// residues, rows and repetitions far past anything a machine holds are typing mistakes, and
+// refused before they reach an allocation or a loop.
+inline constexpr long long kMaxTokensOption = 1 << 24;   // --toks-per-batch, --truncate, --chunk-size
+inline constexpr long long kMaxRepeatOption = 100000;    // bench/sweep repetitions
 
 // --max-input-size, --max-records, --max-ligand-atoms, --conformer-timeout (those given) into
 // io::input_limits(), checked. apply_job_options does it for the job commands.

@@ -111,10 +111,9 @@ struct StagePeaks {
 };
 
 int bench_matmul(const Args& a) {
-    const int64_t M = a.get_int("m", 2048), K = a.get_int("k", 1280), N = a.get_int("n", 5120);
-    BI_CHECK(M > 0 && K > 0 && N > 0, "--m/--k/--n", "must be positive");
-    const int repeat = int(a.get_int("repeat", 5));
-    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    const int64_t M = a.get_int_in("m", 2048, 1, 1 << 16), K = a.get_int_in("k", 1280, 1, 1 << 16),
+                  N = a.get_int_in("n", 5120, 1, 1 << 16);
+    const int repeat = int(a.get_int_in("repeat", 5, 1, kMaxRepeatOption));
     const std::string precision = apply_precision(a, /*allow_int8=*/true);
     const std::string stored = a.has("weights-dtype") ? a.get("weights-dtype") : "fp32";
     BI_CHECK(stored == "fp32" || stored == "bf16", "--weights-dtype",
@@ -161,8 +160,7 @@ int bench_peak(const Args& a) {
         BI_CHECK(!v.empty() && end && *end == 0 && seconds > 0 && seconds <= 10, "--seconds",
                  "expected a number of seconds in (0, 10], got '", v, "'");
     }
-    const int repeat = int(a.get_int("repeat", 5));
-    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    const int repeat = int(a.get_int_in("repeat", 5, 1, kMaxRepeatOption));
     nlohmann::json j = {{"bench", "peak"}, {"machine", tuning::machine_facts()}};
     const nlohmann::json regs = tuning::register_peaks(num_threads(), seconds, repeat);
     j["register_peaks"] = regs;
@@ -191,8 +189,7 @@ int bench_peak(const Args& a) {
 // Folds each record of INPUT --repeat times after one warm-up fold of a short sequence; prints
 // one JSON line per record: the fastest fold, its stage times, the process's peak RSS so far.
 int bench_fold(const Args& a) {
-    const int repeat = int(a.get_int("repeat", 1));
-    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    const int repeat = int(a.get_int_in("repeat", 1, 1, kMaxRepeatOption));
     const std::string precision = apply_precision(a);
     const std::string dir = weights_dir_from(a);
     const io::ModelDir model_dir = io::ModelDir::open(dir);
@@ -203,9 +200,9 @@ int bench_fold(const Args& a) {
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     fold::Options fo;
-    fo.num_recycles = int(a.get_int("num-recycles", -1));
-    fo.chunk = a.get_int("chunk-size", 0);
-    fo.sampling_steps = int(a.get_int("sampling-steps", -1));  // diffusion models (ESMFold2)
+    fo.num_recycles = int(a.get_int_in("num-recycles", -1, 0, 64));
+    fo.chunk = a.get_int_in("chunk-size", 0, 0, kMaxTokensOption);
+    fo.sampling_steps = int(a.get_int_in("sampling-steps", -1, 1, 100000));  // ESMFold2
     io::FastaRecord warm;
     warm.id = "warm-up";
     warm.sequence = "MKTAYIAKQRQISFVK";
@@ -296,10 +293,9 @@ int bench_main(int argc, char** argv) {
     set_num_threads(threads_from(a));
     runtime::EmbedOptions opts;
     opts.precision = apply_precision(a, /*allow_int8=*/true);
-    opts.toks_per_batch = a.get_int("toks-per-batch", 4096);
+    opts.toks_per_batch = a.get_int_in("toks-per-batch", 4096, 1, kMaxTokensOption);
     if (a.has("include")) runtime::parse_include(a.get("include"), opts);
-    const int repeat = int(a.get_int("repeat", 3));
-    BI_CHECK(repeat > 0, "--repeat", "must be positive");
+    const int repeat = int(a.get_int_in("repeat", 3, 1, kMaxRepeatOption));
     const io::ModelDir model_dir = io::ModelDir::open(weights_dir_from(a));
     auto records = runtime::collect_records(a.positional[1], 1022,
                                             lm::vocab_of(lm::detect_architecture(model_dir)));
@@ -322,8 +318,7 @@ int bench_main(int argc, char** argv) {
         tuning::set_table_override(nullptr);
         return s;
     };
-    const int64_t warm = a.get_int("warmup-records", 0);
-    BI_CHECK(warm >= 0, "--warmup-records", "must not be negative");
+    const int64_t warm = a.get_int_in("warmup-records", 0, 0, int64_t(1) << 40);
     for (bool compared : {false, true}) {
         if (compared && !other) continue;
         if (warm > 0 && warm < int64_t(records.size()))

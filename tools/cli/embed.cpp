@@ -54,10 +54,8 @@ int embed_main(int argc, char** argv) {
     apply_job_options(a, opts);
     opts.repr_layers = a.get_int_list("repr-layers", {-1});
     if (a.has("include")) runtime::parse_include(a.get("include"), opts);
-    opts.toks_per_batch = a.get_int("toks-per-batch", 4096);
-    BI_CHECK(opts.toks_per_batch > 0, "--toks-per-batch", "must be positive");
-    const long long truncate = a.get_int("truncate", 1022);
-    BI_CHECK(truncate >= 0, "--truncate", "must be >= 0");
+    opts.toks_per_batch = a.get_int_in("toks-per-batch", 4096, 1, kMaxTokensOption);
+    const long long truncate = a.get_int_in("truncate", 1022, 0, kMaxTokensOption);
     opts.format = a.get("format", "npz");
     BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "expected npz or h5, got '",
              opts.format, "'");

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "args.h"
 #include "bioinfer/error.h"
@@ -124,16 +125,10 @@ int predict_main(int argc, char** argv) {
     BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
              "expected pdb or cif, got '", opts.format, "'");
     opts.write_pae = a.has("write-pae");
-    const long long recycles = a.get_int("num-recycles", -1);
-    BI_CHECK(recycles >= -1 && recycles <= 64, "--num-recycles", "expected 0..64, got ", recycles);
-    opts.num_recycles = int(recycles);
-    opts.chunk = a.get_int("chunk-size", 0);
-    BI_CHECK(opts.chunk >= 0, "--chunk-size", "must be >= 0");
+    opts.num_recycles = int(a.get_int_in("num-recycles", -1, 0, 64));
+    opts.chunk = a.get_int_in("chunk-size", 0, 0, kMaxTokensOption);
     const auto positive = [&](const char* key, long long dflt, long long max) {
-        const long long v = a.get_int(key, dflt);
-        BI_CHECK(v == dflt || (v >= 1 && v <= max), std::string("--") + key, "expected 1..", max,
-                 ", got ", v);
-        return v;
+        return a.get_int_in(key, dflt, 1, max);
     };
     opts.sampling_steps = int(positive("sampling-steps", -1, 100000));
     opts.num_samples = int(positive("diffusion-samples", 1, 1000));
@@ -148,9 +143,7 @@ int predict_main(int argc, char** argv) {
     opts.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
     opts.affinity_mw_correction = a.has("affinity-mw-correction");
     opts.use_potentials = a.has("use-potentials");
-    const long long seed = a.get_int("seed", 0);
-    BI_CHECK(seed >= 0, "--seed", "must be >= 0, got ", seed);
-    opts.seed = uint64_t(seed);
+    opts.seed = uint64_t(a.get_int_in("seed", 0, 0, std::numeric_limits<long long>::max()));
     if (a.has("step-scale")) {
         const std::string v = a.get("step-scale");
         char* end = nullptr;
@@ -209,8 +202,7 @@ int predict_main(int argc, char** argv) {
     if (!opts.msa_dir.empty()) runtime::attach_msa_dir(records, opts.msa_dir);
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
-        const long long gib = a.get_int("max-memory", 0);
-        BI_CHECK(gib > 0, "--max-memory", "expected a positive number of GiB, got ", gib);
+        const long long gib = a.get_int_in("max-memory", 0, 1, 1 << 20);  // GiB
         budget = budget > 0 ? std::min<int64_t>(budget, int64_t(gib) << 30) : int64_t(gib) << 30;
     }
     // the memory estimate needs only the spec: targets too long fail before weights load

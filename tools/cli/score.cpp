@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -172,18 +173,18 @@ int score_main(int argc, char** argv) {
     }
     io::set_allow_nonfinite(a.has("allow-nonfinite"));
     apply_input_limits(a);
-    const int64_t offset = a.get_int("offset", 1);
+    const int64_t offset = a.get_int_in("offset", 1, -(1LL << 30), 1LL << 30);
     runtime::ScoreOptions so;
     so.rule = runtime::parse_window_rule(a.get("window-rule", "proteingym"));
     if (a.has("scoring-window")) {  // else 0: the checkpoint's context, known once it loads
-        so.window = a.get_int("scoring-window", 0);
+        so.window = a.get_int_in("scoring-window", 0, std::numeric_limits<long long>::min(),
+                                 kMaxTokensOption);
         BI_CHECK(so.window >= runtime::kMinScoringWindow, "--scoring-window", "must be at least ",
                  runtime::kMinScoringWindow, " tokens (<cls> and <eos> included), got ",
                  so.window, " (leave it out for the checkpoint's context; a window of the "
                  "protein's length + 2 or more scores it in one pass)");
     }
-    so.toks_per_batch = a.get_int("toks-per-batch", 4096);
-    BI_CHECK(so.toks_per_batch > 0, "--toks-per-batch", "must be positive");
+    so.toks_per_batch = a.get_int_in("toks-per-batch", 4096, 1, kMaxTokensOption);
     const std::string precision = apply_precision(a, /*allow_int8=*/true);
 
     // The wild type.

@@ -133,9 +133,8 @@ int sweep_main(int argc, char** argv) {
     o.dtypes = split(a.get("dtypes", bf16_here ? "fp32,bf16" : "fp32"));
     for (const std::string& d : o.dtypes)
         BI_CHECK(d == "fp32" || d == "bf16", "--dtypes", "unknown dtype '", d, "' (fp32, bf16)");
-    o.iters = int(a.get_int("iters", 3));
-    o.reps = int(a.get_int("reps", 5));
-    BI_CHECK(o.iters > 0 && o.reps > 0, "--iters/--reps", "must be positive");
+    o.iters = int(a.get_int_in("iters", 3, 1, kMaxRepeatOption));
+    o.reps = int(a.get_int_in("reps", 5, 1, kMaxRepeatOption));
     o.out_dir = a.get("out", kDefaultOut);
     o.arguments = {{"what", a.get("what", "all")},
                    {"shapes", o.sets},
