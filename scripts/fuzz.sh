@@ -28,7 +28,7 @@ declare -A max_len=([safetensors]=8192 [torch_checkpoint]=16384 [mol_pickle]=819
 # fixture files each target starts from, beside its regression corpus
 seeds() {
     case $1 in
-        fasta) ls ../shared/data/*.fasta examples/*.fasta $fx/score/*.fasta ;;
+        fasta) ls $fx/public/*.fasta examples/*.fasta $fx/score/*.fasta ;;
         boltz_input) find examples $fx -name '*.yaml' ;;
         msa) find $fx -name '*.a3m' -o -path '*inputs*' -name '*.csv' ;;
         config) find $fx -name config.json ;;

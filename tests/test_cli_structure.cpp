@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string& kFold = test::kEsmFoldTiny;
-const std::string kData = std::string(BIOINFER_SHARED_DATA) + "/structures";
+const std::string kData = std::string(BIOINFER_PUBLIC_DATA) + "/structures";
 
 struct Predict : test::CliTest {
     std::string cases_fasta() const { return fixture_fasta(kFold); }

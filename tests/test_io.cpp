@@ -139,7 +139,7 @@ TEST(Fasta, ParsesAndRejects) {
 }
 
 TEST(Fasta, ReadsSharedData) {
-    auto r = io::read_fasta(std::string(BIOINFER_SHARED_DATA) + "/sequences.fasta");
+    auto r = io::read_fasta(std::string(BIOINFER_PUBLIC_DATA) + "/sequences.fasta");
     EXPECT_GE(r.size(), 5u);
     for (auto& x : r) EXPECT_FALSE(x.sequence.empty()) << x.id;
 }

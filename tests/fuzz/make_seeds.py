@@ -1,6 +1,6 @@
 """Writes the fuzz targets' seed inputs into tests/fuzz/regressions/<target>/seed-*.
 
-Seeds are small, valid inputs of each kind, cut from the test fixtures and ../shared/data or built
+Seeds are small, valid inputs of each kind, cut from the test fixtures or built
 here (a safetensors file, a torch.save state dict, an npz, a finished embed shard, hub answers),
 and a few damaged ones that must be refused (an npz, and a shard's npz, whose CRC-32 fails).
 scripts/fuzz.sh adds the fixture files themselves to each target's starting corpus.
@@ -26,7 +26,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fuzz", "regressions")
 FIX = os.path.join(ROOT, "tests", "fixtures")
-DATA = os.path.join(ROOT, "..", "shared", "data")
+DATA = os.path.join(FIX, "public")
 SEP = b"\n--8<--\n"
 
 
@@ -149,7 +149,7 @@ def main():
     atoms = [l for l in pdb if l.startswith((b"ATOM", b"HETATM"))][:60]
     put("structure", "ubiquitin.pdb", b"\n".join([l for l in pdb if l.startswith((b"HEADER", b"SEQRES"))] + atoms + [b"END", b""]))
     for name in ["9obn.cif"]:
-        lines, rows, out = read(DATA, "structures", name).split(b"\n"), 0, []
+        lines, rows, out = read(FIX, "boltz2_tiny", "inputs", "template", name).split(b"\n"), 0, []
         for l in lines:
             if l.startswith((b"ATOM", b"HETATM")):
                 rows += 1
