@@ -14,8 +14,10 @@ struct InputLimits {
     // Bytes of a Boltz-2 input file (YAML, or FASTA with one record per chain), one target: a
     // complex of 5,000 tokens with constraints takes tens of kilobytes (--max-input-size too).
     int64_t target_file_bytes = int64_t(4) << 20;
-    // Records in one FASTA file, ligands in one screening list (--max-records).
-    int64_t records = 5'000'000;
+    // Records in one FASTA file, ligands in one screening list (--max-records). A record costs
+    // about half a kilobyte besides its sequence: this bounds a file of tiny records, which its
+    // size alone does not.
+    int64_t records = 1'000'000;
     // Heavy atoms in one SMILES, counted before RDKit parses it (--max-ligand-atoms). boltz
     // names a ligand's atoms by element and rank in 4 characters, which ends near 500 heavy
     // atoms with their hydrogens; its affinity module takes at most 128.

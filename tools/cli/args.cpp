@@ -223,7 +223,7 @@ const char* job_options_help() {
   --allow-nonfinite    load weights holding NaN or Inf (refused by default, naming the tensor)
   --max-input-size S   largest input file read whole: FASTA, MSA, CSV, ligand list (default
                        2G; Boltz-2 input files 4M), e.g. 512M, 8G
-  --max-records N      records in one FASTA file, ligands in one list (default 5000000)
+  --max-records N      records in one FASTA file, ligands in one list (default 1000000)
   --max-ligand-atoms N heavy atoms in one SMILES, checked before RDKit reads it (default 500)
   --conformer-timeout S  seconds RDKit may search for one SMILES ligand's conformer (default 300)
 )";

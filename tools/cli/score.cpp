@@ -57,7 +57,7 @@ INPUT is a FASTA file holding the wild type (one record) or a bare protein seque
   --quiet              no progress display
   --allow-nonfinite    load weights holding NaN or Inf (refused by default)
   --max-input-size S   largest FASTA or mutations CSV read (default 2G)
-  --max-records N      rows in the mutations CSV (default 5000000)
+  --max-records N      rows in the mutations CSV (default 1000000)
 
 Marginal strategies score a multi-mutant as the sum of its singles; pseudo-ppl scores the
 mutant's sequence: its pseudo-log-likelihood minus the wild type's. A summary goes next to the
