@@ -14,6 +14,7 @@
 #include "hub_server.h"
 #include "io/atomic_file.h"
 #include "io/model_dir.h"
+#include "models/registry.h"
 #include "runtime/boltz_cache.h"
 #include "runtime/http.h"
 #include "runtime/hub.h"
@@ -295,7 +296,7 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
         ~Restore() { had ? ::setenv("BOLTZ_CACHE", v.c_str(), 1) : ::unsetenv("BOLTZ_CACHE"); }
     } restore{saved, old_cache != nullptr};
 
-    const runtime::KnownModel* k = runtime::find_model("boltz2");
+    const models::HubModel* k = models::find_hub_model("boltz2");
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->repos, std::vector<std::string>{"boltz-community/boltz-2"});
     // mols.tar as GNU tar writes it, with a name longer than the 100-byte header field
@@ -344,7 +345,7 @@ TEST_F(Hub, Boltz2DownloadsCheckpointAndMolsIntoABoltzLayout) {
     EXPECT_EQ(count_requests("GET /cdn/"), 2);  // the checkpoint and the archive, once each
 
     // the affinity model is its own entry: boltz2_aff.ckpt alone, into the same snapshot
-    const runtime::KnownModel* aff = runtime::find_model("boltz2-affinity");
+    const models::HubModel* aff = models::find_hub_model("boltz2-affinity");
     ASSERT_NE(aff, nullptr);
     EXPECT_EQ(aff->files, std::vector<std::string>{"boltz2_aff.ckpt"});
     EXPECT_FALSE(runtime::inspect_cache(opts(), aff->repos[0], aff->files).complete());

@@ -26,6 +26,7 @@
 #include "io/structure.h"
 #include "models/esm_alphabet.h"
 #include "models/language_model.h"
+#include "models/registry.h"
 #include "models/structure_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
@@ -86,6 +87,7 @@ class PyLanguageModel {
         io::ModelDir md = io::ModelDir::open(dir);
         md.set_allow_nonfinite(allow_nonfinite);
         arch_ = lm::detect_architecture(md);
+        vocab_ = lm::vocab_of(md);
         const ops::MatmulPrecisionScope scope(compute_dtype(precision));
         nb::gil_scoped_release release;
         model_ = lm::load(md);
@@ -112,7 +114,7 @@ class PyLanguageModel {
             r.id = id;
             r.source = "<python>";
             try {
-                r.tokens = esm::tokenize(seq, id, lm::vocab_of(arch_));
+                r.tokens = esm::tokenize(seq, id, vocab_);
             } catch (const Error& e) {
                 throw nb::value_error(e.what());
             }
@@ -171,6 +173,7 @@ class PyLanguageModel {
 
   private:
     std::string label_, precision_, arch_;
+    esm::Vocab vocab_ = esm::Vocab::Esm2;
     int threads_;
     std::unique_ptr<lm::LanguageModel> model_;
     // Calls on one model run one at a time (taken with the GIL released); calls on different
@@ -225,6 +228,7 @@ runtime::Match match_of(const std::string& how) {
 class PyPrediction {
   public:
     // boltz: the files are boltz's (Boltz-2), else bioinfer's own writer's
+    // boltz: written as boltz's writers write (the model's output layout is boltz predict's)
     PyPrediction(std::string id, std::shared_ptr<const fold::Prediction> p, bool boltz)
         : id_(std::move(id)), p_(std::move(p)), boltz_(boltz) {}
     std::string id() const { return id_; }
@@ -361,7 +365,8 @@ class PyStructureModel {
                     throw nb::python_error();
                 }
             }
-            out.emplace_back(in.id, std::move(p), spec.architecture() == "boltz2");
+            out.emplace_back(in.id, std::move(p),
+                             spec.output_layout() == fold::ModelSpec::Layout::Boltz);
         }
         return out;
     }
@@ -399,7 +404,7 @@ NB_MODULE(_bioinfer, m) {
     m.def("max_threads", &max_threads,
           "The most threads a model may use: 4 per CPU this process may run on.");
     m.def(
-        "known_model", [](const std::string& name) { return runtime::find_model(name) != nullptr; },
+        "known_model", [](const std::string& name) { return models::find_hub_model(name) != nullptr; },
         "name"_a, "Whether `name` is in bioinfer's model registry.");
     m.def(
         "architecture",
@@ -426,11 +431,8 @@ NB_MODULE(_bioinfer, m) {
         "model_kind",
         [](const std::string& dir) -> std::string {
             const io::ModelDir md = io::ModelDir::open(dir);
-            try {  // ESMFold's config is an ESM config too: the structure models are asked first
-                fold::detect_architecture(md);
-                return "structure_model";
-            } catch (const Error&) {
-            }
+            // ESMFold's config is an ESM config too: the structure models are asked first
+            if (models::is_structure_model(md)) return "structure_model";
             lm::detect_architecture(md);  // an error naming config.json when neither
             return "language_model";
         },

@@ -45,6 +45,9 @@ public:
     int64_t logits_width() const override { return cfg_.vocab; }
     bool has_logits() const override { return lm_head_.defined(); }
     bool has_contacts() const override { return contact_w_.defined(); }
+    std::string no_contacts_reason() const override {
+        return "the checkpoint has no contact_head.regression tensors";
+    }
     // The config keeps fairseq's learned-position numbering (ESM-1b's), which transformers' ESM
     // follows: position ids start after padding_idx, so 1026 positions hold 1024 tokens.
     int64_t context() const override { return cfg_.max_positions - (cfg_.pad_id + 1); }

@@ -43,6 +43,8 @@ public:
     virtual int64_t logits_width() const = 0;
     virtual bool has_logits() const = 0;
     virtual bool has_contacts() const = 0;
+    // Why has_contacts() is false, for the error of a run that asks for contacts.
+    virtual std::string no_contacts_reason() const { return "this model has none"; }
     // The most tokens (<cls> and <eos> included) the checkpoint's positions were made for, from
     // its config: what one forward should hold for the model to see inputs like its training
     // ones. Both architectures use rotary positions, so longer inputs still run.
@@ -54,11 +56,11 @@ public:
     virtual Output forward(const std::vector<std::vector<int32_t>>& tokens, const Request& req) = 0;
 };
 
-// The architecture a model directory holds ("esm2", "esmc"), detected from config.json; an
-// unsupported one is an error naming the file.
+// The architecture a model directory holds ("esm2", "esmc"), by the registry's rows
+// (models/registry.h); an unsupported one is an error naming the file.
 std::string detect_architecture(const io::ModelDir& dir);
-// The tokenizer alphabet of an architecture, known before any weight is read.
-esm::Vocab vocab_of(const std::string& architecture);
+// Its tokenizer's alphabet, known before any weight is read.
+esm::Vocab vocab_of(const io::ModelDir& dir);
 // Loads whichever supported language model the directory holds.
 std::unique_ptr<LanguageModel> load(const io::ModelDir& dir);
 

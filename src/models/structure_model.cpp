@@ -1,15 +1,12 @@
-// Architecture detection and loading for the structure models behind `bioinfer predict`, and the
-// checks every model's input preparation shares.
+// The structure models behind `bioinfer predict`, found through the registry, and the checks
+// every model's input preparation shares.
 #include "models/structure_model.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "bioinfer/error.h"
-#include "models/boltz2/boltz2_structure.h"
-#include "models/esmfold/esmfold_structure.h"
-#include "models/esmfold2/esmfold2.h"
-#include "models/esmfold2/legacy.h"
+#include "models/registry.h"
 #include "ops/ops.h"
 
 namespace bioinfer::fold {
@@ -82,48 +79,26 @@ Input protein_chains_from_fasta(const io::FastaRecord& rec, const std::string& w
     return in;
 }
 
+bool ModelSpec::takes_option(const std::string& name) const {
+    const std::vector<std::string> o = options();
+    return std::find(o.begin(), o.end(), name) != o.end();
+}
+
 Input ModelSpec::from_file(const std::string& path) const {
     fail(path, cat(architecture(), " reads FASTA records, not whole input files"));
 }
 
 std::string detect_architecture(const io::ModelDir& dir) {
-    const std::string where = dir.has_config() ? dir.dir() + "/config.json" : dir.dir();
-    if (io::config_get_or<bool>(dir.config(), "is_folding_model", false, where)) return "esmfold";
-    if (io::config_get_or<std::string>(dir.config(), "model_type", "", where) == "esmfold2" ||
-        esmfold2::is_legacy_layout(dir))
-        return "esmfold2";
-    // Boltz-2: a Lightning checkpoint whose state_dict holds the pairformer trunk
-    if (dir.has("pairformer_module.layers.0.tri_mul_out.p_in.weight")) return "boltz2";
-    fail(where,
-         "not a structure model this build runs: neither ESMFold (config.json with "
-         "is_folding_model), ESMFold2 (model_type esmfold2, or its research layout) nor Boltz-2 "
-         "(boltz2_conf.ckpt)");
+    return models::structure_model_of(dir).architecture;
 }
 
 std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir) {
-    const std::string arch = detect_architecture(dir);
-    if (arch == "esmfold")
-        return std::make_unique<esmfold::EsmFoldSpec>(
-            esmfold::EsmFoldConfig::from_json(dir.config(), dir.dir() + "/config.json"));
-    if (arch == "esmfold2")
-        return std::make_unique<esmfold2::EsmFold2Spec>(esmfold2::Config::from_json(
-            esmfold2::is_legacy_layout(dir) ? esmfold2::legacy_config(dir) : dir.config(),
-            dir.dir() + "/config.json"));
-    if (arch == "boltz2")
-        return std::make_unique<boltz2::Boltz2Spec>(boltz2::Config::load(dir),
-                                                    boltz2::mols_dir_of(dir));
-    fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
+    return models::structure_model_of(dir).spec(dir);
 }
 
 std::unique_ptr<StructureModel> load(const io::ModelDir& dir) {
     const ops::LinearRowsScope rows(ops::kFoldLinearRows);  // folds run at one protein's length
-    const std::string arch = detect_architecture(dir);
-    if (arch == "esmfold") return esmfold::EsmFoldStructureModel::load(dir);
-    if (arch == "esmfold2" && esmfold2::is_legacy_layout(dir))
-        return esmfold2::EsmFold2StructureModel::load(esmfold2::from_legacy(dir));
-    if (arch == "esmfold2") return esmfold2::EsmFold2StructureModel::load(dir);
-    if (arch == "boltz2") return boltz2::Boltz2StructureModel::load(dir);
-    fail(dir.dir(), cat("no structure model of architecture '", arch, "'"));
+    return models::structure_model_of(dir).load(dir);
 }
 
 }  // namespace bioinfer::fold

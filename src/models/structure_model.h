@@ -1,5 +1,6 @@
-// What `bioinfer predict` needs from a structure model (ESMFold now; Boltz-2 and ESMFold2 next):
-// inputs as entities, a memory estimate, and a prediction as named atoms with confidences.
+// What `bioinfer predict` needs from a structure model (ESMFold, ESMFold2, Boltz-2): inputs as
+// entities, a memory estimate, the options it takes, and a prediction as named atoms with
+// confidences.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -164,6 +165,17 @@ public:
     virtual void prepare(Input& in) const = 0;
     // Bytes a prediction of `in` needs at most beyond the weights.
     virtual int64_t memory_bytes(const Input& in) const = 0;
+    // The options of `predict` this model takes beyond those every model takes, spelled as on
+    // the command line without "--" ("sampling-steps"): the CLI refuses the others, naming the
+    // model, and results.json records the ones it takes.
+    virtual std::vector<std::string> options() const { return {}; }
+    bool takes_option(const std::string& name) const;
+    // How `predict` lays out the files: <id>.pdb|.cif and <id>.json per target (Plain), or the
+    // tree `boltz predict` writes, boltz_results_<input>/predictions/<id>/ (Boltz).
+    enum class Layout { Plain, Boltz };
+    virtual Layout output_layout() const { return Layout::Plain; }
+    // The structure format written when none is asked for: "pdb" or "cif".
+    virtual std::string default_output_format() const { return "pdb"; }
 
 protected:
     // The error for an entity whose kind or MSA this model does not take.
@@ -176,10 +188,24 @@ public:
     virtual const ModelSpec& spec() const = 0;
     // in: prepared by spec(). Thread-safe: workers share one model.
     virtual Prediction predict(const Input& in, const Options& opts = {}) const = 0;
+
+    // What a run's targets need beside the weights, loaded once before the first target
+    // (Boltz-2's affinity model when a target names a binder). `given`: the model's own options
+    // the user gave (spec().options(); "affinity-checkpoint" -> a path); `fetch`: a registry
+    // model's folder by name, downloaded when missing (empty for a run on --weights, which
+    // fetches nothing); `stage`: reports what loads. The default needs nothing.
+    struct RunNeeds {
+        std::map<std::string, std::string> given;
+        std::function<std::string(const std::string& name)> fetch;
+        std::function<void(const std::string& what)> stage;
+    };
+    virtual void load_run_needs(const std::vector<const Input*>& targets, const RunNeeds& needs) {
+        (void)targets, (void)needs;
+    }
 };
 
-// The structure model a directory holds ("esmfold"), detected from config.json; an unsupported
-// one is an error naming the file.
+// The structure model a directory holds ("esmfold"), by the registry's rows (models/registry.h);
+// an unsupported one is an error naming the file.
 std::string detect_architecture(const io::ModelDir& dir);
 // Its spec, from config.json alone.
 std::unique_ptr<ModelSpec> load_spec(const io::ModelDir& dir);

@@ -32,21 +32,21 @@ std::string boltz_cache_path() {
 
 bool is_boltz2_model_dir(const std::string& dir) {
     std::error_code ec;
-    return !dir.empty() && fs::is_regular_file(fs::path(dir) / kBoltz2Checkpoint, ec) &&
-           fs::is_directory(fs::path(dir) / kBoltz2MolsDir, ec);
+    return !dir.empty() && fs::is_regular_file(fs::path(dir) / boltz2::kCheckpoint, ec) &&
+           fs::is_directory(fs::path(dir) / boltz2::kMolsDir, ec);
 }
 
 Boltz2Files boltz2_files(const std::string& dir) {
     const fs::path d(dir);
     std::error_code ec;
-    BI_CHECK(fs::is_regular_file(d / kBoltz2Checkpoint, ec), dir, "not a Boltz-2 model folder: no ",
-             kBoltz2Checkpoint);
-    BI_CHECK(fs::is_directory(d / kBoltz2MolsDir, ec), dir, "no ", kBoltz2MolsDir, "/ folder",
-             fs::exists(d / kBoltz2MolsTar, ec)
+    BI_CHECK(fs::is_regular_file(d / boltz2::kCheckpoint, ec), dir, "not a Boltz-2 model folder: no ",
+             boltz2::kCheckpoint);
+    BI_CHECK(fs::is_directory(d / boltz2::kMolsDir, ec), dir, "no ", boltz2::kMolsDir, "/ folder",
+             fs::exists(d / boltz2::kMolsTar, ec)
                  ? " (mols.tar is there: unpack it, `tar -xf mols.tar`)"
                  : "",
              "; boltz's cache (~/.boltz) holds both after `boltz predict` ran once");
-    return {(d / kBoltz2Checkpoint).string(), (d / kBoltz2MolsDir).string()};
+    return {(d / boltz2::kCheckpoint).string(), (d / boltz2::kMolsDir).string()};
 }
 
 namespace {
@@ -165,17 +165,17 @@ void extract_tar(const std::string& tar_path, const std::string& dest) {
 bool unpack_boltz2_mols(const std::string& dir) {
     const fs::path d(dir);
     std::error_code ec;
-    if (fs::is_directory(d / kBoltz2MolsDir, ec)) return false;
-    BI_CHECK(fs::exists(d / kBoltz2MolsTar, ec), dir, "neither ", kBoltz2MolsDir, "/ nor ",
-             kBoltz2MolsTar);
+    if (fs::is_directory(d / boltz2::kMolsDir, ec)) return false;
+    BI_CHECK(fs::exists(d / boltz2::kMolsTar, ec), dir, "neither ", boltz2::kMolsDir, "/ nor ",
+             boltz2::kMolsTar);
     const fs::path stage = d / (".mols.unpack." + std::to_string(getpid()));
     fs::remove_all(stage, ec);
     try {
-        extract_tar((d / kBoltz2MolsTar).string(), stage.string());
+        extract_tar((d / boltz2::kMolsTar).string(), stage.string());
         // boltz's archive holds mols/...; one without that top folder is taken as the folder itself
         const fs::path inner =
-            fs::is_directory(stage / kBoltz2MolsDir) ? stage / kBoltz2MolsDir : stage;
-        fs::rename(inner, d / kBoltz2MolsDir);
+            fs::is_directory(stage / boltz2::kMolsDir) ? stage / boltz2::kMolsDir : stage;
+        fs::rename(inner, d / boltz2::kMolsDir);
     } catch (...) {
         fs::remove_all(stage, ec);
         throw;

@@ -3,18 +3,9 @@
 #pragma once
 #include <string>
 
-namespace bioinfer::runtime {
+#include "models/boltz2/names.h"  // the files' names
 
-// The repository `boltz predict` downloads Boltz-2 from, and the files taken from it:
-// boltz2_conf.ckpt (the structure + confidence model) and mols.tar (the CCD molecules, unpacked
-// to mols/). boltz2_aff.ckpt (the affinity model) is not needed for structures.
-inline constexpr const char* kBoltz2Repo = "boltz-community/boltz-2";
-inline constexpr const char* kBoltz2Checkpoint = "boltz2_conf.ckpt";
-// The affinity model, registered on its own ("boltz2-affinity") and fetched when a target asks
-// for affinity.
-inline constexpr const char* kBoltz2AffinityCheckpoint = "boltz2_aff.ckpt";
-inline constexpr const char* kBoltz2MolsTar = "mols.tar";
-inline constexpr const char* kBoltz2MolsDir = "mols";
+namespace bioinfer::runtime {
 
 // boltz's cache folder: $BOLTZ_CACHE when set, else ~/.boltz (boltz.main.get_cache_path).
 std::string boltz_cache_path();

@@ -165,8 +165,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
              opts.logits ? "logits" : "pll", " need an LM head, and the ",
              "checkpoint has none (use a masked-LM checkpoint)");
     BI_CHECK(!opts.contacts || model.has_contacts(), "--include", "contacts need a contact head, and ",
-             model.architecture() == "esm2" ? "the checkpoint has no contact_head.regression tensors"
-                                            : "this model has none");
+             model.no_contacts_reason());
     const bool any_hidden = opts.per_tok || opts.mean || opts.bos;
     lm::Request req;
     if (any_hidden) req.layers = layers;

@@ -143,20 +143,8 @@ struct Folded {
 Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const PredictOptions& opts,
                 const std::function<void(const std::string&)>& stage) {
     const auto t0 = std::chrono::steady_clock::now();
-    fold::Options fo;
-    fo.num_recycles = opts.num_recycles;
-    fo.chunk = opts.chunk;
-    fo.num_samples = opts.num_samples;
-    fo.sampling_steps = opts.sampling_steps;
-    fo.max_parallel_samples = opts.max_parallel_samples;
-    fo.step_scale = opts.step_scale;
-    fo.seed = opts.seed;
-    fo.max_msa_seqs = opts.max_msa_seqs;
-    fo.affinity_sampling_steps = opts.affinity_sampling_steps;
-    fo.affinity_samples = opts.affinity_samples;
-    fo.affinity_mw_correction = opts.affinity_mw_correction;
-    fo.use_potentials = opts.use_potentials;
-    fo.memory_budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
+    fold::Options fo = opts.fold;
+    fo.memory_budget = opts.fold.memory_budget / int64_t(workers_or_default(opts.workers).size());
     fo.progress = [&](const std::string& what, int step, int steps) {
         stage(steps > 0 ? cat(what, " ", step + 1, "/", steps) : what);
     };
@@ -376,6 +364,23 @@ json write_target(const FoldRecord& rec, const fold::Prediction& out,
 
 }  // namespace
 
+// The value results.json records for a model option of the run (null: not a setting).
+static json model_option_value(const std::string& option, const PredictOptions& o) {
+    const fold::Options& f = o.fold;
+    if (option == "sampling-steps") return f.sampling_steps;
+    if (option == "diffusion-samples") return f.num_samples;
+    if (option == "max-parallel-samples") return f.max_parallel_samples;
+    if (option == "step-scale") return f.step_scale;
+    if (option == "seed") return f.seed;
+    if (option == "max-msa-seqs") return f.max_msa_seqs;
+    if (option == "msa-dir") return o.msa_dir;
+    if (option == "use-potentials") return f.use_potentials;
+    if (option == "sampling-steps-affinity") return f.affinity_sampling_steps;
+    if (option == "diffusion-samples-affinity") return f.affinity_samples;
+    if (option == "affinity-mw-correction") return f.affinity_mw_correction;
+    return nullptr;
+}
+
 ProgressOptions predict_progress_options(const PredictOptions& o) {
     return {.label = "predict", .items = "targets", .tokens = "residues", .quiet = o.quiet, .log_path = o.log_path};
 }
@@ -389,7 +394,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     PredictStats stats;
     std::vector<TargetResult>& results = stats.results;
     // each worker folds one target at a time: the budget is theirs to share
-    const int64_t budget = opts.memory_budget / int64_t(workers_or_default(opts.workers).size());
+    const int64_t budget = opts.fold.memory_budget / int64_t(workers_or_default(opts.workers).size());
     for (size_t i = 0; i < recs.size(); ++i) {
         const FoldRecord& r = recs[i];
         results.push_back(target_result(
@@ -397,33 +402,23 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
             r.error.empty() ? fold_memory_error(model.spec(), r, budget) : r.error));
     }
     const int num_recycles =
-        opts.num_recycles < 0 ? model.spec().default_num_recycles() : opts.num_recycles;
+        opts.fold.num_recycles < 0 ? model.spec().default_num_recycles() : opts.fold.num_recycles;
 
     JobSpec spec;
     spec.tool = "bioinfer predict";
     spec.job = {{"output_format", opts.format},
                 {"write_pae", opts.write_pae},
                 {"num_recycles", num_recycles}};
-    if (model.spec().architecture() == "boltz2")
-        spec.job.update({{"layout", opts.layout},
-                         {"diffusion_samples", opts.num_samples},
-                         {"sampling_steps", opts.sampling_steps},
-                         {"max_parallel_samples", opts.max_parallel_samples},
-                         {"step_scale", opts.step_scale},
-                         {"seed", opts.seed},
-                         {"max_msa_seqs", opts.max_msa_seqs},
-                         {"sampling_steps_affinity", opts.affinity_sampling_steps},
-                         {"diffusion_samples_affinity", opts.affinity_samples},
-                         {"affinity_mw_correction", opts.affinity_mw_correction},
-                         {"use_potentials", opts.use_potentials}});
-    if (model.spec().architecture() == "esmfold2")
-        spec.job.update({{"diffusion_samples", opts.num_samples},
-                         {"sampling_steps", opts.sampling_steps},
-                         {"max_parallel_samples", opts.max_parallel_samples},
-                         {"step_scale", opts.step_scale},
-                         {"seed", opts.seed},
-                         {"max_msa_seqs", opts.max_msa_seqs},
-                         {"msa_dir", opts.msa_dir}});
+    // the model's own options, under their names (merge checks that shards agree on them)
+    const bool boltz_layout = model.spec().output_layout() == fold::ModelSpec::Layout::Boltz;
+    if (boltz_layout) spec.job["layout"] = "boltz";
+    for (const std::string& o : model.spec().options()) {
+        json v = model_option_value(o, opts);
+        if (v.is_null()) continue;  // not a setting of the run (--ligands, --affinity-checkpoint)
+        std::string key = o;
+        std::replace(key.begin(), key.end(), '-', '_');
+        spec.job[key] = std::move(v);
+    }
     spec.progress = predict_progress_options(opts);
     spec.mpi_queue = true;
     spec.run_time = RunTime::UntilWritten;
@@ -432,7 +427,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     spec.work = [&](size_t i) { return recs[i].residues; };
     // A target whose files are all there is skipped (the confidence JSON is written last).
     spec.done = [&](size_t i) -> std::optional<json> {
-        if (opts.layout == "boltz") {
+        if (boltz_layout) {
             json files = boltz_files(recs[i].id, opts, !recs[i].input.affinity_binder.empty());
             for (auto& [k, f] : files.items())
                 if (!fs::exists(fs::path(out_dir) / f.get<std::string>())) return std::nullopt;
@@ -465,7 +460,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
         [&](Folded& f, size_t, size_t m, const StageFn& stage) {
             require_finite(f.out, recs[m].id);
             stage("writing");
-            if (opts.layout == "boltz") return write_boltz_target(recs[m], f.out, opts, out_dir);
+            if (boltz_layout) return write_boltz_target(recs[m], f.out, opts, out_dir);
             return write_target(recs[m], f.out, f.seconds, opts, out_dir);
         });
     stats.seconds = run_job(opts, spec, results);

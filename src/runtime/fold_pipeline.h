@@ -36,28 +36,18 @@ void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir);
 // atom tokens grouped into their residue), atoms and bonds.
 io::BoltzStructureInfo boltz_structure_info(const fold::Prediction& out);
 
+// One record for a predict run, filled by the CLI and by the Python module. The files are laid
+// out as the model's spec says (ModelSpec::output_layout): <id>.<format>, <id>.json, ... in
+// out_dir, or boltz predict's out_dir/predictions/<id>/<id>_model_<k>.<cif|pdb>, confidence_,
+// pae_, pde_, plddt_ files.
 struct PredictOptions : JobOptions {
     std::string format = "pdb";  // pdb | cif
     bool write_pae = false;
-    // "bioinfer": <id>.<format>, <id>.json, ... in out_dir. "boltz": boltz predict's layout,
-    // out_dir/predictions/<id>/<id>_model_<k>.<cif|pdb>, confidence_, pae_, pde_, plddt_ files.
-    std::string layout = "bioinfer";
-    int num_recycles = -1;       // -1: the model's default
-    // Diffusion models (see fold::Options): samples per target and the sampler's settings.
-    int num_samples = 1;
-    int sampling_steps = -1;
-    int max_parallel_samples = -1;
-    double step_scale = -1;
-    uint64_t seed = 0;
-    int64_t max_msa_seqs = -1;
-    std::string msa_dir;  // ESMFold2's --msa-dir (attach_msa_dir names each chain's file)
-    // Boltz-2's affinity stage (see fold::Options)
-    int affinity_sampling_steps = -1;
-    int affinity_samples = -1;
-    bool affinity_mw_correction = false;
-    bool use_potentials = false;  // Boltz-2's steering potentials (see fold::Options)
-    int64_t chunk = 0;           // 0: automatic
-    int64_t memory_budget = 0;   // bytes a fold may use (0: no check); split among workers
+    // Every fold's settings (fold::Options: recycles, the diffusion models' sampler, MSA rows,
+    // Boltz-2's affinity stage and potentials, chunking); progress is set per target, and
+    // memory_budget is the run's, split among the workers.
+    fold::Options fold;
+    std::string msa_dir;  // --msa-dir (attach_msa_dir names each chain's file)
 };
 
 // How predict's progress reads: targets, residues, the log file.

@@ -24,6 +24,7 @@
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/untrusted.h"
+#include "models/registry.h"
 #include "runtime/boltz_cache.h"
 #include "runtime/http.h"
 #include "runtime/progress.h"
@@ -33,57 +34,10 @@ namespace bioinfer::runtime {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<KnownModel>& known_models() {
-    static const std::vector<KnownModel> m = [] {
-        std::vector<KnownModel> v;
-        struct E { const char *name, *params, *size; };
-        // fp32 checkpoints: 4 bytes per parameter
-        for (E e : {E{"esm2_t6_8M_UR50D", "8M", "~31 MB"}, E{"esm2_t12_35M_UR50D", "35M", "~0.14 GB"},
-                    E{"esm2_t30_150M_UR50D", "150M", "~0.6 GB"}, E{"esm2_t33_650M_UR50D", "650M", "~2.6 GB"},
-                    E{"esm2_t36_3B_UR50D", "3B", "~11 GB"}, E{"esm2_t48_15B_UR50D", "15B", "~60 GB"}})
-            v.push_back({e.name, {std::string("facebook/") + e.name}, "ESM-2", e.params, e.size, "MIT"});
-        v.push_back({"esmc-300m", {"biohub/ESMC-300M", "EvolutionaryScale/esmc-300m-2024-12"}, "ESM C",
-                     "300M", "~1.2 GB", "EvolutionaryScale Cambrian Open License"});
-        v.push_back({"esmc-600m", {"biohub/ESMC-600M", "EvolutionaryScale/esmc-600m-2024-12"}, "ESM C",
-                     "600M", "~2.3 GB", "EvolutionaryScale Cambrian Non-Commercial License"});
-        v.push_back({"esmc-6b", {"biohub/ESMC-6B"}, "ESM C", "6B", "~24 GB",
-                     "see the repository's model card"});
-        // the 3B stem in fp16 (5.6 GB) and the folding trunk in fp32
-        v.push_back({"esmfold", {"facebook/esmfold_v1"}, "ESMFold", "3.5B", "~8.4 GB", "MIT"});
-        // transformers' EsmFold2Model: the trunk and heads with the ESM C 6B tower bundled
-        // (esmc.*), six safetensors shards (about 4 bytes per parameter)
-        v.push_back({"esmfold2",
-                     {"biohub/ESMFold2"},
-                     "ESMFold2",
-                     "~6.2B",
-                     "~25 GB",
-                     "see the repository's model card"});
-        v.push_back({"esmfold2-fast",
-                     {"biohub/ESMFold2-Fast"},
-                     "ESMFold2",
-                     "~6.2B",
-                     "~25 GB",
-                     "see the repository's model card"});
-        // boltz2_conf.ckpt (2.3 GB) and mols.tar (1.9 GB, unpacked to mols/ next to it)
-        v.push_back({"boltz2", {kBoltz2Repo}, "Boltz-2", "~0.5B", "~4.2 GB", "MIT"});
-        // the affinity model: the structure model's layout with two affinity modules
-        v.push_back({"boltz2-affinity",
-                     {kBoltz2Repo},
-                     "Boltz-2",
-                     "~0.5B",
-                     "~2.1 GB",
-                     "MIT",
-                     {kBoltz2AffinityCheckpoint}});
-        return v;
-    }();
-    return m;
-}
-
-const KnownModel* find_model(const std::string& name) {
-    const std::string n = name == "esmfold_v1" ? "esmfold" : name;
-    for (const auto& k : known_models())
-        if (k.name == n) return &k;
-    return nullptr;
+std::string model_in_own_cache(const std::string& name, const std::string& folder) {
+    const models::HubModel* m = models::find_hub_model(name);
+    const bool boltz2 = m && m->files.empty() && m->repos == std::vector<std::string>{boltz2::kHubRepo};
+    return boltz2 && is_boltz2_model_dir(folder) ? folder : std::string();
 }
 
 HubListing parse_listing(const std::string& body, const std::string& url) {
@@ -203,9 +157,9 @@ Selection select_files(const std::function<bool(const std::string&)>& exists,
     };
     // Boltz-2 (boltz's own cache layout): the checkpoint and the molecules, as an archive until
     // it is unpacked to mols/
-    if (listed(kBoltz2Checkpoint) || listed(kBoltz2MolsTar)) {
-        need(kBoltz2Checkpoint);
-        if (!exists(kBoltz2MolsDir)) need(kBoltz2MolsTar);
+    if (listed(boltz2::kCheckpoint) || listed(boltz2::kMolsTar)) {
+        need(boltz2::kCheckpoint);
+        if (!exists(boltz2::kMolsDir)) need(boltz2::kMolsTar);
         return s;
     }
     if (listed("config.json")) need("config.json");
@@ -253,9 +207,9 @@ CachedRepo inspect_snapshot(const std::string& repo, const fs::path& snap,
     c.files = s.files;
     c.missing = s.missing;
     std::error_code dir_ec;
-    if (std::find(c.files.begin(), c.files.end(), kBoltz2Checkpoint) != c.files.end() &&
-        !fs::is_directory(snap / kBoltz2MolsDir, dir_ec))
-        c.missing.push_back(std::string(kBoltz2MolsDir) + "/ (unpacked from " + kBoltz2MolsTar + ")");
+    if (std::find(c.files.begin(), c.files.end(), boltz2::kCheckpoint) != c.files.end() &&
+        !fs::is_directory(snap / boltz2::kMolsDir, dir_ec))
+        c.missing.push_back(std::string(boltz2::kMolsDir) + "/ (unpacked from " + boltz2::kMolsTar + ")");
     for (const auto& f : c.files) {
         std::error_code ec;
         const auto n = fs::file_size(snap / f, ec);
@@ -505,7 +459,7 @@ std::string download_repo(const HubOptions& o, const std::string& repo,
     progress.set_total(int64_t(sel.files.size()), 0);
     for (const auto& f : sel.files) hub.fetch(base, commit, f, progress);
     progress.finish();
-    if (std::find(sel.files.begin(), sel.files.end(), kBoltz2MolsTar) != sel.files.end())
+    if (std::find(sel.files.begin(), sel.files.end(), boltz2::kMolsTar) != sel.files.end())
         unpack_boltz2_mols(snap.string());
     if (o.revision != commit) {
         fs::create_directories(base / "refs");
@@ -516,12 +470,12 @@ std::string download_repo(const HubOptions& o, const std::string& repo,
 
 std::string ensure_model(const HubOptions& o, const std::string& name) {
     std::vector<std::string> repos, only;
-    if (const KnownModel* k = find_model(name)) {
+    if (const models::HubModel* k = models::find_hub_model(name)) {
         repos = k->repos;
         only = k->files;
     } else {
         std::string list;
-        for (const auto& m : known_models()) list += (list.empty() ? "" : ", ") + m.name;
+        for (const auto& m : models::hub_models()) list += (list.empty() ? "" : ", ") + m.name;
         BI_CHECK(name.find('/') != std::string::npos, "--model", "unknown model '", name,
                  "': known models are ", list, " (or give an org/name repository id)");
         repos.push_back(name);
@@ -532,7 +486,7 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
         if (cached.back().complete()) return cached.back().snapshot;
     }
     // Boltz-2 that `boltz predict` already downloaded into its own cache
-    const bool boltz2 = repos == std::vector<std::string>{kBoltz2Repo};
+    const bool boltz2 = repos == std::vector<std::string>{boltz2::kHubRepo};
     if (boltz2 && only.empty() && is_boltz2_model_dir(boltz_cache_path()))
         return boltz_cache_path();
     if (boltz2 && !only.empty()) {
@@ -555,8 +509,8 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
         std::string roots;
         for (const auto& r : cache_roots(o)) roots += (roots.empty() ? "" : ", ") + r;
         if (boltz2 && only.empty())
-            roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", kBoltz2Checkpoint, " + ",
-                         kBoltz2MolsDir, "/");
+            roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", boltz2::kCheckpoint, " + ",
+                         boltz2::kMolsDir, "/");
         else if (boltz2)
             roots += cat(", and boltz's cache ", boltz_cache_path(), " for ", only.front());
         fail("--model", cat("offline and ", msg, " (looked in ", roots, "); run `bioinfer weights ",
@@ -582,7 +536,7 @@ std::vector<std::string> prune_cache(const HubOptions& o, int64_t* freed_bytes) 
     std::vector<std::string> lines;
     int64_t freed = 0;
     std::set<std::string> folders;
-    for (const auto& k : known_models())
+    for (const auto& k : models::hub_models())
         for (const auto& r : k.repos) folders.insert(repo_folder(r));
     for (const auto& root : cache_roots(o)) {
         for (const auto& folder : folders) {

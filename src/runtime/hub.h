@@ -1,4 +1,4 @@
-// The weights registry and the Hugging Face hub cache: which models bioinfer knows, where their
+// The Hugging Face hub cache for the models the registry names (models/registry.h): where their
 // files live on disk (the hub's own cache layout, shared with Python's huggingface_hub), and the
 // downloader that fills it (resumable, verified, renamed into place only when complete).
 #pragma once
@@ -9,23 +9,9 @@
 
 namespace bioinfer::runtime {
 
-struct KnownModel {
-    std::string name;                // what --model accepts
-    std::vector<std::string> repos;  // Hugging Face repositories holding it, preferred first
-    std::string family;              // "ESM-2", "ESM C", "ESMFold"
-    std::string params;              // "650M"
-    std::string approx_size;         // download size before the hub tells the exact one
-    std::string license;
-    // The files taken from the repository when it holds more than this model (Boltz-2's
-    // affinity checkpoint is its own entry); empty: chosen from the repository's listing.
-    std::vector<std::string> files = {};
-};
-
-// ESM-2 (facebook/<name>), ESM C (the transformers layout under biohub/, the esm package's
-// .pth under EvolutionaryScale/), ESMFold (facebook/esmfold_v1, as "esmfold").
-const std::vector<KnownModel>& known_models();
-// The registry entry for a name (an alias such as "esmfold_v1" included); nullptr if unknown.
-const KnownModel* find_model(const std::string& name);
+// A folder holding the registry model `name` in its own tool's cache layout (boltz's ~/.boltz:
+// boltz2_conf.ckpt and mols/), as given with --cache and --model NAME; "" when it is not one.
+std::string model_in_own_cache(const std::string& name, const std::string& folder);
 
 struct HubOptions {
     std::string endpoint;   // $HF_ENDPOINT, else https://huggingface.co
@@ -73,7 +59,7 @@ struct CachedRepo {
 };
 
 // The best cached copy of `repo` across the cache roots (a complete one if any).
-// `only`: these files rather than those chosen from the listing (KnownModel::files).
+// `only`: these files rather than those chosen from the listing (HubModel::files).
 CachedRepo inspect_cache(const HubOptions& o, const std::string& repo,
                          const std::vector<std::string>& only = {});
 

@@ -298,7 +298,7 @@ int bench_main(int argc, char** argv) {
     const int repeat = int(a.get_int_in("repeat", 3, 1, kMaxRepeatOption));
     const io::ModelDir model_dir = io::ModelDir::open(weights_dir_from(a));
     auto records = runtime::collect_records(a.positional[1], 1022,
-                                            lm::vocab_of(lm::detect_architecture(model_dir)));
+                                            lm::vocab_of(model_dir));
     for (const auto& r : records) BI_CHECK(r.error.empty(), "bench", r.error);
     tuning::load_active_table();
     auto model = lm::load(model_dir);

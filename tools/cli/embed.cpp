@@ -66,8 +66,7 @@ int embed_main(int argc, char** argv) {
     // Validate every input before loading weights or writing anything: opening the directory
     // reads config.json and the safetensors headers only.
     const io::ModelDir model_dir = io::ModelDir::open(dir);
-    const std::string arch = lm::detect_architecture(model_dir);
-    auto records = runtime::collect_records(a.positional[0], truncate, lm::vocab_of(arch));
+    auto records = runtime::collect_records(a.positional[0], truncate, lm::vocab_of(model_dir));
     runtime::require_some_valid(records);
     runtime::Progress progress(runtime::embed_progress_options(opts), int64_t(records.size()));
     progress.stage(opts.model_label, "loading weights", 0, /*plain_line=*/false);

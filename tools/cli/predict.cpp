@@ -9,7 +9,6 @@
 #include "bioinfer/error.h"
 #include "io/boltz_outputs.h"
 #include "io/model_dir.h"
-#include "models/boltz2/boltz2_structure.h"
 #include "models/structure_model.h"
 #include "runtime/boltz_cache.h"
 #include "runtime/fold_pipeline.h"
@@ -101,6 +100,14 @@ Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --sam
 --use_potentials.
 )";
 
+// The options of predict that belong to one model or another (ModelSpec::options says which).
+static const char* const kModelOptions[] = {
+    "sampling-steps",          "diffusion-samples",          "max-parallel-samples",
+    "step-scale",              "seed",                       "max-msa-seqs",
+    "msa-dir",                 "use-potentials",             "sampling-steps-affinity",
+    "diffusion-samples-affinity", "affinity-mw-correction",  "affinity-checkpoint",
+    "affinity",                "ligands",                    "ligand-chain"};
+
 int predict_main(int argc, char** argv) {
     Args a = parse_job_args(
         argc, argv,
@@ -120,67 +127,61 @@ int predict_main(int argc, char** argv) {
     runtime::PredictOptions opts;
     apply_job_options(a, opts);
     const std::string format_given = a.get("output-format", "");
-    opts.format = format_given.empty() ? "pdb" : format_given;
-    if (opts.format == "mmcif") opts.format = "cif";
-    BI_CHECK(opts.format == "pdb" || opts.format == "cif", "--output-format",
-             "expected pdb or cif, got '", opts.format, "'");
+    opts.format = format_given == "mmcif" ? "cif" : format_given;
+    BI_CHECK(opts.format.empty() || opts.format == "pdb" || opts.format == "cif",
+             "--output-format", "expected pdb or cif, got '", opts.format, "'");
     opts.write_pae = a.has("write-pae");
-    opts.num_recycles = int(a.get_int_in("num-recycles", -1, 0, 64));
-    opts.chunk = a.get_int_in("chunk-size", 0, 0, kMaxTokensOption);
+    fold::Options& fo = opts.fold;
+    fo.num_recycles = int(a.get_int_in("num-recycles", -1, 0, 64));
+    fo.chunk = a.get_int_in("chunk-size", 0, 0, kMaxTokensOption);
     const auto positive = [&](const char* key, long long dflt, long long max) {
         return a.get_int_in(key, dflt, 1, max);
     };
-    opts.sampling_steps = int(positive("sampling-steps", -1, 100000));
-    opts.num_samples = int(positive("diffusion-samples", 1, 1000));
-    opts.max_parallel_samples = int(positive("max-parallel-samples", -1, 1000));
-    opts.max_msa_seqs = positive("max-msa-seqs", -1, 1 << 24);
+    fo.sampling_steps = int(positive("sampling-steps", -1, 100000));
+    fo.num_samples = int(positive("diffusion-samples", 1, 1000));
+    fo.max_parallel_samples = int(positive("max-parallel-samples", -1, 1000));
+    fo.max_msa_seqs = positive("max-msa-seqs", -1, 1 << 24);
     if (a.has("msa-dir")) {
         opts.msa_dir = a.get("msa-dir");
         BI_CHECK(std::filesystem::is_directory(opts.msa_dir), "--msa-dir", opts.msa_dir,
                  " is not a folder");
     }
-    opts.affinity_sampling_steps = int(positive("sampling-steps-affinity", -1, 100000));
-    opts.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
-    opts.affinity_mw_correction = a.has("affinity-mw-correction");
-    opts.use_potentials = a.has("use-potentials");
-    opts.seed = uint64_t(a.get_int_in("seed", 0, 0, std::numeric_limits<long long>::max()));
+    fo.affinity_sampling_steps = int(positive("sampling-steps-affinity", -1, 100000));
+    fo.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
+    fo.affinity_mw_correction = a.has("affinity-mw-correction");
+    fo.use_potentials = a.has("use-potentials");
+    fo.seed = uint64_t(a.get_int_in("seed", 0, 0, std::numeric_limits<long long>::max()));
     if (a.has("step-scale")) {
         const std::string v = a.get("step-scale");
         char* end = nullptr;
-        opts.step_scale = std::strtod(v.c_str(), &end);
-        BI_CHECK(end && *end == 0 && opts.step_scale > 0 && opts.step_scale < 100, "--step-scale",
+        fo.step_scale = std::strtod(v.c_str(), &end);
+        BI_CHECK(end && *end == 0 && fo.step_scale > 0 && fo.step_scale < 100, "--step-scale",
                  "expected a positive number, got '", v, "'");
     }
 
-    // boltz's cache given as --cache (a folder with boltz2_conf.ckpt and mols/) is the model
-    std::string dir;
-    if (a.has("model") && a.get("model") == "boltz2" && a.has("cache-dir") &&
-        runtime::is_boltz2_model_dir(a.get("cache-dir")))
-        dir = a.get("cache-dir");
-    else
-        dir = weights_dir_from(a);
+    // a model's own cache given as --cache (boltz's: boltz2_conf.ckpt and mols/) is the model
+    std::string dir = a.has("model") && a.has("cache-dir")
+                          ? runtime::model_in_own_cache(a.get("model"), a.get("cache-dir"))
+                          : std::string();
+    if (dir.empty()) dir = weights_dir_from(a);
     opts.model_label = a.has("model") ? a.get("model") : dir;
     // Everything is checked before weights load or anything is written.
     const io::ModelDir model_dir = io::ModelDir::open(dir);
     const std::unique_ptr<fold::ModelSpec> spec = fold::load_spec(model_dir);
-    if (spec->architecture() == "boltz2") {
-        // boltz predict's layout and default format, under DIR/boltz_results_<INPUT>
-        opts.layout = "boltz";
-        if (format_given.empty()) opts.format = "cif";
+    // the options one model or another takes: each refused for a model that does not
+    for (const char* k : kModelOptions)
+        if (a.has(k) && !spec->takes_option(k)) {
+            std::string own;
+            for (const std::string& o : spec->options()) own += (own.empty() ? "--" : ", --") + o;
+            fail(std::string("--") + k, cat("not an option of ", spec->architecture(),
+                                            own.empty() ? " (it takes none of the models' own "
+                                                          "options)"
+                                                        : " (its own: " + own + ")"));
+        }
+    if (opts.format.empty()) opts.format = spec->default_output_format();
+    // boltz predict's layout goes under DIR/boltz_results_<INPUT>
+    if (spec->output_layout() == fold::ModelSpec::Layout::Boltz)
         opts.out_dir = io::boltz_results_dir(opts.out_dir, a.positional[0]);
-    } else {
-        // ESMFold2 samples with its diffusion module too
-        if (spec->architecture() != "esmfold2")
-            for (const char* k : {"sampling-steps", "diffusion-samples", "max-parallel-samples",
-                                  "step-scale", "seed", "max-msa-seqs"})
-                BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 and ESMFold2 only");
-        if (spec->architecture() != "esmfold2")
-            BI_CHECK(!a.has("msa-dir"), "--msa-dir", "applies to ESMFold2 only");
-        for (const char* k : {"ligands", "ligand-chain", "affinity", "affinity-checkpoint",
-                              "sampling-steps-affinity", "diffusion-samples-affinity",
-                              "affinity-mw-correction", "use-potentials"})
-            BI_CHECK(!a.has(k), std::string("--") + k, "applies to Boltz-2 only");
-    }
     BI_CHECK(a.has("ligands") || !a.has("ligand-chain"), "--ligand-chain", "needs --ligands");
     BI_CHECK(a.has("ligands") || !a.has("affinity"), "--affinity",
              "needs --ligands (an input file names its binder under `properties`)");
@@ -206,7 +207,7 @@ int predict_main(int argc, char** argv) {
         budget = budget > 0 ? std::min<int64_t>(budget, int64_t(gib) << 30) : int64_t(gib) << 30;
     }
     // the memory estimate needs only the spec: targets too long fail before weights load
-    opts.memory_budget = budget;
+    fo.memory_budget = budget;
     for (auto& r : records)
         if (r.error.empty())
             r.error = runtime::fold_memory_error(*spec, r, budget / int64_t(opts.workers.size()));
@@ -215,25 +216,19 @@ int predict_main(int argc, char** argv) {
     progress.stage(opts.model_label, "loading weights", 0, /*plain_line=*/false);
     const double t_load = progress.elapsed();
     auto model = fold::load(model_dir);
-    if (auto* b = dynamic_cast<boltz2::Boltz2StructureModel*>(model.get())) {
-        if (a.has("affinity-checkpoint")) b->set_affinity_checkpoint(a.get("affinity-checkpoint"));
-        const bool wanted = std::any_of(records.begin(), records.end(), [](const auto& r) {
-            return r.error.empty() && !r.input.affinity_binder.empty();
-        });
-        if (wanted) {
-            // --model boltz2: the registry's affinity checkpoint (the same repository or boltz's
-            // cache; downloaded on first use)
-            if (b->affinity_checkpoint().empty() && a.has("model"))
-                b->set_affinity_checkpoint((std::filesystem::path(runtime::ensure_model(
-                                                hub_options(a), "boltz2-affinity")) /
-                                            runtime::kBoltz2AffinityCheckpoint)
-                                               .string());
-            // the affinity model loads with the structure model: a missing one fails before any
-            // work
-            progress.stage(opts.model_label, "loading the affinity model", 0, /*plain_line=*/false);
-            b->affinity_model();
-        }
-    }
+    // what the targets need beside the weights (Boltz-2's affinity model for a binder)
+    fold::StructureModel::RunNeeds needs;
+    for (const std::string& o : spec->options())
+        if (a.has(o)) needs.given[o] = a.get(o);
+    if (a.has("model"))  // a registry model's companions come from the registry too
+        needs.fetch = [&](const std::string& name) { return runtime::ensure_model(hub_options(a), name); };
+    needs.stage = [&](const std::string& what) {
+        progress.stage(opts.model_label, what, 0, /*plain_line=*/false);
+    };
+    std::vector<const fold::Input*> targets;
+    for (const auto& r : records)
+        if (r.error.empty()) targets.push_back(&r.input);
+    model->load_run_needs(targets, needs);
     opts.load_seconds = progress.elapsed() - t_load;
     opts.progress = &progress;
     const auto stats = runtime::run_predict(*model, records, opts);

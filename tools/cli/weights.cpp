@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "bioinfer/error.h"
+#include "models/registry.h"
 #include "runtime/hub.h"
 #include "runtime/progress.h"
 
@@ -52,7 +53,7 @@ int weights_main(int argc, char** argv) {
         return 0;
     }
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& k : runtime::known_models()) {
+    for (const auto& k : models::hub_models()) {
         // the first repository with a complete copy, else the first with anything
         runtime::CachedRepo found;
         for (const auto& r : k.repos) {

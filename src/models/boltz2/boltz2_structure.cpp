@@ -10,6 +10,7 @@
 #include "models/boltz2/constraint_refs.h"
 #include "models/boltz2/featurizer.h"
 #include "models/boltz2/ligands.h"
+#include "models/boltz2/names.h"
 #include "models/boltz2/standardize.h"
 #include "models/boltz2/templates.h"
 
@@ -217,9 +218,25 @@ std::unique_ptr<Boltz2StructureModel> Boltz2StructureModel::load(const io::Model
     const fs::path ckpt = dir.torch_file().empty() ? fs::path(dir.dir()) : fs::path(dir.torch_file());
     m->conformers_ = load_cache_conformers(ckpt.parent_path().string());
     m->spec_ = std::make_unique<Boltz2Spec>(m->model_->config(), mols_dir_of(dir));
-    const fs::path aff = ckpt.parent_path() / "boltz2_aff.ckpt";
+    const fs::path aff = ckpt.parent_path() / kAffinityCheckpoint;
     if (fs::is_regular_file(aff)) m->affinity_path_ = aff.string();
     return m;
+}
+
+void Boltz2StructureModel::load_run_needs(const std::vector<const fold::Input*>& targets,
+                                          const RunNeeds& needs) {
+    if (auto it = needs.given.find("affinity-checkpoint"); it != needs.given.end())
+        set_affinity_checkpoint(it->second);
+    const bool wanted = std::any_of(targets.begin(), targets.end(), [](const fold::Input* in) {
+        return !in->affinity_binder.empty();
+    });
+    if (!wanted) return;
+    if (affinity_path_.empty() && needs.fetch)
+        affinity_path_ =
+            (std::filesystem::path(needs.fetch(kAffinityModelName)) / kAffinityCheckpoint).string();
+    // loaded with the structure model: a missing one fails before any target runs
+    if (needs.stage) needs.stage("loading the affinity model");
+    affinity_model();
 }
 
 const Boltz2Model& Boltz2StructureModel::affinity_model() const {

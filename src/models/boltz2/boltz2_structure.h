@@ -35,6 +35,17 @@ public:
     // Pair states of the trunk and confidence stacks, the token transformer's per-layer biases,
     // the atom windows' biases and the dense atom <-> token maps, at in.tokens tokens.
     int64_t memory_bytes(const fold::Input& in) const override;
+    // The sampler's, the MSAs', the affinity stage's and screening's options; boltz predict's
+    // layout, mmCIF by default.
+    std::vector<std::string> options() const override {
+        return {"sampling-steps",     "diffusion-samples",       "max-parallel-samples",
+                "step-scale",         "seed",                    "max-msa-seqs",
+                "use-potentials",     "sampling-steps-affinity", "diffusion-samples-affinity",
+                "affinity-mw-correction", "affinity-checkpoint", "affinity",
+                "ligands",            "ligand-chain"};
+    }
+    Layout output_layout() const override { return Layout::Boltz; }
+    std::string default_output_format() const override { return "cif"; }
     // The extra bytes each sample denoised at once needs (token and atom transformer activations
     // and attention scores): what decides how many samples fit in one batch.
     int64_t bytes_per_parallel_sample(int64_t tokens) const;
@@ -73,6 +84,10 @@ public:
     void set_affinity_checkpoint(const std::string& path) { affinity_path_ = path; }
     const std::string& affinity_checkpoint() const { return affinity_path_; }
     const Boltz2Model& affinity_model() const;
+    // The affinity model, when a target names a binder: --affinity-checkpoint's file, else the
+    // one beside the structure checkpoint, else the registry's boltz2-affinity (fetched).
+    void load_run_needs(const std::vector<const fold::Input*>& targets,
+                        const RunNeeds& needs) override;
 
 private:
     std::string affinity_path_;
