@@ -39,6 +39,7 @@ struct Result {
 
 struct CliTest : ::testing::Test {
     fs::path tmp;
+    std::string bin = kBin;  // the binary run() runs
     void SetUp() override {
         tmp = fs::temp_directory_path() /
               ("bioinfer_cli_" + std::to_string(getpid()) + "_" +
@@ -54,7 +55,7 @@ struct CliTest : ::testing::Test {
         const std::string errf = p("stderr.txt");
         // never the real hub (a closed local port unless a test serves one), never the user's cache
         const std::string cmd = "env -u HF_HOME -u HF_HUB_CACHE -u HF_HUB_OFFLINE -u HF_TOKEN -u XDG_CACHE_HOME HOME=" +
-                                p("home") + " HF_ENDPOINT=http://127.0.0.1:1 " + env + " " + kBin + " " + args +
+                                p("home") + " HF_ENDPOINT=http://127.0.0.1:1 " + env + " " + bin + " " + args +
                                 " > " + out + " 2> " + errf + " < /dev/null";
         int st = std::system(cmd.c_str());
         Result r;

@@ -194,26 +194,42 @@ TEST_F(Score, ScoresDoNotDependOnTheBatchSize) {
 }
 
 TEST_F(Score, BadMutationFilesFailOnTheRow) {
-    const std::string wt = kScoreFix + "/short.fasta";  // starts Y K ... (see short.csv)
+    // mutants built from the fixture: its wild type and the first two rows of short.csv, which
+    // the reference scored
+    const std::string wt = kScoreFix + "/short.fasta";
+    const std::string seq = expected["cases"]["short"]["wild_type"].get<std::string>();
+    const auto fixture_rows = read_csv(kScoreFix + "/short.csv");
+    ASSERT_GE(fixture_rows.size(), 3u);
+    ASSERT_GE(seq.size(), 3u);
+    const std::string m1 = fixture_rows[1][0], m2 = fixture_rows[2][0];  // e.g. Y1L, K2G
+    const std::string w1(1, seq[0]), w2(1, seq[1]), w3(1, seq[2]);
+    const char wrong = seq[1] == 'A' ? 'C' : 'A';  // not the wild type at position 2
+    const std::string len = std::to_string(seq.size() + 1);
+    const std::string bad_row2 = w2 + "2";  // no substitute
+    const std::string wrong_wt = std::string(1, wrong) + "2G";
+    const std::string outside = w1 + len + "L";
+    const std::string not_aa = w1 + "1J";
+    const std::string g2 = w2 + "2G", g3 = w3 + "3G";
     const struct {
-        const char* csv;
-        const char* needle;
+        std::string csv, needle;
     } cases[] = {
-        {"variant,x\nY1L,1\n", "no 'mutant' column"},
-        {"mutant\nY1L\nK2\n", "row 2 (line 3)] malformed mutant 'K2'"},
-        {"mutant\nY1L\nA2G\n", "row 2 (line 3)] mutant 'A2G': the wild type has 'K' at position 2"},
-        {"mutant\nY1L\nY99L\n",
-         "row 2 (line 3)] mutant 'Y99L': position 99 is outside the sequence"},
-        {"mutant\nY1J\n", "row 1 (line 2)] mutant 'Y1J': 'J' is not one of the 20 amino acids"},
-        {"mutant,x\nY1L\n", "row 1 (line 2)] 1 fields, the header has 2"},
+        {"variant,x\n" + m1 + ",1\n", "no 'mutant' column"},
+        {"mutant\n" + m1 + "\n" + bad_row2 + "\n", "row 2 (line 3)] malformed mutant '" + bad_row2 + "'"},
+        {"mutant\n" + m1 + "\n" + wrong_wt + "\n",
+         "row 2 (line 3)] mutant '" + wrong_wt + "': the wild type has '" + w2 + "' at position 2"},
+        {"mutant\n" + m1 + "\n" + outside + "\n",
+         "row 2 (line 3)] mutant '" + outside + "': position " + len + " is outside the sequence"},
+        {"mutant\n" + not_aa + "\n",
+         "row 1 (line 2)] mutant '" + not_aa + "': 'J' is not one of the 20 amino acids"},
+        {"mutant,x\n" + m1 + "\n", "row 1 (line 2)] 1 fields, the header has 2"},
         // a quote left open swallows the rest of the file: named where it opened
-        {"mutant,x\nY1L,1\nK2G,\"a\nN3G,2\n",
+        {"mutant,x\n" + m1 + ",1\n" + g2 + ",\"a\n" + g3 + ",2\n",
          "row 2 (line 3)] unterminated quote: the quoted field opened on line 3 runs to the end "
          "of the file"},
-        {"mutant,x\nY1L,\"a\nb\"\nK2G,1,\"c\n",
+        {"mutant,x\n" + m1 + ",\"a\nb\"\n" + g2 + ",1,\"c\n",
          "row 2 (line 4)] unterminated quote: the quoted field opened on line 4"},
-        {"mutant,\"x\nY1L\n", "header (line 1)] unterminated quote: the quoted field opened on "
-                               "line 1"},
+        {"mutant,\"x\n" + m1 + "\n", "header (line 1)] unterminated quote: the quoted field opened on "
+                                    "line 1"},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.csv);
@@ -226,26 +242,27 @@ TEST_F(Score, BadMutationFilesFailOnTheRow) {
         EXPECT_FALSE(fs::exists(p("o.csv")));
     }
     // an unterminated quote is the file's fault, not a row's: --skip-bad-rows stops on it too
-    write("m.csv", "mutant,x\nY1L,1\nK2G,\"a\n");
+    write("m.csv", "mutant,x\n" + m1 + ",1\n" + g2 + ",\"a\n");
     test::Result r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
                          p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.err.find("unterminated quote"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(p("o.csv")));
     // --skip-bad-rows scores the others and lists what it skipped
-    write("m.csv", "mutant\nY1L\nA2G\nK2G\n");
+    write("m.csv", "mutant\n" + m1 + "\n" + wrong_wt + "\n" + m2 + "\n");
     r = run("score " + wt + " --weights " + model_dir("esm2_tiny") + " --mutations " +
                          p("m.csv") + " --skip-bad-rows --quiet --out " + p("o.csv"));
     ASSERT_EQ(r.rc, 0) << r.err;
-    EXPECT_NE(r.err.find("skipped: [" + p("m.csv") + " row 2 (line 3)] mutant 'A2G'"),
+    EXPECT_NE(r.err.find("skipped: [" + p("m.csv") + " row 2 (line 3)] mutant '" + wrong_wt + "'"),
               std::string::npos)
         << r.err;
     const auto rows = read_csv(p("o.csv"));
     ASSERT_EQ(rows.size(), 3u);
-    EXPECT_EQ(rows[1][0], "Y1L");
-    EXPECT_EQ(rows[2][0], "K2G");
+    EXPECT_EQ(rows[1][0], m1);
+    EXPECT_EQ(rows[2][0], m2);
     const auto& want = expected["models"]["esm2_tiny"]["short"];
     EXPECT_NEAR(std::stod(rows[1][1]), want["masked_marginals"][0].get<double>(), 1e-4);
+    EXPECT_NEAR(std::stod(rows[2][1]), want["masked_marginals"][1].get<double>(), 1e-4);
     // a FASTA with two records is not one wild type
     write("two.fa", ">a\nMKV\n>b\nMKT\n");
     r = run("score " + p("two.fa") + " --weights " + model_dir("esm2_tiny") + " --dms --out " +

@@ -517,19 +517,8 @@ TEST(EsmFold2Msa, ChainsPairByKeyAndDeletionsTransform) {
     EXPECT_EQ(solo.msa[size_t(solo.tokens + 4)], 1);
 }
 
-// The mono case's MSA written as an a3m (its rows' deletions as lower-case insertions) gives the
-// fixture's MSA features through bioinfer's parser and layout: classes, deletion flags, values and
-// their mean over the rows.
-TEST(EsmFold2Msa, A3mGivesTheFixturesMsaFeatures) {
-    const std::string a3m =
-        ">query\nMKTAYIAKQRQISFVKSHFXRQLW\n"
-        ">r1\nMKTAYaaLAKQRQ-SFVKSHcFARQLW\n"
-        ">r2\nMRT-YIAKERQISF--SHFSRQLW\n"
-        ">r3\n-KTAYIAKQRdddddddQISFVKAHFSRQL-\n";
-    const io::Msa msa = io::parse_a3m_esm(a3m, "mono.a3m", 0);
-    esmfold2::Inputs in = esmfold2::featurize({fixture().cases[0].sequence}, "test");
-    esmfold2::attach_msas(in, {&msa}, "test");
-    const esmfold2::Inputs ref = inputs_of("mono");
+// The MSA features bioinfer built equal the reference's.
+static void expect_msa_features(const esmfold2::Inputs& in, const esmfold2::Inputs& ref) {
     ASSERT_EQ(in.msa_rows, ref.msa_rows);
     EXPECT_EQ(in.msa, ref.msa);
     EXPECT_EQ(in.has_deletion, ref.has_deletion);
@@ -539,6 +528,26 @@ TEST(EsmFold2Msa, A3mGivesTheFixturesMsaFeatures) {
     for (size_t t = 0; t < ref.deletion_mean.size(); ++t)
         EXPECT_NEAR(in.deletion_mean[t], ref.deletion_mean[t], 1e-6) << t;
 }
+
+// Each case's MSA as the generator wrote it (cases.json "msa": an a3m, its rows' deletions as
+// lower-case insertions) gives the fixture's MSA features through bioinfer's parser and layout:
+// classes, deletion flags, values and their mean over the rows.
+TEST(EsmFold2Msa, A3mGivesTheFixturesMsaFeatures) {
+    const auto cases = nlohmann::json::parse(io::read_file(fixture().dir + "/cases.json"))["cases"];
+    int with_msa = 0;
+    for (const auto& c : cases) {
+        if (!c.contains("msa")) continue;
+        ++with_msa;
+        const std::string id = c["id"], file = c["msa"];
+        SCOPED_TRACE(id);
+        const io::Msa msa = io::parse_a3m_esm(io::read_file(fixture().dir + "/" + file), file, 0);
+        esmfold2::Inputs in = esmfold2::featurize({c["sequence"].get<std::string>()}, "test");
+        esmfold2::attach_msas(in, {&msa}, "test");
+        expect_msa_features(in, inputs_of(id));
+    }
+    EXPECT_GT(with_msa, 0) << "no case of the fixture has an MSA";
+}
+
 
 INSTANTIATE_TEST_SUITE_P(Cases, EsmFold2Case, ::testing::Values("mono", "dimer"),
                          [](const auto& info) { return info.param; });

@@ -26,7 +26,7 @@ from . import _bioinfer
 
 __all__ = ["load", "compare", "LanguageModel", "EmbedResult", "StructureModel", "FoldResult",
            "__version__"]
-__version__ = "0.1.0"
+__version__: str = _bioinfer.__version__
 
 Sequences = Union[str, "os.PathLike[str]", Sequence[str], Mapping[str, str]]
 _INCLUDE = ("mean", "per_tok", "bos", "contacts", "logits", "pll")

@@ -381,6 +381,7 @@ class PyStructureModel {
 
 NB_MODULE(_bioinfer, m) {
     m.doc() = "bioinfer's engine: the C++ library the bioinfer CLI runs.";
+    m.attr("__version__") = BIOINFER_VERSION;  // the CMake project's version, as `bioinfer --version`
     // a filesystem error raises OSError with "[path] what failed: reason", as the CLI prints it
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {

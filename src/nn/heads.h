@@ -1,7 +1,7 @@
-// Heads on a structure model's trunk outputs: the distogram, pLDDT, and the predicted aligned
-// error (PAE) with pTM. ESMFold's forms; Boltz-2 and ESMFold2 add their variants here (the
-// distogram as W(z + z^T) + b, per-atom pLDDT weights, separate intra/inter-chain PAE heads,
-// the frame-validity mask of pTM).
+// Heads on a structure model's trunk outputs: the distogram (ESMFold's symmetrised form and the
+// W(z + z^T) + b of Boltz-2 and ESMFold2), ESMFold's pLDDT, and the predicted aligned error
+// (PAE) with pTM. Boltz-2's and ESMFold2's confidence modules (per-atom pLDDT, intra/inter-chain
+// PAE and PDE, the frame-validity mask of pTM) are their own (models/*/confidence.h).
 #pragma once
 #include <cstdint>
 #include <string>

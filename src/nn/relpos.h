@@ -1,6 +1,6 @@
-// Relative-position encoding of the pair track: each residue pair's clipped offset in residue
-// numbers picks a row of a learned table (ESMFold). The chain-aware AlphaFold 3 encoding of
-// Boltz-2 and ESMFold2 (token, chain and entity terms) joins it here.
+// Relative-position encodings of the pair track: ESMFold's, where each residue pair's clipped
+// offset in residue numbers picks a row of a learned table, and the chain-aware AlphaFold 3
+// encoding Boltz-2 and ESMFold2 share (token, chain and entity terms).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -87,10 +87,15 @@ def main() -> None:
             described[res] = describe(pickle.load(f))  # noqa: S301 (written just above)
     (OUT / "multi.json").write_text(json.dumps(described) + "\n")
 
-    # The conformer boltz's featurizer picks per residue of the protein_rna case (chain A protein
-    # MSTNPKPQR, chain B RNA ACGUNA), in token order, from default_rng(42).
-    residues = ([const.prot_letter_to_token[c] for c in "MSTNPKPQR"] +
-                [const.rna_letter_to_token[c] for c in "ACGUNA"])
+    # The conformer boltz's featurizer picks per residue of the protein_rna case (its polymer
+    # chains as boltz2_tiny.CASES writes them), in token order, from default_rng(42).
+    import yaml
+    letters = {"protein": const.prot_letter_to_token, "rna": const.rna_letter_to_token,
+               "dna": const.dna_letter_to_token}
+    residues = []
+    for entry in yaml.safe_load(bt.CASES["protein_rna"][0])["sequences"]:
+        (kind, chain), = entry.items()
+        residues += [letters[kind][c] for c in chain["sequence"]]
     rng = np.random.default_rng(42)
     picks = [int(rng.choice([c["id"] for c in described[r]["conformers"]])) for r in residues]
     (OUT / "multi_choice.json").write_text(

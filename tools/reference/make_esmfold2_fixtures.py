@@ -116,6 +116,16 @@ def randomize(model, seed):
                 p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
 
 
+def write_a3m(path, query, msa_rows):
+    """The query, then each row with its deletion counts written back as lower-case insertions
+    ('a' repeated d times) before the residue they precede, as a3m files hold them."""
+    lines = [">query", query]
+    for k, (row, dels) in enumerate(msa_rows):
+        lines += [f">r{k + 1}", "".join("a" * d + c for c, d in zip(row, dels))]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def featurize(chains, msa_rows):
     """EsmFold2Model.fold's inputs for protein chains, as protein_utils builds one chain: chains
     concatenated, residue_index restarting per chain, token_index and ref_space_uid running over the
@@ -379,9 +389,14 @@ def main():
         print(f"{cid}: {len(r)} tensors", flush=True)
     save_reference(ref, os.path.join(out, "reference.safetensors"),
                    f"transformers {__import__('transformers').__version__}, torch {torch.__version__}")
+    cases = []
+    for cid, seq, msa_rows in CASES:
+        cases.append({"id": cid, "sequence": seq})
+        if msa_rows:  # the MSA the reference folded, as an a3m the parser must turn back into it
+            write_a3m(os.path.join(out, f"{cid}.a3m"), seq, msa_rows)
+            cases[-1]["msa"] = f"{cid}.a3m"
     with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump({"model": NAME, "samples": SAMPLES, "steps": STEPS,
-                   "cases": [{"id": c, "sequence": s} for c, s, _ in CASES]}, f, indent=2)
+        json.dump({"model": NAME, "samples": SAMPLES, "steps": STEPS, "cases": cases}, f, indent=2)
         f.write("\n")
     print(f"wrote {out}")
 
