@@ -148,93 +148,110 @@ RecordArrays extract(const lm::Output& o, int64_t b, int64_t L, const std::vecto
     return r;
 }
 
-}  // namespace
+// One run of the embedding job: what it computes and writes, and the state its steps share (the
+// records' manifest entries, the HDF5 writer, the stats). spec() hands the steps to run_job.
+struct EmbedJob {
+    // A batch's forward pass, then each record's arrays (special tokens stripped), extracted once
+    // for the record and those with the same sequence.
+    struct Batch {
+        std::vector<size_t> records;  // the representatives, in batch order
+        lm::Output out;
+        std::vector<float> pll;         // per representative, with --include pll
+        size_t extracted = size_t(-1);  // the position in the batch `arrays` holds
+        RecordArrays arrays = {};
+    };
 
-ProgressOptions embed_progress_options(const EmbedOptions& o) {
-    return {.label = "embed", .items = "sequences", .tokens = "tokens", .quiet = o.quiet, .log_path = o.log_path};
-}
-
-EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
-                     const EmbedOptions& opts, bool write_outputs) {
-    const std::vector<int> layers = resolve_layers(opts.repr_layers, model.num_layers());
-    BI_CHECK(opts.per_tok || opts.mean || opts.bos || opts.contacts || opts.logits || opts.pll,
-             "--include", "nothing to output");
-    BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "unknown format '",
-             opts.format, "': expected npz or h5");
-    BI_CHECK((!opts.logits && !opts.pll) || model.has_logits(), "--include",
-             opts.logits ? "logits" : "pll", " need an LM head, and the ",
-             "checkpoint has none (use a masked-LM checkpoint)");
-    BI_CHECK(!opts.contacts || model.has_contacts(), "--include", "contacts need a contact head, and ",
-             model.no_contacts_reason());
-    const bool any_hidden = opts.per_tok || opts.mean || opts.bos;
+    lm::LanguageModel& model;
+    const std::vector<EmbedRecord>& records;
+    const EmbedOptions& opts;
+    const bool write_outputs;
+    const std::vector<int> layers;
+    bool any_hidden = false, any_forward = false;
     lm::Request req;
-    if (any_hidden) req.layers = layers;
-    req.logits = opts.logits;
-    req.contacts = opts.contacts;
-    const std::vector<std::string> names = array_names(layers, opts);
-    // A shard writes npz into its own folder; `bioinfer merge` makes the single output.
-    const Shard& shard = opts.shard;
-    const fs::path out_dir(shard_dir(opts.out_dir, shard));
-    const std::string format = shard.sharded() ? "npz" : opts.format;
-    const std::string h5_path = (out_dir / "embeddings.h5").string();
-    json layers_json = any_hidden ? json(layers) : json::array();
+    std::vector<std::string> names;
+    fs::path out_dir;
+    std::string format, h5_path;
+    json layers_json;
     std::vector<std::string> include;
-    if (opts.mean) include.push_back("mean");
-    if (opts.per_tok) include.push_back("per_tok");
-    if (opts.bos) include.push_back("bos");
-    if (opts.contacts) include.push_back("contacts");
-    if (opts.logits) include.push_back("logits");
-    if (opts.pll) include.push_back("pll");
-    const bool any_forward = any_hidden || opts.logits || opts.contacts;
-
     EmbedStats stats;
-    std::vector<TargetResult>& results = stats.results;
-    for (size_t i = 0; i < records.size(); ++i)
-        results.push_back(target_result(i, records[i].id, records[i].source, records[i].error));
-    std::vector<json> rec_json(records.size());
-    // A record whose outputs are written (or already there): its manifest entry; returns its files.
-    auto manifest_entry = [&](size_t i, const std::vector<std::pair<std::string, Shape>>& shapes) {
+    std::vector<json> rec_json;
+    // Outputs already there: an npz holding every requested array, or those datasets in the
+    // existing embeddings.h5 (carried over into the new file).
+    std::map<size_t, std::vector<std::pair<std::string, io::LoadedArray>>> carried;  // h5 only
+    std::unique_ptr<io::H5Writer> h5;
+    std::mutex mu;  // the HDF5 writer, the manifest and the stats
+
+    // Checks the request against the model before anything runs.
+    EmbedJob(lm::LanguageModel& model_, const std::vector<EmbedRecord>& records_,
+             const EmbedOptions& opts_, bool write_outputs_)
+        : model(model_),
+          records(records_),
+          opts(opts_),
+          write_outputs(write_outputs_),
+          layers(resolve_layers(opts_.repr_layers, model_.num_layers())) {
+        BI_CHECK(opts.per_tok || opts.mean || opts.bos || opts.contacts || opts.logits || opts.pll,
+                 "--include", "nothing to output");
+        BI_CHECK(opts.format == "npz" || opts.format == "h5", "--format", "unknown format '",
+                 opts.format, "': expected npz or h5");
+        BI_CHECK((!opts.logits && !opts.pll) || model.has_logits(), "--include",
+                 opts.logits ? "logits" : "pll", " need an LM head, and the ",
+                 "checkpoint has none (use a masked-LM checkpoint)");
+        BI_CHECK(!opts.contacts || model.has_contacts(), "--include",
+                 "contacts need a contact head, and ", model.no_contacts_reason());
+        any_hidden = opts.per_tok || opts.mean || opts.bos;
+        if (any_hidden) req.layers = layers;
+        req.logits = opts.logits;
+        req.contacts = opts.contacts;
+        names = array_names(layers, opts);
+        // A shard writes npz into its own folder; `bioinfer merge` makes the single output.
+        const Shard& shard = opts.shard;
+        out_dir = fs::path(shard_dir(opts.out_dir, shard));
+        format = shard.sharded() ? "npz" : opts.format;
+        h5_path = (out_dir / "embeddings.h5").string();
+        layers_json = any_hidden ? json(layers) : json::array();
+        if (opts.mean) include.push_back("mean");
+        if (opts.per_tok) include.push_back("per_tok");
+        if (opts.bos) include.push_back("bos");
+        if (opts.contacts) include.push_back("contacts");
+        if (opts.logits) include.push_back("logits");
+        if (opts.pll) include.push_back("pll");
+        any_forward = any_hidden || opts.logits || opts.contacts;
+        for (size_t i = 0; i < records.size(); ++i)
+            stats.results.push_back(
+                target_result(i, records[i].id, records[i].source, records[i].error));
+        rec_json.resize(records.size());
+    }
+
+    // tokens with <cls> and <eos>
+    int64_t length(size_t i) const { return int64_t(records[i].tokens.size()) + 2; }
+
+    // A record whose outputs are written (or already there): its manifest entry; returns its
+    // files.
+    json manifest_entry(size_t i, const std::vector<std::pair<std::string, Shape>>& shapes) {
         const EmbedRecord& rec = records[i];
         const std::string stem = safe_file_stem(rec.id);
         json arrays = json::object();
         for (auto& [k, sh] : shapes) arrays[k] = sh;
-        json rj = {{"id", rec.id}, {"source", rec.source}, {"length", int64_t(rec.tokens.size())},
+        json rj = {{"id", rec.id},
+                   {"source", rec.source},
+                   {"length", int64_t(rec.tokens.size())},
                    {"original_length", rec.original_length},
-                   {"truncated", rec.original_length != int64_t(rec.tokens.size())}, {"arrays", arrays}};
-        if (!results[i].duplicate_of.empty()) rj["duplicate_of"] = results[i].duplicate_of;
+                   {"truncated", rec.original_length != int64_t(rec.tokens.size())},
+                   {"arrays", arrays}};
+        if (!stats.results[i].duplicate_of.empty())
+            rj["duplicate_of"] = stats.results[i].duplicate_of;
         if (format == "npz") {
             rj["file"] = stem + ".npz";
         } else {
             rj["file"] = "embeddings.h5";
             rj["datasets"] = json::array();
-            for (auto& [k, sh] : shapes) rj["datasets"].push_back(h5_dataset(k, stem, shapes.size()));
+            for (auto& [k, sh] : shapes)
+                rj["datasets"].push_back(h5_dataset(k, stem, shapes.size()));
         }
         rec_json[i] = rj;
         return json{{"file", rj["file"]}};
-    };
-    // tokens with <cls> and <eos>
-    auto length = [&](size_t i) { return int64_t(records[i].tokens.size()) + 2; };
+    }
 
-    JobSpec spec;
-    spec.tool = "bioinfer embed";
-    spec.job = {{"format", opts.format},
-                {"include", include},
-                {"layers", layers_json},
-                {"precision", opts.precision}};
-    spec.progress = write_outputs
-                        ? embed_progress_options(opts)
-                        : ProgressOptions{.label = "embed", .quiet = true, .log_path = ""};
-    spec.write_outputs = write_outputs;
-    // h5: every record's arrays go into one file, in place once committed at the end
-    spec.journal_when_written = format == "npz";
-    spec.run_time = RunTime::ComputeShare;
-    // identical inputs: the same tokens after truncation
-    spec.dedup_key = [&](size_t i) {
-        return std::string(reinterpret_cast<const char*>(records[i].tokens.data()),
-                           records[i].tokens.size() * 4);
-    };
-    spec.cost = length;
-    spec.work = length;
     // Batches are formed over the whole input, then dealt to shards, so a sequence is computed in
     // the same batch (to the bit) whatever the number of shards and however often a run resumes.
     // At least 32 batches when the input allows (smaller ones for a small input), so that dealing
@@ -243,7 +260,7 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
     // 258-row GEMM on 8 x 256 tokens, at half the rate of a packed batch, streaming the weights
     // once per sequence (ESM C 600M fp32 on a 2-core AVX2 CPU went from 0.67x to 1.15x
     // transformers with this floor: bench/results/lm_cpu_int8.json and docs/performance.md).
-    spec.make_units = [&](const std::vector<size_t>& reps) {
+    std::vector<std::vector<size_t>> make_units(const std::vector<size_t>& reps) const {
         std::vector<int64_t> lengths;
         int64_t all_tokens = 0;
         for (size_t r : reps) {
@@ -256,11 +273,10 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
         for (auto& b : batches)
             for (auto& j : b) j = reps[j];
         return batches;
-    };
-    // Outputs already there: an npz holding every requested array, or those datasets in the
-    // existing embeddings.h5 (carried over into the new file).
-    std::map<size_t, std::vector<std::pair<std::string, io::LoadedArray>>> carried;  // h5 only
-    spec.done = [&](size_t i) -> std::optional<json> {
+    }
+
+    // Record i's manifest entry when its outputs are already there (its h5 datasets carried).
+    std::optional<json> done(size_t i) {
         const std::string stem = safe_file_stem(records[i].id);
         std::vector<std::pair<std::string, Shape>> shapes;
         try {
@@ -292,86 +308,81 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             return std::nullopt;
         }
         return manifest_entry(i, shapes);
-    };
-    spec.label = [&](const std::vector<size_t>& batch) {
+    }
+
+    std::string label(const std::vector<size_t>& batch) const {
         int64_t ntok = 0;
         for (size_t i : batch) ntok += length(i);
         return cat(batch.size() == 1 ? records[batch[0]].id : cat(batch.size(), " sequences"), " (",
                    ntok, " tokens)");
-    };
-    std::unique_ptr<io::H5Writer> h5;
-    spec.start = [&] {
-        if (write_outputs && format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
-    };
-    // A batch's forward pass, then each record's arrays (special tokens stripped), extracted once
-    // for the record and those with the same sequence.
-    struct Batch {
-        std::vector<size_t> records;  // the representatives, in batch order
-        lm::Output out;
-        std::vector<float> pll;         // per representative, with --include pll
-        size_t extracted = size_t(-1);  // the position in the batch `arrays` holds
-        RecordArrays arrays = {};
-    };
-    std::mutex mu;  // the HDF5 writer, the manifest and the stats
-    spec.unit = unit_of_work<Batch>(
-        [&](const Worker&, const std::vector<size_t>& batch, const StageFn& stage) {
-            std::vector<std::vector<int32_t>> toks;
-            int64_t ntok = 0;
-            for (size_t i : batch) {
-                toks.push_back(esm::with_specials(records[i].tokens));
-                ntok += int64_t(toks.back().size());
-            }
-            Batch b{batch, {}};
-            if (any_forward) {
-                stage("language model");
-                b.out = model.forward(toks, req);
-            }
-            if (opts.pll) {
-                stage("pseudo-log-likelihood");
-                ScoreOptions so;
-                so.toks_per_batch = opts.toks_per_batch;
-                for (size_t i : batch)
-                    b.pll.push_back(float(pseudo_log_likelihood(model, records[i].tokens, so)));
-            }
+    }
+
+    // The batch's forward pass and, with --include pll, each record's pseudo-log-likelihood.
+    Batch compute(const std::vector<size_t>& batch, const StageFn& stage) {
+        std::vector<std::vector<int32_t>> toks;
+        int64_t ntok = 0;
+        for (size_t i : batch) {
+            toks.push_back(esm::with_specials(records[i].tokens));
+            ntok += int64_t(toks.back().size());
+        }
+        Batch b{batch, {}};
+        if (any_forward) {
+            stage("language model");
+            b.out = model.forward(toks, req);
+        }
+        if (opts.pll) {
+            stage("pseudo-log-likelihood");
+            ScoreOptions so;
+            so.toks_per_batch = opts.toks_per_batch;
+            for (size_t i : batch)
+                b.pll.push_back(float(pseudo_log_likelihood(model, records[i].tokens, so)));
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        stats.sequences += int64_t(batch.size());
+        stats.tokens += ntok;
+        return b;
+    }
+
+    // Record m's arrays (the batch's representative at bi): written (npz, or datasets of the
+    // HDF5 file) or handed to the sink; returns its files.
+    json write(Batch& b, size_t bi, size_t m) {
+        if (!write_outputs && !opts.sink) return json::object();
+        if (b.extracted != bi) {
+            const int64_t L = int64_t(records[b.records[bi]].tokens.size());
+            b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(),
+                               model.logits_width(), opts.pll ? b.pll[bi] : 0.0f);
+            b.extracted = bi;
+        }
+        const RecordArrays& ra = b.arrays;
+        // NaN or Inf (weights loaded with --allow-nonfinite, overflow): this record fails
+        // alone, nothing of it written
+        for (const auto& [k, t] : ra.arrays)
+            BI_CHECK(io::first_nonfinite(t) < 0, records[m].id, "output '", k,
+                     "' holds NaN or Inf; nothing written for this record");
+        if (!write_outputs) {
+            opts.sink(m, ra);
+            return json::object();
+        }
+        const std::string stem = safe_file_stem(records[m].id);
+        std::vector<std::pair<std::string, Shape>> shapes;
+        for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
+        if (format == "npz") {
+            std::vector<io::NamedArray> na;
+            for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
+            io::write_npz((out_dir / (stem + ".npz")).string(), na);
+        } else {
             std::lock_guard<std::mutex> lock(mu);
-            stats.sequences += int64_t(batch.size());
-            stats.tokens += ntok;
-            return b;
-        },
-        [&](Batch& b, size_t bi, size_t m, const StageFn&) -> json {
-            if (!write_outputs && !opts.sink) return json::object();
-            if (b.extracted != bi) {
-                const int64_t L = int64_t(records[b.records[bi]].tokens.size());
-                b.arrays = extract(b.out, int64_t(bi), L, layers, opts, model.hidden_size(),
-                                   model.logits_width(), opts.pll ? b.pll[bi] : 0.0f);
-                b.extracted = bi;
-            }
-            const RecordArrays& ra = b.arrays;
-            // NaN or Inf (weights loaded with --allow-nonfinite, overflow): this record fails
-            // alone, nothing of it written
-            for (const auto& [k, t] : ra.arrays)
-                BI_CHECK(io::first_nonfinite(t) < 0, records[m].id, "output '", k,
-                         "' holds NaN or Inf; nothing written for this record");
-            if (!write_outputs) {
-                opts.sink(m, ra);
-                return json::object();
-            }
-            const std::string stem = safe_file_stem(records[m].id);
-            std::vector<std::pair<std::string, Shape>> shapes;
-            for (auto& [k, t] : ra.arrays) shapes.emplace_back(k, t.shape());
-            if (format == "npz") {
-                std::vector<io::NamedArray> na;
-                for (auto& [k, t] : ra.arrays) na.push_back({k, t.shape(), t.f32()});
-                io::write_npz((out_dir / (stem + ".npz")).string(), na);
-            } else {
-                std::lock_guard<std::mutex> lock(mu);
-                for (auto& [k, t] : ra.arrays)
-                    h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
-            }
-            std::lock_guard<std::mutex> lock(mu);
-            return manifest_entry(m, shapes);
-        });
-    spec.finish = [&](Journal* journal) {
+            for (auto& [k, t] : ra.arrays)
+                h5->write(h5_dataset(k, stem, ra.arrays.size()), t.shape(), t.f32());
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        return manifest_entry(m, shapes);
+    }
+
+    // The HDF5 file completed (carried datasets added, committed, its records journaled) and
+    // manifest.json written, once the batches are done.
+    void finish(Journal* journal) {
+        const std::vector<TargetResult>& results = stats.results;
         json manifest_records = json::array();
         bool any_output = false;
         for (size_t i = 0; i < records.size(); ++i) {
@@ -407,9 +418,59 @@ EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& r
             manifest["h5_layout"] = "one array per record: /<id>; several: /<array>/<id>";
         if (any_output)
             io::write_file_atomic((out_dir / "manifest.json").string(), manifest.dump(2) + "\n");
-    };
-    stats.seconds = run_job(opts, spec, results);
-    return stats;
+    }
+
+    // The job's hooks for run_job, each one of the steps above.
+    JobSpec spec() {
+        JobSpec spec;
+        spec.tool = "bioinfer embed";
+        spec.job = {{"format", opts.format},
+                    {"include", include},
+                    {"layers", layers_json},
+                    {"precision", opts.precision}};
+        spec.progress = write_outputs
+                            ? embed_progress_options(opts)
+                            : ProgressOptions{.label = "embed", .quiet = true, .log_path = ""};
+        spec.write_outputs = write_outputs;
+        // h5: every record's arrays go into one file, in place once committed at the end
+        spec.journal_when_written = format == "npz";
+        spec.run_time = RunTime::ComputeShare;
+        // identical inputs: the same tokens after truncation
+        spec.dedup_key = [this](size_t i) {
+            return std::string(reinterpret_cast<const char*>(records[i].tokens.data()),
+                               records[i].tokens.size() * 4);
+        };
+        spec.cost = [this](size_t i) { return length(i); };
+        spec.work = [this](size_t i) { return length(i); };
+        spec.make_units = [this](const std::vector<size_t>& reps) { return make_units(reps); };
+        spec.done = [this](size_t i) { return done(i); };
+        spec.label = [this](const std::vector<size_t>& batch) { return label(batch); };
+        spec.start = [this] {
+            if (write_outputs && format == "h5") h5 = std::make_unique<io::H5Writer>(h5_path);
+        };
+        spec.unit =
+            unit_of_work<Batch>([this](const Worker&, const std::vector<size_t>& batch,
+                                       const StageFn& stage) { return compute(batch, stage); },
+                                [this](Batch& b, size_t bi, size_t m, const StageFn&) -> json {
+                                    return write(b, bi, m);
+                                });
+        spec.finish = [this](Journal* journal) { finish(journal); };
+        return spec;
+    }
+};
+
+}  // namespace
+
+ProgressOptions embed_progress_options(const EmbedOptions& o) {
+    return {.label = "embed", .items = "sequences", .tokens = "tokens", .quiet = o.quiet, .log_path = o.log_path};
+}
+
+EmbedStats run_embed(lm::LanguageModel& model, const std::vector<EmbedRecord>& records,
+                     const EmbedOptions& opts, bool write_outputs) {
+    EmbedJob job(model, records, opts, write_outputs);
+    const JobSpec spec = job.spec();
+    job.stats.seconds = run_job(opts, spec, job.stats.results);
+    return std::move(job.stats);
 }
 
 }  // namespace bioinfer::runtime

@@ -144,6 +144,206 @@ std::string why_no_rho(const std::vector<double>& a, const std::vector<double>& 
     return "the scores or the measured values are all equal";
 }
 
+// The --strategy list, in its order.
+std::vector<runtime::Strategy> parse_strategies(const Args& a) {
+    std::vector<runtime::Strategy> strategies;
+    std::stringstream ss(a.get("strategy", "masked-marginals"));
+    std::string s;
+    while (std::getline(ss, s, ','))
+        if (!s.empty()) strategies.push_back(runtime::parse_strategy(s));
+    BI_CHECK(!strategies.empty(), "--strategy", "no strategy given");
+    return strategies;
+}
+
+// The window rule, the scoring window (0: the checkpoint's context) and the batch size.
+runtime::ScoreOptions score_options(const Args& a) {
+    runtime::ScoreOptions so;
+    so.rule = runtime::parse_window_rule(a.get("window-rule", "proteingym"));
+    if (a.has("scoring-window")) {  // else 0: the checkpoint's context, known once it loads
+        so.window = a.get_int_in("scoring-window", 0, std::numeric_limits<long long>::min(),
+                                 kMaxTokensOption);
+        BI_CHECK(so.window >= runtime::kMinScoringWindow, "--scoring-window", "must be at least ",
+                 runtime::kMinScoringWindow, " tokens (<cls> and <eos> included), got ", so.window,
+                 " (leave it out for the checkpoint's context; a window of the "
+                 "protein's length + 2 or more scores it in one pass)");
+    }
+    so.toks_per_batch = a.get_int_in("toks-per-batch", 4096, 1, kMaxTokensOption);
+    return so;
+}
+
+// The wild type: INPUT's one record.
+std::string read_wild_type(const std::string& input) {
+    const auto records = runtime::collect_fasta(input);
+    BI_CHECK(records.size() == 1, input, "expected one wild-type sequence, got ", records.size(),
+             " records");
+    BI_CHECK(records[0].error.empty(), input, records[0].error);
+    return records[0].sequence;
+}
+
+// The mutants to score and the rows of the output they come with: the input's columns (or
+// `mutant` alone for --dms), the skipped rows, and the --score-column values (NaN: none).
+struct MutantTable {
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    std::vector<runtime::Mutant> mutants;
+    std::vector<std::string> skipped;
+    std::vector<double> measured;
+    int64_t not_numbers = 0;  // --score-column values that are not numbers
+};
+
+// --dms: every single substitution at every position.
+MutantTable dms_mutants(const std::string& wt, int64_t offset, const std::string& score_col) {
+    BI_CHECK(score_col.empty(), "--score-column", "needs --mutations (a CSV holding the scores)");
+    MutantTable t;
+    t.mutants = runtime::deep_mutational_scan(wt, offset);
+    t.header = {"mutant"};
+    for (const auto& m : t.mutants) t.rows.push_back({m.text});
+    return t;
+}
+
+// --mutations CSV: every row checked (a bad one skipped with --skip-bad-rows, else refused) and
+// its --score-column value read, before the model loads.
+MutantTable read_mutants(const Args& a, const std::string& wt, int64_t offset,
+                         const std::string& score_col) {
+    MutantTable t;
+    std::vector<std::string>& header = t.header;
+    const std::string path = a.get("mutations");
+    std::istringstream in(io::read_input_file(path));  // bounded; a device is refused
+    int64_t line = 1;
+    BI_CHECK(read_csv_record(in, header, line, path + " header (line 1)"), path,
+             "empty file (expected a header with a 'mutant' column)");
+    const auto col = std::find(header.begin(), header.end(), "mutant");
+    BI_CHECK(col != header.end(), path, "no 'mutant' column in the header");
+    const size_t mcol = size_t(col - header.begin());
+    size_t scol = 0;
+    if (!score_col.empty()) {
+        const auto sc = std::find(header.begin(), header.end(), score_col);
+        BI_CHECK(sc != header.end(), path, "no '", score_col, "' column (--score-column)");
+        scol = size_t(sc - header.begin());
+    }
+    std::vector<std::string> f;
+    int64_t row_no = 0;
+    std::string first_not_number;  // "row N (line L), 'value'"
+    while (true) {
+        const int64_t at = line;  // the line this record starts on
+        const std::string where = cat(path, " row ", row_no + 1, " (line ", at, ")");
+        if (!read_csv_record(in, f, line, where)) break;
+        if (f.size() == 1 && f[0].empty()) continue;  // a blank line
+        ++row_no;
+        BI_CHECK(row_no <= io::input_limits().records, where, "more than ",
+                 io::input_limits().records, " rows (--max-records raises it)");
+        try {
+            BI_CHECK(f.size() == header.size(), where, "", f.size(), " fields, the header has ",
+                     header.size());
+            t.mutants.push_back(runtime::parse_mutant(f[mcol], wt, offset, where));
+        } catch (const std::exception& e) {
+            if (!a.has("skip-bad-rows"))
+                throw std::runtime_error(std::string(e.what()) +
+                                         " (--skip-bad-rows scores the others)");
+            t.skipped.push_back(e.what());
+            continue;
+        }
+        double v = std::nan("");
+        if (!score_col.empty() && !parse_number(f[scol], v)) {
+            v = std::nan("");
+            if (t.not_numbers++ == 0)
+                first_not_number = where.substr(path.size() + 1) + ", '" + f[scol].substr(0, 40) +
+                                   (f[scol].size() > 40 ? "...'" : "'");
+        }
+        t.measured.push_back(v);
+        t.rows.push_back(f);
+    }
+    BI_CHECK(!t.mutants.empty(), path, "no mutant to score");
+    // A column without a single number is the wrong column: say so before the model loads.
+    // A few rows without one (an assay's missing values) are left out of rho, as pandas'
+    // Spearman leaves out NaN, and named so that a typo does not pass unseen.
+    BI_CHECK(t.not_numbers < int64_t(t.measured.size()), path, "column '", score_col,
+             "' (--score-column) holds no number in any of its ", t.measured.size(),
+             " rows (the first: ", first_not_number, ")");
+    if (t.not_numbers > 0)
+        std::fprintf(stderr,
+                     "score: warning: --score-column %s: %lld of %zu rows hold no number "
+                     "and are left out of Spearman's rho (the first: %s)\n",
+                     shown_bytes(score_col).c_str(), (long long)t.not_numbers, t.measured.size(),
+                     shown_bytes(first_not_number).c_str());
+    for (const std::string& s : t.skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
+    return t;
+}
+
+// Every strategy's scores of the mutants, in order; the summary takes each one's seconds and
+// forward passes (and Spearman's rho against --score-column, also printed).
+struct StrategyScores {
+    std::vector<std::vector<double>> scores;
+    double seconds = 0;  // all strategies
+    int64_t passes = 0;
+};
+
+StrategyScores score_strategies(lm::LanguageModel& model, const std::string& wt,
+                                const MutantTable& t,
+                                const std::vector<runtime::Strategy>& strategies,
+                                runtime::ScoreOptions so, const std::string& score_col, bool quiet,
+                                nlohmann::json& summary) {
+    StrategyScores out;
+    for (runtime::Strategy s : strategies) {
+        const std::string name = runtime::strategy_name(s);
+        std::unique_ptr<runtime::Progress> progress;
+        int64_t passes = 0, shown = 0;
+        so.progress = [&](int64_t done, int64_t total) {
+            passes = total;
+            if (!progress)
+                progress = std::make_unique<runtime::Progress>(
+                    runtime::ProgressOptions{
+                        .label = "score " + name,
+                        .items = s == runtime::Strategy::PseudoPpl ? "mutants" : "passes",
+                        .tokens = "",
+                        .quiet = quiet,
+                        .log_path = ""},
+                    total);
+            for (; shown < done; ++shown) progress->done(name, 0, 0.0);
+            if (done == total) progress->finish();
+        };
+        const auto t0 = std::chrono::steady_clock::now();
+        out.scores.push_back(runtime::score_mutants(model, wt, t.mutants, s, so));
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s == runtime::Strategy::PseudoPpl)
+            passes = int64_t(t.mutants.size() + 1) * int64_t(wt.size());
+        summary["strategies"][runtime::strategy_column(s)] = {{"seconds", seconds},
+                                                              {"passes", passes}};
+        out.seconds += seconds;
+        out.passes += passes;
+        if (!score_col.empty()) {
+            const double rho = runtime::spearman(out.scores.back(), t.measured);
+            if (std::isfinite(rho))
+                std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
+                             shown_bytes(score_col).c_str(), rho);
+            else
+                std::fprintf(stderr, "%s: Spearman's rho against %s is undefined: %s\n",
+                             name.c_str(), shown_bytes(score_col).c_str(),
+                             why_no_rho(out.scores.back(), t.measured).c_str());
+            summary["spearman"][runtime::strategy_column(s)] =
+                std::isfinite(rho) ? nlohmann::json(rho) : nlohmann::json();
+        }
+    }
+    return out;
+}
+
+// The scores CSV: the input's columns, then one column per strategy.
+std::string scores_csv(const MutantTable& t, const std::vector<runtime::Strategy>& strategies,
+                       const std::vector<std::vector<double>>& scores) {
+    std::string out;
+    for (size_t c = 0; c < t.header.size(); ++c) out += (c ? "," : "") + csv_field(t.header[c]);
+    for (runtime::Strategy s : strategies) out += "," + runtime::strategy_column(s);
+    out += "\n";
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+        for (size_t c = 0; c < t.rows[r].size(); ++c)
+            out += (c ? "," : "") + csv_field(t.rows[r][c]);
+        for (const auto& sc : scores) out += "," + format_score(sc[r]);
+        out += "\n";
+    }
+    return out;
+}
+
 }  // namespace
 
 int score_main(int argc, char** argv) {
@@ -163,113 +363,16 @@ int score_main(int argc, char** argv) {
     BI_CHECK(a.has("mutations") != a.has("dms"), "arguments",
              "give exactly one of --mutations CSV or --dms");
     set_num_threads(threads_from(a));
-    std::vector<runtime::Strategy> strategies;
-    {
-        std::stringstream ss(a.get("strategy", "masked-marginals"));
-        std::string s;
-        while (std::getline(ss, s, ','))
-            if (!s.empty()) strategies.push_back(runtime::parse_strategy(s));
-        BI_CHECK(!strategies.empty(), "--strategy", "no strategy given");
-    }
+    const std::vector<runtime::Strategy> strategies = parse_strategies(a);
     io::set_allow_nonfinite(a.has("allow-nonfinite"));
     apply_input_limits(a);
     const int64_t offset = a.get_int_in("offset", 1, -(1LL << 30), 1LL << 30);
-    runtime::ScoreOptions so;
-    so.rule = runtime::parse_window_rule(a.get("window-rule", "proteingym"));
-    if (a.has("scoring-window")) {  // else 0: the checkpoint's context, known once it loads
-        so.window = a.get_int_in("scoring-window", 0, std::numeric_limits<long long>::min(),
-                                 kMaxTokensOption);
-        BI_CHECK(so.window >= runtime::kMinScoringWindow, "--scoring-window", "must be at least ",
-                 runtime::kMinScoringWindow, " tokens (<cls> and <eos> included), got ",
-                 so.window, " (leave it out for the checkpoint's context; a window of the "
-                 "protein's length + 2 or more scores it in one pass)");
-    }
-    so.toks_per_batch = a.get_int_in("toks-per-batch", 4096, 1, kMaxTokensOption);
+    const runtime::ScoreOptions so = score_options(a);
     const std::string precision = apply_precision(a, /*allow_int8=*/true);
-
-    // The wild type.
-    const auto records = runtime::collect_fasta(a.positional[0]);
-    BI_CHECK(records.size() == 1, a.positional[0], "expected one wild-type sequence, got ",
-             records.size(), " records");
-    BI_CHECK(records[0].error.empty(), a.positional[0], records[0].error);
-    const std::string wt = records[0].sequence;
-
-    // The mutants, every row checked before the model loads.
-    std::vector<std::string> header;
-    std::vector<std::vector<std::string>> rows;
-    std::vector<runtime::Mutant> mutants;
-    std::vector<std::string> skipped;
-    std::vector<double> measured;
-    int64_t not_numbers = 0;  // --score-column values that are not numbers
+    const std::string wt = read_wild_type(a.positional[0]);
     const std::string score_col = a.get("score-column", "");
-    if (a.has("dms")) {
-        BI_CHECK(score_col.empty(), "--score-column",
-                 "needs --mutations (a CSV holding the scores)");
-        mutants = runtime::deep_mutational_scan(wt, offset);
-        header = {"mutant"};
-        for (const auto& m : mutants) rows.push_back({m.text});
-    } else {
-        const std::string path = a.get("mutations");
-        std::istringstream in(io::read_input_file(path));  // bounded; a device is refused
-        int64_t line = 1;
-        BI_CHECK(read_csv_record(in, header, line, path + " header (line 1)"), path,
-                 "empty file (expected a header with a 'mutant' column)");
-        const auto col = std::find(header.begin(), header.end(), "mutant");
-        BI_CHECK(col != header.end(), path, "no 'mutant' column in the header");
-        const size_t mcol = size_t(col - header.begin());
-        size_t scol = 0;
-        if (!score_col.empty()) {
-            const auto sc = std::find(header.begin(), header.end(), score_col);
-            BI_CHECK(sc != header.end(), path, "no '", score_col, "' column (--score-column)");
-            scol = size_t(sc - header.begin());
-        }
-        std::vector<std::string> f;
-        int64_t row_no = 0;
-        std::string first_not_number;  // "row N (line L), 'value'"
-        while (true) {
-            const int64_t at = line;  // the line this record starts on
-            const std::string where = cat(path, " row ", row_no + 1, " (line ", at, ")");
-            if (!read_csv_record(in, f, line, where)) break;
-            if (f.size() == 1 && f[0].empty()) continue;  // a blank line
-            ++row_no;
-            BI_CHECK(row_no <= io::input_limits().records, where, "more than ",
-                     io::input_limits().records, " rows (--max-records raises it)");
-            try {
-                BI_CHECK(f.size() == header.size(), where, "", f.size(), " fields, the header has ",
-                         header.size());
-                mutants.push_back(runtime::parse_mutant(f[mcol], wt, offset, where));
-            } catch (const std::exception& e) {
-                if (!a.has("skip-bad-rows"))
-                    throw std::runtime_error(std::string(e.what()) +
-                                             " (--skip-bad-rows scores the others)");
-                skipped.push_back(e.what());
-                continue;
-            }
-            double v = std::nan("");
-            if (!score_col.empty() && !parse_number(f[scol], v)) {
-                v = std::nan("");
-                if (not_numbers++ == 0)
-                    first_not_number = where.substr(path.size() + 1) + ", '" +
-                                       f[scol].substr(0, 40) + (f[scol].size() > 40 ? "...'" : "'");
-            }
-            measured.push_back(v);
-            rows.push_back(f);
-        }
-        BI_CHECK(!mutants.empty(), path, "no mutant to score");
-        // A column without a single number is the wrong column: say so before the model loads.
-        // A few rows without one (an assay's missing values) are left out of rho, as pandas'
-        // Spearman leaves out NaN, and named so that a typo does not pass unseen.
-        BI_CHECK(not_numbers < int64_t(measured.size()), path, "column '", score_col,
-                 "' (--score-column) holds no number in any of its ", measured.size(),
-                 " rows (the first: ", first_not_number, ")");
-        if (not_numbers > 0)
-            std::fprintf(stderr,
-                         "score: warning: --score-column %s: %lld of %zu rows hold no number "
-                         "and are left out of Spearman's rho (the first: %s)\n",
-                         shown_bytes(score_col).c_str(), (long long)not_numbers,
-                         measured.size(), shown_bytes(first_not_number).c_str());
-        for (const std::string& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
-    }
+    const MutantTable t =
+        a.has("dms") ? dms_mutants(wt, offset, score_col) : read_mutants(a, wt, offset, score_col);
 
     const std::string dir = weights_dir_from(a);
     const io::ModelDir model_dir = io::ModelDir::open(dir);
@@ -295,84 +398,33 @@ int score_main(int argc, char** argv) {
                      "(--window-rule centred windows it)\n",
                      (long long)wt_tokens, (long long)context);
 
-    std::vector<std::vector<double>> scores;
     nlohmann::json summary = {
         {"input", a.positional[0]},
         {"model", a.has("model") ? a.get("model") : dir},
         {"precision", precision},
-        {"rows", mutants.size()},
-        {"skipped_rows", skipped},
+        {"rows", t.mutants.size()},
+        {"skipped_rows", t.skipped},
         {"window_rule", runtime::window_rule_name(so.rule)},
         {"scoring_window", window},
         {"scoring_window_from", so.window != 0 ? "--scoring-window" : "checkpoint"},
         {"model_context", context},
         {"wild_type_tokens", wt_tokens},
         {"windowed", wt_tokens > window}};
-    if (!score_col.empty()) summary["score_column_not_numbers"] = not_numbers;
-    double seconds_all = 0;
-    int64_t passes_all = 0;
-    for (runtime::Strategy s : strategies) {
-        const std::string name = runtime::strategy_name(s);
-        std::unique_ptr<runtime::Progress> progress;
-        int64_t passes = 0, shown = 0;
-        so.progress = [&](int64_t done, int64_t total) {
-            passes = total;
-            if (!progress)
-                progress = std::make_unique<runtime::Progress>(
-                    runtime::ProgressOptions{
-                        .label = "score " + name,
-                        .items = s == runtime::Strategy::PseudoPpl ? "mutants" : "passes",
-                        .tokens = "",
-                        .quiet = a.has("quiet"),
-                        .log_path = ""},
-                    total);
-            for (; shown < done; ++shown) progress->done(name, 0, 0.0);
-            if (done == total) progress->finish();
-        };
-        const auto t0 = std::chrono::steady_clock::now();
-        scores.push_back(runtime::score_mutants(*model, wt, mutants, s, so));
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (s == runtime::Strategy::PseudoPpl)
-            passes = int64_t(mutants.size() + 1) * int64_t(wt.size());
-        summary["strategies"][runtime::strategy_column(s)] = {{"seconds", seconds},
-                                                              {"passes", passes}};
-        seconds_all += seconds;
-        passes_all += passes;
-        if (!score_col.empty()) {
-            const double rho = runtime::spearman(scores.back(), measured);
-            if (std::isfinite(rho))
-                std::fprintf(stderr, "%s: Spearman's rho against %s = %.4f\n", name.c_str(),
-                             shown_bytes(score_col).c_str(), rho);
-            else
-                std::fprintf(stderr, "%s: Spearman's rho against %s is undefined: %s\n",
-                             name.c_str(), shown_bytes(score_col).c_str(),
-                             why_no_rho(scores.back(), measured).c_str());
-            summary["spearman"][runtime::strategy_column(s)] =
-                std::isfinite(rho) ? nlohmann::json(rho) : nlohmann::json();
-        }
-    }
+    if (!score_col.empty()) summary["score_column_not_numbers"] = t.not_numbers;
+    const StrategyScores scored =
+        score_strategies(*model, wt, t, strategies, so, score_col, a.has("quiet"), summary);
 
-    std::string out;
-    for (size_t c = 0; c < header.size(); ++c) out += (c ? "," : "") + csv_field(header[c]);
-    for (runtime::Strategy s : strategies) out += "," + runtime::strategy_column(s);
-    out += "\n";
-    for (size_t r = 0; r < rows.size(); ++r) {
-        for (size_t c = 0; c < rows[r].size(); ++c) out += (c ? "," : "") + csv_field(rows[r][c]);
-        for (const auto& sc : scores) out += "," + format_score(sc[r]);
-        out += "\n";
-    }
     const std::string out_path = a.get("out");
-    io::write_file_atomic(out_path, out);
-    summary["seconds_scoring"] = seconds_all;
-    summary["passes"] = passes_all;
+    io::write_file_atomic(out_path, scores_csv(t, strategies, scored.scores));
+    summary["seconds_scoring"] = scored.seconds;
+    summary["passes"] = scored.passes;
     summary["threads"] = num_threads();
     io::write_file_atomic(out_path + ".json", summary.dump(2) + "\n");
     if (!a.has("quiet"))
-        std::fprintf(stderr, "score: %zu mutants scored%s -> %s\n", mutants.size(),
-                     skipped.empty()
+        std::fprintf(stderr, "score: %zu mutants scored%s -> %s\n", t.mutants.size(),
+                     t.skipped.empty()
                          ? ""
-                         : (", " + std::to_string(skipped.size()) + " rows skipped").c_str(),
+                         : (", " + std::to_string(t.skipped.size()) + " rows skipped").c_str(),
                      out_path.c_str());
     return 0;
 }
