@@ -10,15 +10,15 @@
 #include "boltz2_fixture.h"
 #include "models/boltz2/config.h"
 #include "models/boltz2/diffusion.h"
-#include "models/boltz2/dit.h"
 #include "models/boltz2/potentials.h"
 #include "models/boltz2/sampler.h"
+#include "nn/dit.h"
 
 namespace bioinfer::test {
 namespace {
 
-using boltz2::AtomTransformer;
-using boltz2::DiffusionTransformer;
+using nn::AtomTransformer;
+using nn::DiffusionTransformer;
 
 const std::string kScore = "structure_module.score_model";
 
@@ -50,7 +50,7 @@ TEST(Boltz2Dit, TokenTransformerMatchesReference) {
         SCOPED_TRACE(name);
         const Boltz2Case c = load_boltz2_case(name);
         const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
-        const boltz2::DitBias bias =
+        const nn::DitBias bias =
             tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
         const Tensor out = tt.forward(a, s, bias, [&](int l, const Tensor& x) {
             expect_parity(x, c.get("diffusion.call.tok.layer" + std::to_string(l)),
@@ -70,7 +70,7 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             const Tensor q = c.get("diffusion.call." + tag + ".in_q");
             const Tensor cc = c.get("diffusion.call.enc.in_c");  // the decoder's c is the same
             const boltz2::DiffusionConditioningOut cond = reference_conditioning(c);
-            const boltz2::DitBias bias = at.prepare(
+            const nn::DitBias bias = at.prepare(
                 decoder ? cond.atom_dec_bias : cond.atom_enc_bias, c.feats.at("atom_pad_mask"));
             const Tensor out = at.forward(q, cc, bias, [&](int l, const Tensor& x) {
                 expect_parity(x, c.get("diffusion.call." + tag + ".layer" + std::to_string(l)),
@@ -81,7 +81,7 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             const Tensor c_one = c.get0("diffusion.cond.c");
             if (!decoder) expect_parity(at.forward(q, c_one, bias), out, name + " shared c");
             // Its layer terms made once (as a sampler run does) and shared by every sample.
-            boltz2::DitBias conditioned = bias;
+            nn::DitBias conditioned = bias;
             at.condition(conditioned, c_one);
             expect_parity(at.forward(q, Tensor(), conditioned), out, name + " terms of c made once");
         }
@@ -122,11 +122,11 @@ TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
     const DiffusionTransformer tt = token_transformer();
     const Boltz2Case c = load_boltz2_case("protein_rna");
     const Tensor q = c.get("diffusion.call.enc.in_q"), cc = c.get("diffusion.call.enc.in_c");
-    const boltz2::DitBias ab =
+    const nn::DitBias ab =
         at.prepare(reference_conditioning(c).atom_enc_bias, c.feats.at("atom_pad_mask"));
     const Tensor both = at.forward(q, cc, ab);
     const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
-    const boltz2::DitBias tb =
+    const nn::DitBias tb =
         tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     const Tensor tboth = tt.forward(a, s, tb);
     for (int64_t i = 0; i < 2; ++i) {

@@ -63,8 +63,8 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     DiffusionConditioningOut cond = conditioning_.forward(out.trunk.s, out.trunk.z, out.trunk.relpos,
                                                           f, /*token_bias=*/false);
     out.trunk.relpos = Tensor();
-    DitBias enc_bias = encoder_.prepare(cond.atom_enc_bias, cond.layout);
-    DitBias dec_bias = decoder_.prepare(cond.atom_dec_bias, cond.layout);
+    nn::DitBias enc_bias = encoder_.prepare(cond.atom_enc_bias, cond.layout);
+    nn::DitBias dec_bias = decoder_.prepare(cond.atom_dec_bias, cond.layout);
     // The atom transformers' conditioning c is the same in every step: its terms once per run.
     encoder_.transformer.condition(enc_bias, cond.c);
     decoder_.transformer.condition(dec_bias, cond.c);

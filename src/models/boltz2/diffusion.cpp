@@ -99,9 +99,9 @@ DiffusionModule DiffusionModule::load(const io::ModelDir& m, const std::string& 
                                                     cfg.conditioning_transition_layers);
     d.s_to_a_norm = nn::LayerNorm::load(m, p + ".s_to_a_linear.0", D, 1e-5f);
     d.s_to_a = nn::Linear::load(m, p + ".s_to_a_linear.1", D, D, false);
-    d.token_transformer =
-        DiffusionTransformer::load(m, p + ".token_transformer", D, D, cfg.token_transformer_depth,
-                                   cfg.token_transformer_heads);
+    d.token_transformer = nn::DiffusionTransformer::load(m, p + ".token_transformer", D, D,
+                                                         cfg.token_transformer_depth,
+                                                         cfg.token_transformer_heads);
     d.a_norm = nn::LayerNorm::load(m, p + ".a_norm", D, 1e-5f);
     d.sigma_data = float(cfg.sigma_data);
     return d;

@@ -11,7 +11,7 @@
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
 #include "models/boltz2/config.h"
-#include "models/boltz2/dit.h"
+#include "nn/dit.h"
 #include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
@@ -57,14 +57,14 @@ struct AtomStages {
 // What the score model reuses across every call of one sampler run.
 struct ScoreContext {
     Tensor single_embedded;  // (N, 2ts) SingleConditioning::embed_single
-    DitBias token_bias;      // token_transformer.prepare(token_trans_bias, token_pad_mask)
+    nn::DitBias token_bias;  // token_transformer.prepare(token_trans_bias, token_pad_mask)
 };
 
 struct DiffusionModule {
     SingleConditioning single_conditioner;
     nn::LayerNorm s_to_a_norm;  // s_to_a_linear.0
     nn::Linear s_to_a;          // s_to_a_linear.1 (2ts, 2ts), no bias
-    DiffusionTransformer token_transformer;
+    nn::DiffusionTransformer token_transformer;
     nn::LayerNorm a_norm;
     float sigma_data = 16.0f;
     // prefix: "structure_module.score_model"; dims from cfg (token_s, dim_fourier,

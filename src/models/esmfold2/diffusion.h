@@ -13,11 +13,11 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/dit.h"
 #include "models/boltz2/sampler.h"
 #include "models/esmfold2/atom_stack.h"
 #include "models/esmfold2/config.h"
 #include "models/esmfold2/trunk.h"
+#include "nn/dit.h"
 
 namespace bioinfer::esmfold2 {
 
@@ -36,7 +36,7 @@ struct DiffusionModule {
     nn::Linear coords_linear;  // the first 3 of its 6 input columns (the other 3 see zeros)
     nn::Linear single_to_token;
     nn::LayerNorm single_step_norm, token_norm;
-    boltz2::DiffusionTransformer tokens;
+    nn::DiffusionTransformer tokens;
     std::vector<nn::LayerNorm> bias_norms;
     std::vector<nn::Linear> bias_projs;
     nn::Linear token_to_atom;
@@ -51,7 +51,7 @@ struct DiffusionModule {
         Tensor embeds;  // (A, c_atom) the atom encoder's base embedding (the conditioning)
         AtomContext enc, dec;
         Tensor pair;  // (N, N, C) the conditioning's pair half
-        boltz2::DitBias bias;
+        nn::DitBias bias;
         Tensor single_proj;  // (N, c_tok)
         Tensor atom_token;   // (A) I32: each atom's token (padding: token 0)
     };
