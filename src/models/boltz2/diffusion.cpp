@@ -160,4 +160,27 @@ Tensor DiffusionModule::denoise(const Tensor& x_noisy, float sigma, const ScoreC
     return den;
 }
 
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples) {
+    nn::SamplerParams p;
+    p.steps = steps;
+    p.samples = samples;
+    p.max_parallel_samples = max_parallel_samples;
+    p.sigma_min = cfg.sigma_min;
+    p.sigma_max = cfg.sigma_max;
+    p.sigma_data = cfg.sigma_data;
+    p.rho = cfg.rho;
+    p.gamma_0 = cfg.gamma_0;
+    p.gamma_min = cfg.gamma_min;
+    p.noise_scale = cfg.noise_scale;
+    p.step_scale = cfg.step_scale;
+    p.alignment_reverse_diff = cfg.alignment_reverse_diff;
+    p.fk_particles = 1;
+    p.fk_lambda = 4.0;
+    p.fk_interval = 3;
+    p.masked_centering = false;  // the mean of every atom, padding included
+    p.sigma_cap = 0;
+    return p;
+}
+
 }  // namespace bioinfer::boltz2

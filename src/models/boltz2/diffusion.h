@@ -12,6 +12,7 @@
 #include "io/model_dir.h"
 #include "models/boltz2/config.h"
 #include "nn/dit.h"
+#include "nn/edm_sampler.h"
 #include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
@@ -85,5 +86,11 @@ struct DiffusionModule {
                    const AtomStages& atoms,
                    const std::function<void(const std::string&, const Tensor&)>& tap = {}) const;
 };
+
+// The sampler's settings from the config (boltz 2.2's Boltz2DiffusionParams) and boltz's
+// Feynman-Kac steering constants (BoltzSteeringParams: lambda 4, every 3 steps; particles 1,
+// steering off until a run asks for it): `steps` schedule entries, `samples` per target.
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples);
 
 }  // namespace bioinfer::boltz2

@@ -197,10 +197,10 @@ Tensor DiffusionModule::denoise(const Conditioning& k, const Tensor& x_noisy, fl
     return den.reshape({S, A, 3});
 }
 
-boltz2::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
-                                     int64_t max_parallel_samples) {
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples) {
     const auto& s = cfg.sampler;
-    boltz2::SamplerParams p;
+    nn::SamplerParams p;
     p.steps = steps > 0 ? steps : s.num_steps;
     p.samples = samples;
     p.max_parallel_samples = max_parallel_samples;

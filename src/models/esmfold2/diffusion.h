@@ -4,8 +4,8 @@
 // tables and windows), then per call the single conditioning (Fourier noise embedding, two
 // transitions), the atom encoder on the scaled coordinates, the token DiT (AdaLN-conditioned
 // pair-biased attention and SwiGLU, each gated by the single stream), the atom decoder and the
-// EDM output. The sampler is Boltz-2's (boltz2::sample) with masked centering and the schedule
-// capped at inference_sigma_cap.
+// EDM output. The sampler is the family's (nn::sample, as Boltz-2 runs it) with masked centering
+// and the schedule capped at inference_sigma_cap.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,11 +13,11 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/sampler.h"
 #include "models/esmfold2/atom_stack.h"
 #include "models/esmfold2/config.h"
 #include "models/esmfold2/trunk.h"
 #include "nn/dit.h"
+#include "nn/edm_sampler.h"
 
 namespace bioinfer::esmfold2 {
 
@@ -67,7 +67,7 @@ struct DiffusionModule {
 
 // The sampler's settings from the config: `steps` (< 0: inference_num_steps) Karras entries,
 // capped; `samples` per target.
-boltz2::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
-                                     int64_t max_parallel_samples);
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples);
 
 }  // namespace bioinfer::esmfold2
