@@ -64,7 +64,8 @@ ConfidenceHead ConfidenceHead::load(const io::ModelDir& m, const Config& cfg) {
     h.prod_in1 = nn::Linear::load(m, e + ".single_to_pair_prod_in1", Ci, C, false);
     h.prod_in2 = nn::Linear::load(m, e + ".single_to_pair_prod_in2", Ci, C, false);
     h.prod_out = nn::Linear::load(m, e + ".single_to_pair_prod_out", C, C, false);
-    h.stack = PairStack::load(m, p + ".folding_trunk", k.layers, C, cfg.pair_ff);
+    h.stack = nn::PairformerNoSeqStack::load(m, p + ".folding_trunk", k.layers, C, cfg.pair_ff,
+                                             nn::PairformerNames::esmfold2());
     h.pool_score = nn::Linear::load(m, p + ".row_attention_pooling.attn_proj", C, 1, false);
     h.pool_out = nn::Linear::load(m, p + ".row_attention_pooling.out_proj", C, Cs, false);
     h.plddt_ln = nn::LayerNorm::load(m, p + ".plddt_layernorm", Cs, 1e-5f);
