@@ -1,16 +1,22 @@
 // Heads on a structure model's trunk outputs: the distogram, pLDDT, and the predicted aligned
 // error (PAE) with pTM. ESMFold's forms; Boltz-2 and ESMFold2 add their variants here (the
 // distogram as W(z + z^T) + b, per-atom pLDDT weights, separate intra/inter-chain PAE heads,
-// the frame-validity mask of pTM).
+// the frame-validity mask of pTM), and the bin edges their heads and features take from
+// torch.linspace.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::nn {
+
+// torch.linspace(start, end, steps) in fp32 as its CPU kernel computes it: the first half from
+// the start, the second half back from the end.
+std::vector<float> torch_linspace(float start, float end, int64_t steps);
 
 // Distance-bin logits symmetrised as ESMFold does, (W z_ij + W z_ji) / 2, or, with `sum_pairs`,
 // as Boltz-2 and ESMFold2 do, W (z_ij + z_ji) + b.

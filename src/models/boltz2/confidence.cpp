@@ -79,7 +79,7 @@ ConfidenceModule ConfidenceModule::load(const io::ModelDir& m, const Config& cfg
     const Tensor bounds =
         m.has(p + "boundaries")
             ? m.get_f32(p + "boundaries", {nb - 1})
-            : Tensor::of(torch_linspace(2.0f, float(cfg.confidence_max_dist), nb - 1));
+            : Tensor::of(nn::torch_linspace(2.0f, float(cfg.confidence_max_dist), nb - 1));
     c.bounds_sq = Tensor::empty({nb - 1});
     ops::mul(bounds, bounds, c.bounds_sq);
     c.pairformer = nn::PairformerStack::load(m, p + "pairformer_stack", cfg.confidence_blocks, cs,

@@ -52,15 +52,6 @@ Tensor linear_out(const nn::Linear& lin, const Tensor& x) {
 
 }  // namespace
 
-std::vector<float> torch_linspace(float start, float end, int64_t steps) {
-    std::vector<float> v(static_cast<size_t>(steps));
-    const float step = (end - start) / float(steps - 1);
-    const int64_t half = steps / 2;
-    for (int64_t i = 0; i < steps; ++i)
-        v[size_t(i)] = i < half ? start + step * float(i) : end - step * float(steps - i - 1);
-    return v;
-}
-
 nn::ChainRelativePosition::Tokens relpos_tokens(const Features& f) {
     nn::ChainRelativePosition::Tokens t;
     t.asym_id = f.at("asym_id");
@@ -321,7 +312,7 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
     check("template_mask_frame", {T, L});
     check("template_mask", {T, L});
     check("visibility_ids", {T, L});
-    const std::vector<float> bounds = torch_linspace(min_dist, max_dist, nb - 1);
+    const std::vector<float> bounds = nn::torch_linspace(min_dist, max_dist, nb - 1);
 
     // z_proj(z_norm(z)), shared by every template
     Tensor zp = Tensor::empty({L, L, D});

@@ -26,10 +26,6 @@ namespace bioinfer::boltz2 {
 // Observer of named intermediates (tests compare them with the reference's).
 using Tap = std::function<void(const std::string& name, const Tensor& t)>;
 
-// torch.linspace(start, end, steps) in fp32 as its CPU kernel computes it: the first half from
-// the start, the second half back from the end.
-std::vector<float> torch_linspace(float start, float end, int64_t steps);
-
 // The token features the relative position encoding reads (asym_id, residue_index, entity_id,
 // token_index, sym_id, cyclic_period).
 nn::ChainRelativePosition::Tokens relpos_tokens(const Features& f);

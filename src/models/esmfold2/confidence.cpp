@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "bioinfer/error.h"
-#include "models/boltz2/trunk.h"
+#include "nn/heads.h"
 #include "ops/ops.h"
 
 namespace bioinfer::esmfold2 {
@@ -16,7 +16,7 @@ constexpr const char* kWhere = "esmfold2 confidence";
 
 // Midpoints of torch.linspace(start, end, bins + 1) (fp32), the categorical means' values.
 std::vector<float> bin_centers(float start, float end, int64_t bins) {
-    const std::vector<float> e = boltz2::torch_linspace(start, end, bins + 1);
+    const std::vector<float> e = nn::torch_linspace(start, end, bins + 1);
     std::vector<float> c(static_cast<size_t>(bins));
     for (int64_t k = 0; k < bins; ++k) c[size_t(k)] = (e[size_t(k)] + e[size_t(k + 1)]) / 2;
     return c;

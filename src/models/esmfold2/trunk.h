@@ -12,7 +12,6 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/trunk.h"
 #include "models/esmc.h"
 #include "models/esmfold2/atom_stack.h"
 #include "models/esmfold2/config.h"
