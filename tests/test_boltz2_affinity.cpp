@@ -177,7 +177,7 @@ TEST(Boltz2Affinity, StageRunMatchesReference) {
     ASSERT_TRUE(model->has_affinity());
     boltz2::RunOptions o = boltz2::affinity_run_options();
     o.sampling_steps = 3;
-    boltz2::ReplayNormal rng(reference_draws(c, 3, "run."));
+    nn::ReplayNormal rng(reference_draws(c, 3, "run."));
     o.rng = &rng;
     std::map<std::string, Tensor> seen;
     o.tap = [&](const std::string& n, const Tensor& t) {
@@ -209,7 +209,7 @@ TEST(Boltz2Affinity, StageRunMatchesReference) {
     // boltz's molecular-weight correction, on the ensemble value only
     const double mw = c.get("affinity.mw").f32()[0];
     const boltz2::AffinityResult corrected = [&] {
-        boltz2::ReplayNormal again(reference_draws(c, 3, "run."));
+        nn::ReplayNormal again(reference_draws(c, 3, "run."));
         o.rng = &again;
         return model->predict_affinity(c.feats, o, &mw);
     }();

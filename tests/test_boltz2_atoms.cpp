@@ -9,8 +9,8 @@
 #include "boltz2_fixture.h"
 #include "models/boltz2/atom_attention.h"
 #include "models/boltz2/config.h"
-#include "models/boltz2/dit.h"
 #include "models/boltz2/embedder.h"
+#include "nn/dit.h"
 #include "nn/triangle.h"
 #include "ops/ops.h"
 
@@ -47,6 +47,12 @@ const AtomAttentionDecoder& score_decoder() {
     static const AtomAttentionDecoder d = AtomAttentionDecoder::load(
         boltz2_weights(), "structure_module.score_model.atom_attention_decoder", test::boltz2_config());
     return d;
+}
+
+// The case's atom layout, with the model's windows.
+AtomLayout layout_of(const Boltz2Case& c) {
+    const Config& cfg = test::boltz2_config();
+    return AtomLayout::make(c.feats, cfg.window_queries, cfg.window_keys);
 }
 
 // The bar, with the numbers printed for the record.
@@ -98,11 +104,11 @@ TEST_P(Boltz2Atoms, TokenBiasLayers) {
     EXPECT_FALSE(o.token_trans_bias.defined());
     const std::vector<Tensor> got = conditioning().token_bias_layers(o.z);
     const Config& cfg = test::boltz2_config();
-    const DiffusionTransformer tt = DiffusionTransformer::load(
+    const nn::DiffusionTransformer tt = nn::DiffusionTransformer::load(
         boltz2_weights(), "structure_module.score_model.token_transformer", 2 * cfg.token_s,
         2 * cfg.token_s, cfg.token_transformer_depth, cfg.token_transformer_heads);
-    const DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
-    const DitBias mine = tt.prepare_layers(got, c.feats.at("token_pad_mask"));
+    const nn::DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    const nn::DitBias mine = tt.prepare_layers(got, c.feats.at("token_pad_mask"));
     ASSERT_EQ(mine.layers.size(), ref.layers.size());
     EXPECT_EQ(mine.key_valid, ref.key_valid);
     for (size_t l = 0; l < ref.layers.size(); ++l)
@@ -117,16 +123,16 @@ TEST(Boltz2AtomsBar, TransposedTokenBiasFails) {
     const PairBiasProjection& pz = conditioning().token_trans_proj_z;
     const Tensor bad = nn::pair_bias(o.z, pz.ln[0], pz.proj[0], 0, /*transposed=*/true);
     const Config& cfg = test::boltz2_config();
-    const DiffusionTransformer tt = DiffusionTransformer::load(
+    const nn::DiffusionTransformer tt = nn::DiffusionTransformer::load(
         boltz2_weights(), "structure_module.score_model.token_transformer", 2 * cfg.token_s,
         2 * cfg.token_s, cfg.token_transformer_depth, cfg.token_transformer_heads);
-    const DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
+    const nn::DitBias ref = tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     expect_fails_bar(bad, ref.layers[0], "token bias with query and key swapped");
 }
 
 TEST_P(Boltz2Atoms, DiffusionEncoderAndDecoder) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const AtomLayout lay = AtomLayout::make(c.feats);
+    const AtomLayout lay = layout_of(c);
     const Tensor q = c.get0("diffusion.cond.q"), cc = c.get0("diffusion.cond.c");
     const DiffusionConditioningOut cond = test::reference_conditioning(c);
     const Tensor r = c.get("atoms.enc.r");  // (2, A, 3): two samples at once
@@ -161,7 +167,7 @@ static Tensor embedder_a(const AtomLayout& lay, const AtomEncoderOut& atoms) {
 TEST(Boltz2AtomsBar, QueriesMinusKeysFails) {
     const Boltz2Case c = load_boltz2_case("monomer");
     const AtomEncoder& enc = embedder().atom_encoder;
-    const AtomLayout lay = AtomLayout::make(c.feats);
+    const AtomLayout lay = layout_of(c);
     const Tensor feats = AtomEncoder::atom_features(c.feats);
     Tensor geom = AtomEncoder::pair_geometry(c.feats, lay);
     const AtomEncoderOut good = enc.forward(feats, geom, lay, nullptr, nullptr);
@@ -180,7 +186,7 @@ TEST(Boltz2AtomsBar, QueriesMinusKeysFails) {
 // table, as attended keys) give an a off the bar.
 TEST(Boltz2AtomsBar, UnmaskedWindowEdgeFails) {
     const Boltz2Case c = load_boltz2_case("monomer");
-    AtomLayout lay = AtomLayout::make(c.feats);
+    AtomLayout lay = layout_of(c);
     Tensor keys = lay.key_atom.clone();
     int64_t clamped = 0;
     for (int64_t i = 0; i < keys.numel(); ++i)  // host-side test edit of the window table
@@ -199,7 +205,7 @@ TEST(Boltz2AtomsBar, UnmaskedWindowEdgeFails) {
 // The mean aggregation divides by the atom count (+1e-6): a sum instead fails.
 TEST(Boltz2AtomsBar, AtomSumInsteadOfMeanFails) {
     const Boltz2Case c = load_boltz2_case("heterodimer");
-    AtomLayout lay = AtomLayout::make(c.feats);
+    AtomLayout lay = layout_of(c);
     Tensor m = lay.token_mean.clone();
     for (int64_t i = 0; i < m.numel(); ++i)  // host-side test edit: weights 1 instead of 1/count
         if (m.f32()[i] != 0.0f) m.f32()[i] = 1.0f;

@@ -10,15 +10,15 @@
 #include "boltz2_fixture.h"
 #include "models/boltz2/config.h"
 #include "models/boltz2/diffusion.h"
-#include "models/boltz2/dit.h"
 #include "models/boltz2/potentials.h"
-#include "models/boltz2/sampler.h"
+#include "nn/dit.h"
+#include "nn/edm_sampler.h"
 
 namespace bioinfer::test {
 namespace {
 
-using boltz2::AtomTransformer;
-using boltz2::DiffusionTransformer;
+using nn::AtomTransformer;
+using nn::DiffusionTransformer;
 
 const std::string kScore = "structure_module.score_model";
 
@@ -50,7 +50,7 @@ TEST(Boltz2Dit, TokenTransformerMatchesReference) {
         SCOPED_TRACE(name);
         const Boltz2Case c = load_boltz2_case(name);
         const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
-        const boltz2::DitBias bias =
+        const nn::DitBias bias =
             tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
         const Tensor out = tt.forward(a, s, bias, [&](int l, const Tensor& x) {
             expect_parity(x, c.get("diffusion.call.tok.layer" + std::to_string(l)),
@@ -70,7 +70,7 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             const Tensor q = c.get("diffusion.call." + tag + ".in_q");
             const Tensor cc = c.get("diffusion.call.enc.in_c");  // the decoder's c is the same
             const boltz2::DiffusionConditioningOut cond = reference_conditioning(c);
-            const boltz2::DitBias bias = at.prepare(
+            const nn::DitBias bias = at.prepare(
                 decoder ? cond.atom_dec_bias : cond.atom_enc_bias, c.feats.at("atom_pad_mask"));
             const Tensor out = at.forward(q, cc, bias, [&](int l, const Tensor& x) {
                 expect_parity(x, c.get("diffusion.call." + tag + ".layer" + std::to_string(l)),
@@ -81,7 +81,7 @@ TEST(Boltz2Dit, AtomTransformersMatchReference) {
             const Tensor c_one = c.get0("diffusion.cond.c");
             if (!decoder) expect_parity(at.forward(q, c_one, bias), out, name + " shared c");
             // Its layer terms made once (as a sampler run does) and shared by every sample.
-            boltz2::DitBias conditioned = bias;
+            nn::DitBias conditioned = bias;
             at.condition(conditioned, c_one);
             expect_parity(at.forward(q, Tensor(), conditioned), out, name + " terms of c made once");
         }
@@ -122,11 +122,11 @@ TEST(Boltz2Dit, BatchedSamplesEqualOneAtATime) {
     const DiffusionTransformer tt = token_transformer();
     const Boltz2Case c = load_boltz2_case("protein_rna");
     const Tensor q = c.get("diffusion.call.enc.in_q"), cc = c.get("diffusion.call.enc.in_c");
-    const boltz2::DitBias ab =
+    const nn::DitBias ab =
         at.prepare(reference_conditioning(c).atom_enc_bias, c.feats.at("atom_pad_mask"));
     const Tensor both = at.forward(q, cc, ab);
     const Tensor a = c.get("diffusion.call.tok.in_a"), s = c.get("diffusion.call.single.s");
-    const boltz2::DitBias tb =
+    const nn::DitBias tb =
         tt.prepare(c.get0("diffusion.cond.token_trans_bias"), c.feats.at("token_pad_mask"));
     const Tensor tboth = tt.forward(a, s, tb);
     for (int64_t i = 0; i < 2; ++i) {
@@ -194,17 +194,17 @@ TEST(Boltz2Diffusion, DenoiserCallMatchesReference) {
 }
 
 
-boltz2::SamplerParams tiny_sampler(const Boltz2Case& c) {
+nn::SamplerParams tiny_sampler(const Boltz2Case& c) {
     const int64_t steps = c.get("diffusion.sample.t_hat").numel(),
                   samples = c.get("diffusion.sample.x0_randn").size(0);
-    return boltz2::SamplerParams::from(boltz2_config(), steps, samples, samples);
+    return boltz2::sampler_params(boltz2_config(), steps, samples, samples);
 }
 
 // Runs the sampler on the reference's draws with a denoiser that returns the reference's
 // denoised coordinates of each step; returns the final coordinates' error relative to the
 // reference's coordinate spread (std).
 // The case's forced constraints and templates as the model steers with them (none: no steering).
-boltz2::Guidance case_guidance(const Boltz2Case& c, int64_t steps) {
+nn::Guidance case_guidance(const Boltz2Case& c, int64_t steps) {
     auto terms = std::make_shared<boltz2::SteeringTerms>(boltz2::SteeringTerms::from(c.feats));
     if (terms->empty()) return {};
     return [terms, steps](int64_t step, Tensor& den) {
@@ -212,25 +212,25 @@ boltz2::Guidance case_guidance(const Boltz2Case& c, int64_t steps) {
     };
 }
 
-double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool check_steps,
+double replay_sampler(const Boltz2Case& c, const nn::SamplerParams& p, bool check_steps,
                       bool steer = true) {
     const Tensor ref_noisy = c.get("diffusion.sample.noisy"), ref_den = c.get("diffusion.sample.denoised"),
                  ref_aligned = c.get("diffusion.sample.aligned"), ref_t = c.get("diffusion.sample.t_hat");
-    boltz2::ReplayNormal rng(reference_draws(c, p.steps));
+    nn::ReplayNormal rng(reference_draws(c, p.steps));
     int64_t step = 0;
     const auto denoise = [&](const Tensor& x, float sigma) {
         EXPECT_NEAR(sigma, ref_t.f32()[step], 1e-5 * ref_t.f32()[step]) << "step " << step;
         if (check_steps) expect_parity(x, ref_noisy.narrow0(step, step + 1), "noisy step " + std::to_string(step));
         return ref_den.narrow0(step, step + 1).reshape(x.shape()).clone();
     };
-    const Tensor out = boltz2::sample(denoise, c.feats.at("atom_pad_mask"), p, rng,
-                                      [&](const boltz2::SamplerStep& s) {
-                                          if (check_steps)
-                                              expect_parity(s.aligned, ref_aligned.narrow0(s.index, s.index + 1),
-                                                            "aligned step " + std::to_string(s.index));
-                                          ++step;
-                                      },
-                                      steer ? case_guidance(c, p.steps) : boltz2::Guidance{});
+    const Tensor out = nn::sample(denoise, c.feats.at("atom_pad_mask"), p, rng,
+                                  [&](const nn::SamplerStep& s) {
+                                      if (check_steps)
+                                          expect_parity(s.aligned, ref_aligned.narrow0(s.index, s.index + 1),
+                                                        "aligned step " + std::to_string(s.index));
+                                      ++step;
+                                  },
+                                  steer ? case_guidance(c, p.steps) : nn::Guidance{});
     EXPECT_EQ(rng.used(), size_t(1 + 3 * p.steps));
     const Tensor ref = c.get("e2e.sample_atom_coords");  // the same run's final coordinates
     // host-side (test): spread and error of the coordinates
@@ -249,8 +249,8 @@ double replay_sampler(const Boltz2Case& c, const boltz2::SamplerParams& p, bool 
 
 TEST(Boltz2Sampler, ScheduleMatchesReference) {
     const Boltz2Case c = load_boltz2_case("monomer");
-    const boltz2::SamplerParams p = tiny_sampler(c);
-    const std::vector<float> s = boltz2::sample_schedule(p);
+    const nn::SamplerParams p = tiny_sampler(c);
+    const std::vector<float> s = nn::sample_schedule(p);
     ASSERT_EQ(int64_t(s.size()), p.steps + 1);
     EXPECT_EQ(s.back(), 0.0f);
     EXPECT_NEAR(s[0], 2560.0f, 1e-2);  // sigma_data * sigma_max
@@ -356,17 +356,17 @@ double replay_steering(const Boltz2Case& c, bool physical, std::vector<std::vect
     std::vector<Tensor> picks;
     while (c.has("steering.resample_draws" + std::to_string(picks.size())))
         picks.push_back(c.get("steering.resample_draws" + std::to_string(picks.size())));
-    boltz2::ReplayNormal rng(draws, picks);
-    boltz2::SamplerParams p = boltz2::SamplerParams::from(boltz2_config(), steps, S, S);
+    nn::ReplayNormal rng(draws, picks);
+    nn::SamplerParams p = boltz2::sampler_params(boltz2_config(), steps, S, S);
     p.fk_particles = 3;
     const auto terms = boltz2::SteeringTerms::from(c.feats, physical);
     const auto t_of = [&](int64_t step) { return 1.0 - double(step) / double(steps); };
     int64_t step = 0;
-    const Tensor out = boltz2::sample(
+    const Tensor out = nn::sample(
         [&](const Tensor& x, float) {
             return den.narrow0(step, step + 1).reshape(x.shape()).clone();
         },
-        c.feats.at("atom_pad_mask"), p, rng, [&](const boltz2::SamplerStep&) { ++step; },
+        c.feats.at("atom_pad_mask"), p, rng, [&](const nn::SamplerStep&) { ++step; },
         [&](int64_t k, Tensor& d) { boltz2::apply_guidance(terms, t_of(k), d); },
         [&](int64_t k, const Tensor& d) { return boltz2::steering_energy(terms, t_of(k), d); });
     if (w) *w = rng.weights_seen();
@@ -410,12 +410,12 @@ TEST(Boltz2Sampler, PotentialSteeringMatchesReference) {
 TEST(Boltz2Sampler, MaskedCenteringFailsTheBar) {
     for (const auto& name : boltz2_cases()) {
         const Boltz2Case c = load_boltz2_case(name);
-        boltz2::SamplerParams p = tiny_sampler(c);
+        nn::SamplerParams p = tiny_sampler(c);
         p.masked_centering = true;
         const Tensor ref_noisy = c.get("diffusion.sample.noisy"), ref_den = c.get("diffusion.sample.denoised");
-        boltz2::ReplayNormal rng(reference_draws(c, p.steps));
+        nn::ReplayNormal rng(reference_draws(c, p.steps));
         int64_t step = 0, failing = 0;
-        boltz2::sample(
+        nn::sample(
             [&](const Tensor& x, float) {
                 if (!within_bar(parity_stats(x, ref_noisy.narrow0(step, step + 1)))) ++failing;
                 const Tensor d = ref_den.narrow0(step, step + 1).reshape(x.shape()).clone();
@@ -437,11 +437,11 @@ TEST(Boltz2Sampler, ChunkedSamplesEqualOneBatch) {
         ops::scale(x, 1.0f / (1.0f + 0.01f * sigma), y);
         return y;
     };
-    boltz2::SamplerParams p = boltz2::SamplerParams::from(boltz2_config(), 5, 3, 3);
-    boltz2::SeededNormal r1(7), r2(7);
-    const Tensor all = boltz2::sample(denoise, mask, p, r1);
+    nn::SamplerParams p = boltz2::sampler_params(boltz2_config(), 5, 3, 3);
+    nn::SeededNormal r1(7), r2(7);
+    const Tensor all = nn::sample(denoise, mask, p, r1);
     p.max_parallel_samples = 2;
-    const Tensor chunked = boltz2::sample(denoise, mask, p, r2);
+    const Tensor chunked = nn::sample(denoise, mask, p, r2);
     EXPECT_EQ(parity_stats(all, chunked).max_abs, 0.0);
 }
 

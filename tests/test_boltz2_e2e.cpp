@@ -29,7 +29,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
     return d;
 }
 
-boltz2::RunOutput replayed_run(const Boltz2Case& c, boltz2::ReplayNormal& rng) {
+boltz2::RunOutput replayed_run(const Boltz2Case& c, nn::ReplayNormal& rng) {
     const auto model = boltz2::Boltz2Model::load(boltz2_weights());
     boltz2::RunOptions o;
     o.recycling_steps = 1;
@@ -42,7 +42,7 @@ boltz2::RunOutput replayed_run(const Boltz2Case& c, boltz2::ReplayNormal& rng) {
 
 TEST_P(Boltz2EndToEnd, ReplayedRunMatchesTheReference) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    boltz2::ReplayNormal rng(reference_draws(c, 6));
+    nn::ReplayNormal rng(reference_draws(c, 6));
     const boltz2::RunOutput out = replayed_run(c, rng);
     EXPECT_EQ(rng.used(), 1u + 3u * 6u) << "every recorded draw is taken, in order";
 
@@ -76,7 +76,7 @@ TEST_P(Boltz2EndToEnd, OtherDrawsFailTheBar) {
     const Boltz2Case c = load_boltz2_case(GetParam());
     std::vector<Tensor> draws = reference_draws(c, 6);
     ops::scale(draws[0], 1.5f, draws[0]);
-    boltz2::ReplayNormal rng(draws);
+    nn::ReplayNormal rng(draws);
     const boltz2::RunOutput out = replayed_run(c, rng);
     const Tensor ref = c.get("e2e.sample_atom_coords");
     EXPECT_GT(max_abs_diff(out.coords, ref), 1e-3 * spread(ref));

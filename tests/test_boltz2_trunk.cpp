@@ -10,6 +10,7 @@
 #include "boltz2_fixture.h"
 #include "models/boltz2/confidence.h"
 #include "models/boltz2/trunk.h"
+#include "nn/pairformer.h"
 #include "ops/ops.h"
 
 namespace bioinfer::test {
@@ -139,7 +140,7 @@ TEST_P(Boltz2TrunkCase, PairformerBlocks) {
     const Trunk& t = tiny_trunk();
     // The first block's sub-modules in the first pass, each from the reference's own input.
     {
-        const PairformerLayer& b0 = t.pairformer.layers[0];
+        const nn::PairformerLayer& b0 = t.pairformer.layers[0];
         const std::string pre = "trunk.pass0.pf.b0.";
         Tensor z = plus(msa_input(c, 0), c.get0("trunk.pass0.msa_out"));
         const auto step = [&](const char* name, const std::function<void(Tensor&)>& f) {

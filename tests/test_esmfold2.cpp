@@ -13,7 +13,6 @@
 
 #include "io/model_dir.h"
 #include "io/msa.h"
-#include "models/boltz2/sampler.h"
 #include "models/esmfold2/confidence.h"
 #include "models/esmfold2/config.h"
 #include "models/esmfold2/diffusion.h"
@@ -22,6 +21,7 @@
 #include "models/esmfold2/legacy.h"
 #include "models/esmfold2/trunk.h"
 #include "models/structure_model.h"
+#include "nn/edm_sampler.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -284,7 +284,7 @@ TEST_P(EsmFold2Case, DenoiserMatchesReference) {
                  id + " denoised");
 }
 
-// The reference sampler's draws in the order boltz2::sample asks for them: the initial noise, then
+// The reference sampler's draws in the order nn::sample asks for them: the initial noise, then
 // per step the quaternion, translation and churn draws.
 std::vector<Tensor> sampler_draws(const std::string& id) {
     const Fixture& f = fixture();
@@ -313,14 +313,14 @@ TEST_P(EsmFold2Case, SamplerReplayMatchesReference) {
     const Tensor den = f.get(id + ".sample.denoised");
     const int64_t steps = den.size(0), S = den.size(1);
     const std::vector<Tensor> draws = sampler_draws(id);
-    boltz2::ReplayNormal rng(draws);
+    nn::ReplayNormal rng(draws);
     const auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), S, S);
     const std::vector<float> mask = atom_mask(in);
     int64_t seen = 0;
-    const Tensor coords = boltz2::sample(
+    const Tensor coords = nn::sample(
         [&](const Tensor& x, float sigma) { return diffusion().denoise(k, x, sigma); },
         Tensor::of(mask), p, rng,
-        [&](const boltz2::SamplerStep& st) {
+        [&](const nn::SamplerStep& st) {
             expect_coords(
                 real_atoms(st.denoised, in.atoms.real_atoms),
                 real_atoms(den.narrow0(st.index, st.index + 1).reshape(st.denoised.shape()),
@@ -345,11 +345,11 @@ TEST(EsmFold2Sampler, UnmaskedCenteringMissesReference) {
     ASSERT_LT(in.atoms.real_atoms, in.atoms.atoms);  // the case has padding atoms
     const auto k = diffusion().prepare(in, reference_trunk(id));
     const int64_t S = f.get(id + ".sample.denoised").size(1);
-    boltz2::ReplayNormal rng(sampler_draws(id));
+    nn::ReplayNormal rng(sampler_draws(id));
     auto p = esmfold2::sampler_params(config(), f.meta["steps"].get<int64_t>(), S, S);
     p.masked_centering = false;
     const std::vector<float> mask = atom_mask(in);
-    const Tensor coords = boltz2::sample(
+    const Tensor coords = nn::sample(
         [&](const Tensor& x, float sigma) { return diffusion().denoise(k, x, sigma); },
         Tensor::of(mask), p, rng);
     const Tensor got = real_atoms(coords, in.atoms.real_atoms),

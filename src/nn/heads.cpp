@@ -12,6 +12,15 @@ namespace {
 constexpr int64_t kAlignedErrorBins = 64;
 }  // namespace
 
+std::vector<float> torch_linspace(float start, float end, int64_t steps) {
+    std::vector<float> v(static_cast<size_t>(steps));
+    const float step = (end - start) / float(steps - 1);
+    const int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; ++i)
+        v[size_t(i)] = i < half ? start + step * float(i) : end - step * float(steps - i - 1);
+    return v;
+}
+
 DistogramHead DistogramHead::load(const io::ModelDir& m, const std::string& prefix, int64_t c, int64_t bins,
                                   bool sum_pairs) {
     DistogramHead h;

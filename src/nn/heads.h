@@ -1,16 +1,22 @@
 // Heads on a structure model's trunk outputs: the distogram (ESMFold's symmetrised form and the
 // W(z + z^T) + b of Boltz-2 and ESMFold2), ESMFold's pLDDT, and the predicted aligned error
-// (PAE) with pTM. Boltz-2's and ESMFold2's confidence modules (per-atom pLDDT, intra/inter-chain
-// PAE and PDE, the frame-validity mask of pTM) are their own (models/*/confidence.h).
+// (PAE) with pTM, and the bin edges the heads and features take from torch.linspace. Boltz-2's
+// and ESMFold2's confidence modules (per-atom pLDDT, intra/inter-chain PAE and PDE, the
+// frame-validity mask of pTM) are their own (models/*/confidence.h).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::nn {
+
+// torch.linspace(start, end, steps) in fp32 as its CPU kernel computes it: the first half from
+// the start, the second half back from the end.
+std::vector<float> torch_linspace(float start, float end, int64_t steps);
 
 // Distance-bin logits symmetrised as ESMFold does, (W z_ij + W z_ji) / 2, or, with `sum_pairs`,
 // as Boltz-2 and ESMFold2 do, W (z_ij + z_ji) + b.

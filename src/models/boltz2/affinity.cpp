@@ -124,7 +124,8 @@ AffinityModule AffinityModule::load(const io::ModelDir& m, const std::string& p,
     const int64_t heads = rows_of(m, sp + "0.tri_att_start.linear.weight");
     const int64_t head_dim = rows_of(m, sp + "0.tri_att_start.mha.linear_q.weight") / heads;
     for (int64_t b = 0; b < blocks; ++b)
-        a.stack.push_back(PairformerNoSeqLayer::load(m, sp + std::to_string(b), tz, head_dim, heads));
+        a.stack.push_back(nn::PairformerNoSeqLayer::load(
+            m, sp + std::to_string(b), tz, 4 * tz, nn::PairformerNames::boltz2(), head_dim, heads));
     const std::string h = p + ".affinity_heads.";
     const int64_t T = rows_of(m, h + "affinity_out_mlp.2.weight");
     a.out1 = nn::Linear::load(m, h + "affinity_out_mlp.0", tz, tz, true);

@@ -32,7 +32,7 @@ struct AffinityModule {
     Tensor dist_embed;                    // (bins, token_z)
     Tensor boundaries_sq;                 // (bins - 1) the bins' squared boundaries
     PairwiseConditioner conditioner;      // over [z, distance embedding], 2 transitions
-    std::vector<PairformerNoSeqLayer> stack;
+    std::vector<nn::PairformerNoSeqLayer> stack;
     // heads: g = relu(out2(relu(out1(masked mean of z)))); value = v3(relu(v2(relu(v1(g)))));
     // score likewise from p1..p3; logit = to_logit(score)
     nn::Linear out1, out2, v1, v2, v3, p1, p2, p3, to_logit;

@@ -40,7 +40,7 @@ Tensor layer_norm(const nn::LayerNorm& ln, const Tensor& x) {
 
 AtomLayout AtomLayout::make(const Features& f, int64_t W, int64_t H) {
     AtomLayout l;
-    static_cast<AtomWindows&>(l) = AtomWindows::make(f.num_atoms(), W, H);
+    static_cast<nn::AtomWindows&>(l) = nn::AtomWindows::make(f.num_atoms(), W, H);
     const Tensor& a2t = f.at("atom_to_token");
     l.tokens = f.num_tokens();
     const int64_t A = l.atoms, N = l.tokens;
@@ -69,9 +69,9 @@ AtomLayout AtomLayout::make(const Features& f, int64_t W, int64_t H) {
         const int32_t tok = atom_token.i32()[a];
         if (tok >= 0) token_mean.f32()[tok * A + a] = 1.0f / (count[size_t(tok)] + 1e-6f);
     }
-    l.atom_token = on_backend(atom_token);
-    l.token_mean = on_backend(token_mean);
-    l.atom_mask = on_backend(f.at("atom_pad_mask").reshape({A}).to_f32());
+    l.atom_token = nn::on_backend(atom_token);
+    l.token_mean = nn::on_backend(token_mean);
+    l.atom_mask = nn::on_backend(f.at("atom_pad_mask").reshape({A}).to_f32());
     return l;
 }
 
@@ -81,8 +81,8 @@ void AtomLayout::add_token_rows(const Tensor& t, Tensor& x) const {
              kWhere, "token rows ", shape_str(t.shape()), " onto atoms ", shape_str(x.shape()),
              ": expected (", S * tokens, ", ", D, ")");
     Tensor xr = x.reshape({S * atoms, D});
-    ops::embedding(stacked_rows(atom_token.to(kHost), S, tokens), t.reshape({S * tokens, D}), xr,
-                   /*accumulate=*/true);
+    ops::embedding(nn::stacked_rows(atom_token.to(kHost), S, tokens), t.reshape({S * tokens, D}),
+                   xr, /*accumulate=*/true);
 }
 
 Tensor AtomLayout::token_mean_of(const Tensor& x) const {
@@ -210,7 +210,7 @@ AtomEncoderOut AtomEncoder::forward(const Tensor& atom_feats, const Tensor& geom
                     idx.i32()[(k * W + w) * H + h] = tq < 0 || tk < 0 ? -1 : int32_t(tq * N + tk);
                 }
             }
-        ops::embedding(on_backend(idx), z2p, p, /*accumulate=*/true);
+        ops::embedding(nn::on_backend(idx), z2p, p, /*accumulate=*/true);
     }
 
     // p += c_to_p_q(relu(c)) over the keys, + c_to_p_k(relu(c)) of each key over the queries
@@ -290,19 +290,19 @@ AtomAttentionEncoder AtomAttentionEncoder::load(const io::ModelDir& m, const std
     AtomAttentionEncoder e;
     e.structure_prediction = structure_prediction;
     if (structure_prediction) e.r_to_q = nn::Linear::load(m, p + ".r_to_q_trans", 3, cfg.atom_s, false);
-    e.transformer = AtomTransformer::load(m, p + ".atom_encoder", cfg.atom_s, depth, heads,
-                                          cfg.window_queries, cfg.window_keys);
+    e.transformer = nn::AtomTransformer::load(m, p + ".atom_encoder", cfg.atom_s, depth, heads,
+                                              cfg.window_queries, cfg.window_keys);
     e.to_token = nn::Linear::load(m, p + ".atom_to_token_trans.0", cfg.atom_s,
                                   structure_prediction ? 2 * cfg.token_s : cfg.token_s, false);
     return e;
 }
 
-DitBias AtomAttentionEncoder::prepare(const Tensor& bias, const AtomLayout& lay) const {
+nn::DitBias AtomAttentionEncoder::prepare(const Tensor& bias, const AtomLayout& lay) const {
     return transformer.prepare(bias, lay.atom_mask, lay);
 }
 
 Tensor AtomAttentionEncoder::forward(const AtomLayout& lay, const Tensor& q, const Tensor& c,
-                                     const DitBias& bias) const {
+                                     const nn::DitBias& bias) const {
     const Tensor qo = transformer.forward(q, c, bias);
     Tensor qa = linear(to_token, qo);
     ops::activation(qa, Act::Relu, qa);
@@ -311,7 +311,7 @@ Tensor AtomAttentionEncoder::forward(const AtomLayout& lay, const Tensor& q, con
 }
 
 AtomAttentionOut AtomAttentionEncoder::forward(const AtomLayout& lay, const Tensor& q,
-                                               const Tensor& c, const DitBias& bias,
+                                               const Tensor& c, const nn::DitBias& bias,
                                                const Tensor& r_noisy) const {
     BI_CHECK(structure_prediction, kWhere, "r_noisy given to the input embedder's atom encoder");
     const int64_t A = lay.atoms, D = q.size(-1), S = rows_of(r_noisy) / A;
@@ -338,20 +338,20 @@ AtomAttentionDecoder AtomAttentionDecoder::load(const io::ModelDir& m, const std
                                                 const Config& cfg) {
     AtomAttentionDecoder d;
     d.a_to_q = nn::Linear::load(m, p + ".a_to_q_trans", 2 * cfg.token_s, cfg.atom_s, false);
-    d.transformer = AtomTransformer::load(m, p + ".atom_decoder", cfg.atom_s, cfg.atom_decoder_depth,
-                                          cfg.atom_decoder_heads, cfg.window_queries,
-                                          cfg.window_keys);
+    d.transformer = nn::AtomTransformer::load(m, p + ".atom_decoder", cfg.atom_s,
+                                              cfg.atom_decoder_depth, cfg.atom_decoder_heads,
+                                              cfg.window_queries, cfg.window_keys);
     d.out_ln = nn::LayerNorm::load(m, p + ".atom_feat_to_atom_pos_update.0", cfg.atom_s, 1e-5f);
     d.out = nn::Linear::load(m, p + ".atom_feat_to_atom_pos_update.1", cfg.atom_s, 3, false);
     return d;
 }
 
-DitBias AtomAttentionDecoder::prepare(const Tensor& bias, const AtomLayout& lay) const {
+nn::DitBias AtomAttentionDecoder::prepare(const Tensor& bias, const AtomLayout& lay) const {
     return transformer.prepare(bias, lay.atom_mask, lay);
 }
 
 Tensor AtomAttentionDecoder::forward(const AtomLayout& lay, const Tensor& a, const Tensor& q_skip,
-                                     const Tensor& c_skip, const DitBias& bias) const {
+                                     const Tensor& c_skip, const nn::DitBias& bias) const {
     const int64_t A = lay.atoms, N = lay.tokens, D = q_skip.size(-1), S = rows_of(q_skip) / A;
     BI_CHECK(S > 0 && rows_of(q_skip) == S * A && rows_of(a) == S * N, kWhere,
              "decoder: expected a (S, ", N, ", C) and q_skip (S, ", A, ", D) of one S, got ",

@@ -7,24 +7,25 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/atom_windows.h"
 #include "models/boltz2/config.h"
-#include "models/boltz2/dit.h"
 #include "models/boltz2/features.h"
+#include "nn/atom_windows.h"
+#include "nn/dit.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::boltz2 {
 
 // The atom windows and the atom/token tables every atom module reads, made once per input from
-// its features (windows: see AtomWindows).
-struct AtomLayout : AtomWindows {
+// its features (windows: see nn::AtomWindows).
+struct AtomLayout : nn::AtomWindows {
     int64_t tokens = 0;  // N
     Tensor atom_token;   // (A) I32: each atom's token (atom_to_token's one-hot), -1 for padding
     Tensor atom_mask;    // (A) F32: atom_pad_mask
     // (N, A) F32: atom_to_token^T / (atoms of the token + 1e-6), boltz's mean aggregation matrix
     Tensor token_mean;
 
-    static AtomLayout make(const Features& f, int64_t window_q = 32, int64_t window_k = 128);
+    // window_q / window_k: the config's window_queries / window_keys.
+    static AtomLayout make(const Features& f, int64_t window_q, int64_t window_k);
 
     // x (S * A, D) += t (S * N, D) at each atom's token (boltz's bmm(atom_to_token, t) added);
     // padded atoms get nothing.
@@ -100,7 +101,7 @@ struct AtomAttentionOut {
 struct AtomAttentionEncoder {
     bool structure_prediction = false;
     nn::Linear r_to_q;  // (atom_s, 3), structure prediction only
-    AtomTransformer transformer;
+    nn::AtomTransformer transformer;
     nn::Linear to_token;  // (token_s or 2 token_s, atom_s), then ReLU
 
     // prefix: "input_embedder.atom_attention_encoder" (depth/heads: the embedder's) or
@@ -109,32 +110,32 @@ struct AtomAttentionEncoder {
                                      const Config& cfg, bool structure_prediction, int64_t depth,
                                      int64_t heads);
     // bias (K, W, H, depth * heads) with the layout's key mask, rearranged once per input.
-    DitBias prepare(const Tensor& bias, const AtomLayout& lay) const;
+    nn::DitBias prepare(const Tensor& bias, const AtomLayout& lay) const;
     // Input embedder: q, c (A, atom_s) -> a (N, token_s).
     Tensor forward(const AtomLayout& lay, const Tensor& q, const Tensor& c,
-                   const DitBias& bias) const;
+                   const nn::DitBias& bias) const;
     // Diffusion: q, c (A, atom_s) from DiffusionConditioning, r_noisy (S, A, 3) = c_in(sigma) *
     // x_noisy of each of S samples.
     AtomAttentionOut forward(const AtomLayout& lay, const Tensor& q, const Tensor& c,
-                             const DitBias& bias, const Tensor& r_noisy) const;
+                             const nn::DitBias& bias, const Tensor& r_noisy) const;
 };
 
 // boltz's AtomAttentionDecoder: q = q_skip + a_to_q(a)[token(atom)];
 // q = AtomTransformer(q, c_skip, bias); r_update = Linear(LN(q)) (atom_s -> 3).
 struct AtomAttentionDecoder {
     nn::Linear a_to_q;  // (atom_s, 2 token_s)
-    AtomTransformer transformer;
+    nn::AtomTransformer transformer;
     nn::LayerNorm out_ln;
     nn::Linear out;  // (3, atom_s)
 
     // prefix: "structure_module.score_model.atom_attention_decoder".
     static AtomAttentionDecoder load(const io::ModelDir& m, const std::string& prefix,
                                      const Config& cfg);
-    DitBias prepare(const Tensor& bias, const AtomLayout& lay) const;
+    nn::DitBias prepare(const Tensor& bias, const AtomLayout& lay) const;
     // a (S, N, 2 token_s) the token transformer's normed output, q_skip (S, A, atom_s), c_skip
     // (A, atom_s) or (S, A, atom_s) -> r_update (S, A, 3).
     Tensor forward(const AtomLayout& lay, const Tensor& a, const Tensor& q_skip,
-                   const Tensor& c_skip, const DitBias& bias) const;
+                   const Tensor& c_skip, const nn::DitBias& bias) const;
 };
 
 }  // namespace bioinfer::boltz2

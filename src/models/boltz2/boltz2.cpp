@@ -63,8 +63,8 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     DiffusionConditioningOut cond = conditioning_.forward(out.trunk.s, out.trunk.z, out.trunk.relpos,
                                                           f, /*token_bias=*/false);
     out.trunk.relpos = Tensor();
-    DitBias enc_bias = encoder_.prepare(cond.atom_enc_bias, cond.layout);
-    DitBias dec_bias = decoder_.prepare(cond.atom_dec_bias, cond.layout);
+    nn::DitBias enc_bias = encoder_.prepare(cond.atom_enc_bias, cond.layout);
+    nn::DitBias dec_bias = decoder_.prepare(cond.atom_dec_bias, cond.layout);
     // The atom transformers' conditioning c is the same in every step: its terms once per run.
     encoder_.transformer.condition(enc_bias, cond.c);
     decoder_.transformer.condition(dec_bias, cond.c);
@@ -85,15 +85,15 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     atoms.decode = [&](const Tensor& a, const Tensor& q_skip) {
         return decoder_.forward(cond.layout, a, q_skip, c_skip, dec_bias);
     };
-    SamplerParams p = SamplerParams::from(cfg_, o.sampling_steps, o.diffusion_samples,
-                                          std::max(1, o.max_parallel_samples));
+    nn::SamplerParams p = sampler_params(cfg_, o.sampling_steps, o.diffusion_samples,
+                                         std::max(1, o.max_parallel_samples));
     p.step_scale = o.step_scale;
     if (o.use_potentials) {  // boltz's BoltzSteeringParams: 3 particles, lambda 4, every 3 steps
         p.fk_particles = 3;
         p.samples *= p.fk_particles;
     }
-    SeededNormal seeded(o.seed);
-    NormalSource& rng = o.rng ? *o.rng : static_cast<NormalSource&>(seeded);
+    nn::SeededNormal seeded(o.seed);
+    nn::NormalSource& rng = o.rng ? *o.rng : static_cast<nn::NormalSource&>(seeded);
     // Forced pocket and contact constraints and forced templates steer the denoised coordinates
     // (boltz's default contact guidance); without them nothing is added.
     const SteeringTerms steering =
@@ -101,18 +101,18 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     const auto steering_t = [&](int64_t step) {
         return 1.0 - double(step) / double(o.sampling_steps);
     };
-    Guidance guide;
+    nn::Guidance guide;
     if (!steering.empty())
         guide = [&](int64_t step, Tensor& den) { apply_guidance(steering, steering_t(step), den); };
-    SteeringEnergy energy;
+    nn::SteeringEnergy energy;
     if (o.use_potentials)
         energy = [&](int64_t step, const Tensor& den) {
             return steering_energy(steering, steering_t(step), den);
         };
-    out.coords = sample(
+    out.coords = nn::sample(
         [&](const Tensor& x, float sigma) { return score_.denoise(x, sigma, ctx, atoms); },
         f.at("atom_pad_mask"), p, rng,
-        [&](const SamplerStep& s) { progress("diffusion step", int(s.index), o.sampling_steps); },
+        [&](const nn::SamplerStep& s) { progress("diffusion step", int(s.index), o.sampling_steps); },
         guide, energy);
     tap("coords", out.coords);
 

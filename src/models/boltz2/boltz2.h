@@ -16,8 +16,8 @@
 #include "models/boltz2/diffusion.h"
 #include "models/boltz2/embedder.h"
 #include "models/boltz2/features.h"
-#include "models/boltz2/sampler.h"
 #include "models/boltz2/trunk.h"
+#include "nn/edm_sampler.h"
 
 namespace bioinfer::boltz2 {
 
@@ -30,7 +30,7 @@ struct RunOptions {
     int max_parallel_samples = 5;
     double step_scale = 1.5;
     uint64_t seed = 0;              // the sampler's draws (SeededNormal) when rng is null
-    NormalSource* rng = nullptr;    // tests replay the reference's draws
+    nn::NormalSource* rng = nullptr;  // tests replay the reference's draws
     bool confidence = true;         // run the confidence module (when the checkpoint has one)
     bool steering = true;           // forced pocket/contact constraints steer the sampler
     // boltz's --use_potentials: the physical potentials guide the sampler too, and Feynman-Kac

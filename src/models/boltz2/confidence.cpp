@@ -79,12 +79,12 @@ ConfidenceModule ConfidenceModule::load(const io::ModelDir& m, const Config& cfg
     const Tensor bounds =
         m.has(p + "boundaries")
             ? m.get_f32(p + "boundaries", {nb - 1})
-            : Tensor::of(torch_linspace(2.0f, float(cfg.confidence_max_dist), nb - 1));
+            : Tensor::of(nn::torch_linspace(2.0f, float(cfg.confidence_max_dist), nb - 1));
     c.bounds_sq = Tensor::empty({nb - 1});
     ops::mul(bounds, bounds, c.bounds_sq);
-    c.pairformer = PairformerModule::load(m, p + "pairformer_stack", cfg.confidence_blocks, cs, cz,
-                                          cfg.confidence_heads, cfg.pairwise_head_width,
-                                          cfg.pairwise_num_heads);
+    c.pairformer = nn::PairformerStack::load(m, p + "pairformer_stack", cfg.confidence_blocks, cs,
+                                             cz, cfg.confidence_heads, cfg.pairwise_head_width,
+                                             cfg.pairwise_num_heads);
     const std::string h = p + "confidence_heads.";
     BI_CHECK(cfg.use_separate_heads && cfg.token_level_confidence, h,
              "only separate intra/inter-chain heads with token-level confidence are supported");

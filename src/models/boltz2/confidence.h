@@ -40,7 +40,7 @@ struct ConfidenceModule {
     nn::Linear s_to_z_prod_in1, s_to_z_prod_in2, s_to_z_prod_out;  // undefined unless add_s_to_z_prod
     Tensor dist_embed;  // (num_dist_bins, C)
     Tensor bounds_sq;   // (num_dist_bins - 1) the bins' squared boundaries (linspace(2, max, n-1))
-    PairformerModule pairformer;
+    nn::PairformerStack pairformer;
     nn::Linear pae_intra, pae_inter, pde_intra, pde_inter;  // C_z -> bins, no bias
     nn::Linear to_plddt, to_resolved;                       // C_s -> bins / 2, no bias
 

@@ -99,9 +99,9 @@ DiffusionModule DiffusionModule::load(const io::ModelDir& m, const std::string& 
                                                     cfg.conditioning_transition_layers);
     d.s_to_a_norm = nn::LayerNorm::load(m, p + ".s_to_a_linear.0", D, 1e-5f);
     d.s_to_a = nn::Linear::load(m, p + ".s_to_a_linear.1", D, D, false);
-    d.token_transformer =
-        DiffusionTransformer::load(m, p + ".token_transformer", D, D, cfg.token_transformer_depth,
-                                   cfg.token_transformer_heads);
+    d.token_transformer = nn::DiffusionTransformer::load(m, p + ".token_transformer", D, D,
+                                                         cfg.token_transformer_depth,
+                                                         cfg.token_transformer_heads);
     d.a_norm = nn::LayerNorm::load(m, p + ".a_norm", D, 1e-5f);
     d.sigma_data = float(cfg.sigma_data);
     return d;
@@ -158,6 +158,29 @@ Tensor DiffusionModule::denoise(const Tensor& x_noisy, float sigma, const ScoreC
     ops::scale(x_noisy, pc.c_skip, den);
     ops::axpy(pc.c_out, r_update, den);
     return den;
+}
+
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples) {
+    nn::SamplerParams p;
+    p.steps = steps;
+    p.samples = samples;
+    p.max_parallel_samples = max_parallel_samples;
+    p.sigma_min = cfg.sigma_min;
+    p.sigma_max = cfg.sigma_max;
+    p.sigma_data = cfg.sigma_data;
+    p.rho = cfg.rho;
+    p.gamma_0 = cfg.gamma_0;
+    p.gamma_min = cfg.gamma_min;
+    p.noise_scale = cfg.noise_scale;
+    p.step_scale = cfg.step_scale;
+    p.alignment_reverse_diff = cfg.alignment_reverse_diff;
+    p.fk_particles = 1;
+    p.fk_lambda = 4.0;
+    p.fk_interval = 3;
+    p.masked_centering = false;  // the mean of every atom, padding included
+    p.sigma_cap = 0;
+    return p;
 }
 
 }  // namespace bioinfer::boltz2

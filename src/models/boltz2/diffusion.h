@@ -11,7 +11,8 @@
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
 #include "models/boltz2/config.h"
-#include "models/boltz2/dit.h"
+#include "nn/dit.h"
+#include "nn/edm_sampler.h"
 #include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
@@ -57,14 +58,14 @@ struct AtomStages {
 // What the score model reuses across every call of one sampler run.
 struct ScoreContext {
     Tensor single_embedded;  // (N, 2ts) SingleConditioning::embed_single
-    DitBias token_bias;      // token_transformer.prepare(token_trans_bias, token_pad_mask)
+    nn::DitBias token_bias;  // token_transformer.prepare(token_trans_bias, token_pad_mask)
 };
 
 struct DiffusionModule {
     SingleConditioning single_conditioner;
     nn::LayerNorm s_to_a_norm;  // s_to_a_linear.0
     nn::Linear s_to_a;          // s_to_a_linear.1 (2ts, 2ts), no bias
-    DiffusionTransformer token_transformer;
+    nn::DiffusionTransformer token_transformer;
     nn::LayerNorm a_norm;
     float sigma_data = 16.0f;
     // prefix: "structure_module.score_model"; dims from cfg (token_s, dim_fourier,
@@ -85,5 +86,11 @@ struct DiffusionModule {
                    const AtomStages& atoms,
                    const std::function<void(const std::string&, const Tensor&)>& tap = {}) const;
 };
+
+// The sampler's settings from the config (boltz 2.2's Boltz2DiffusionParams) and boltz's
+// Feynman-Kac steering constants (BoltzSteeringParams: lambda 4, every 3 steps; particles 1,
+// steering off until a run asks for it): `steps` schedule entries, `samples` per target.
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples);
 
 }  // namespace bioinfer::boltz2

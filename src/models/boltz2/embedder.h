@@ -25,7 +25,7 @@ struct InputEmbedder {
     nn::Linear res_type, msa_profile;    // (token_s, 33), (token_s, 34), no bias
     Tensor method, modified, mol_type;   // embedding tables (rows, token_s); undefined: off
     nn::Linear cyclic;                   // (token_s, 1); undefined: off
-    int64_t window_q = 32, window_k = 128;
+    int64_t window_q = 0, window_k = 0;  // the config's window_queries / window_keys
 
     // Intermediates a test compares with the reference.
     struct Trace {
@@ -71,7 +71,7 @@ struct DiffusionConditioning {
     PairwiseConditioner pairwise;
     AtomEncoder atom_encoder;
     PairBiasProjection atom_enc_proj_z, atom_dec_proj_z, token_trans_proj_z;
-    int64_t window_q = 32, window_k = 128;
+    int64_t window_q = 0, window_k = 0;  // the config's window_queries / window_keys
 
     static DiffusionConditioning load(const io::ModelDir& m, const Config& cfg);
     // s_trunk (N, token_s), z_trunk (N, N, token_z), relpos (N, N, token_z) (the trunk's relative

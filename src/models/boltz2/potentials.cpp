@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "bioinfer/error.h"
-#include "models/boltz2/sampler.h"
+#include "nn/edm_sampler.h"
 #include "ops/ops.h"
 
 namespace bioinfer::boltz2 {
@@ -227,7 +227,7 @@ std::vector<double> template_potential(const TemplateTerms& t, const Tensor& x, 
         const float* m = t.mask[size_t(f)].f32();
         if (std::all_of(m, m + N, [](float v) { return v == 0.0f; })) continue;
         const Tensor ref = ops::contiguous(t.ref[size_t(f)].reshape({1, N, 3}).expand({S, N, 3}));
-        const Tensor aligned = rigid_align(ref, P, t.mask[size_t(f)]);
+        const Tensor aligned = nn::rigid_align(ref, P, t.mask[size_t(f)]);
         const Tensor al = aligned.to_f32();
         for (int64_t s = 0; s < S; ++s)
             for (int64_t n = 0; n < N; ++n) {

@@ -52,15 +52,6 @@ Tensor linear_out(const nn::Linear& lin, const Tensor& x) {
 
 }  // namespace
 
-std::vector<float> torch_linspace(float start, float end, int64_t steps) {
-    std::vector<float> v(static_cast<size_t>(steps));
-    const float step = (end - start) / float(steps - 1);
-    const int64_t half = steps / 2;
-    for (int64_t i = 0; i < steps; ++i)
-        v[size_t(i)] = i < half ? start + step * float(i) : end - step * float(steps - i - 1);
-    return v;
-}
-
 nn::ChainRelativePosition::Tokens relpos_tokens(const Features& f) {
     nn::ChainRelativePosition::Tokens t;
     t.asym_id = f.at("asym_id");
@@ -165,89 +156,6 @@ void PairInputEmbedding::add_to(const Features& f, Tensor& z, const Tensor* rp) 
     ops::add_into(contact(f), z);
 }
 
-// ---- pairformer -----------------------------------------------------------------------------
-
-PairformerNoSeqLayer PairformerNoSeqLayer::load(const io::ModelDir& m, const std::string& p,
-                                                int64_t c_z, int64_t tri_head_dim,
-                                                int64_t tri_heads) {
-    PairformerNoSeqLayer l;
-    const auto mul = nn::TriangleMultiplicationNames::boltz2();
-    const auto att = nn::TriangleAttentionNames::boltz2();
-    l.tri_mul_out = nn::TriangleMultiplication::load(m, p + ".tri_mul_out", c_z, true, mul);
-    l.tri_mul_in = nn::TriangleMultiplication::load(m, p + ".tri_mul_in", c_z, false, mul);
-    l.tri_att_start = nn::TriangleAttention::load(m, p + ".tri_att_start", c_z, tri_head_dim,
-                                                  tri_heads, true, att);
-    l.tri_att_end = nn::TriangleAttention::load(m, p + ".tri_att_end", c_z, tri_head_dim,
-                                                tri_heads, false, att);
-    l.transition_z = nn::ResidueMlp::load(m, p + ".transition_z", c_z, 4 * c_z,
-                                          nn::ResidueMlpNames::boltz2());
-    return l;
-}
-
-void PairformerNoSeqLayer::run(Tensor& z, const Tensor* pair_mask) const {
-    const int64_t L = z.size(0), C = z.size(2);
-    tri_mul_out.add_to(z, 0, pair_mask);
-    tri_mul_in.add_to(z, 0, pair_mask);
-    tri_att_start.add_to(z, 0, pair_mask);
-    tri_att_end.add_to(z, 0, pair_mask);
-    Tensor rows = z.reshape({L * L, C});
-    transition_z.add_to(rows);
-}
-
-PairformerLayer PairformerLayer::load(const io::ModelDir& m, const std::string& p, int64_t c_s,
-                                      int64_t c_z, int64_t heads, int64_t tri_head_dim,
-                                      int64_t tri_heads) {
-    BI_CHECK(heads > 0 && c_s % heads == 0, p, "token_s ", c_s, " is not a multiple of the ",
-             heads, " heads");
-    PairformerLayer l;
-    l.pair = PairformerNoSeqLayer::load(m, p, c_z, tri_head_dim, tri_heads);
-    l.pre_norm_s = nn::LayerNorm::load(m, p + ".pre_norm_s", c_s, 1e-5f);
-    l.bias_norm = nn::LayerNorm::load(m, p + ".attention.proj_z.0", c_z, 1e-5f);
-    l.bias_proj = nn::Linear::load(m, p + ".attention.proj_z.1", c_z, heads, false);
-    l.attention = nn::GatedBiasedAttention::load(m, p + ".attention", c_s, c_s / heads,
-                                                 nn::GatedBiasedAttentionNames::boltz2());
-    l.transition_s = nn::ResidueMlp::load(m, p + ".transition_s", c_s, 4 * c_s,
-                                          nn::ResidueMlpNames::boltz2());
-    BI_CHECK(!m.has(p + ".s_post_norm.weight"), p, "post_layer_norm is not supported");
-    return l;
-}
-
-Tensor PairformerLayer::attention_update(const Tensor& s_normed, const Tensor& z) const {
-    const Tensor bias = nn::pair_bias(z, bias_norm, bias_proj, 0, false);  // (H, L, L)
-    Tensor out = Tensor::zeros(s_normed.shape());
-    attention.add_to(s_normed, bias, out);
-    return out;
-}
-
-void PairformerLayer::run(Tensor& s, Tensor& z) const {
-    pair.run(z);
-    Tensor sn = Tensor::empty(s.shape());
-    pre_norm_s(s, sn);
-    const Tensor bias = nn::pair_bias(z, bias_norm, bias_proj, 0, false);  // (H, L, L)
-    attention.add_to(sn, bias, s);
-    transition_s.add_to(s);
-}
-
-PairformerModule PairformerModule::load(const io::ModelDir& m, const std::string& p,
-                                        int64_t blocks, int64_t c_s, int64_t c_z, int64_t heads,
-                                        int64_t tri_head_dim, int64_t tri_heads) {
-    PairformerModule mod;
-    for (int64_t k = 0; k < blocks; ++k)
-        mod.layers.push_back(PairformerLayer::load(m, p + ".layers." + std::to_string(k), c_s, c_z,
-                                                   heads, tri_head_dim, tri_heads));
-    return mod;
-}
-
-void PairformerModule::run(Tensor& s, Tensor& z, const Tap& tap, const std::string& pre) const {
-    for (size_t k = 0; k < layers.size(); ++k) {
-        layers[k].run(s, z);
-        if (tap) {
-            tap(pre + "block" + std::to_string(k) + ".s", s);
-            tap(pre + "block" + std::to_string(k) + ".z", z);
-        }
-    }
-}
-
 // ---- MSA module -----------------------------------------------------------------------------
 
 void MsaLayer::run(Tensor& z, Tensor& m) const {
@@ -278,9 +186,9 @@ MsaModule MsaModule::load(const io::ModelDir& m, const Config& cfg) {
                                                 nn::ResidueMlpNames::boltz2());
         l.outer_product_mean = nn::OuterProductMean::load(
             m, p + ".outer_product_mean", cm, cfg.token_z, 32, nn::OuterProductMeanNames::boltz2());
-        l.pairformer_layer = PairformerNoSeqLayer::load(m, p + ".pairformer_layer", cfg.token_z,
-                                                        cfg.pairwise_head_width,
-                                                        cfg.pairwise_num_heads);
+        l.pairformer_layer = nn::PairformerNoSeqLayer::load(
+            m, p + ".pairformer_layer", cfg.token_z, 4 * cfg.token_z, nn::PairformerNames::boltz2(),
+            cfg.pairwise_head_width, cfg.pairwise_num_heads);
         mod.layers.push_back(std::move(l));
     }
     return mod;
@@ -336,9 +244,9 @@ TemplateModule TemplateModule::load(const io::ModelDir& m, const Config& cfg) {
         nn::Linear::load(m, "template_module.a_proj", 2 * kNumTokens + t.num_bins + 5, d, false);
     t.u_proj = nn::Linear::load(m, "template_module.u_proj", d, cz, false);
     for (int64_t k = 0; k < cfg.template_blocks; ++k)
-        t.layers.push_back(
-            PairformerNoSeqLayer::load(m, "template_module.pairformer.layers." + std::to_string(k),
-                                       d, cfg.template_head_width, cfg.template_num_heads));
+        t.layers.push_back(nn::PairformerNoSeqLayer::load(
+            m, "template_module.pairformer.layers." + std::to_string(k), d, 4 * d,
+            nn::PairformerNames::boltz2(), cfg.template_head_width, cfg.template_num_heads));
     return t;
 }
 
@@ -404,7 +312,7 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
     check("template_mask_frame", {T, L});
     check("template_mask", {T, L});
     check("visibility_ids", {T, L});
-    const std::vector<float> bounds = torch_linspace(min_dist, max_dist, nb - 1);
+    const std::vector<float> bounds = nn::torch_linspace(min_dist, max_dist, nb - 1);
 
     // z_proj(z_norm(z)), shared by every template
     Tensor zp = Tensor::empty({L, L, D});
@@ -473,7 +381,7 @@ Tensor TemplateModule::run(const Tensor& z, const Features& f, const Tap& tap) c
         }
         // v += pairformer(v) (= v + its updates); LN
         Tensor w = v.clone();
-        for (const PairformerNoSeqLayer& layer : layers) layer.run(w);
+        for (const nn::PairformerNoSeqLayer& layer : layers) layer.run(w);
         ops::add_into(w, v);
         w = Tensor();
         Tensor vn = Tensor::empty({L * L, D});
@@ -507,9 +415,9 @@ Trunk Trunk::load(const io::ModelDir& m, const Config& cfg) {
     t.z_recycle = nn::Linear::load(m, "z_recycle", cz, cz, false);
     t.templates = TemplateModule::load(m, cfg);
     t.msa = MsaModule::load(m, cfg);
-    t.pairformer = PairformerModule::load(m, "pairformer_module", cfg.pairformer_blocks, cs, cz,
-                                          cfg.pairformer_heads, cfg.pairwise_head_width,
-                                          cfg.pairwise_num_heads);
+    t.pairformer = nn::PairformerStack::load(m, "pairformer_module", cfg.pairformer_blocks, cs, cz,
+                                             cfg.pairformer_heads, cfg.pairwise_head_width,
+                                             cfg.pairwise_num_heads);
     t.distogram = nn::DistogramHead::load(m, "distogram_module.distogram", cz, cfg.num_bins,
                                           /*sum_pairs=*/true);
     if (cfg.predict_bfactor)

@@ -16,6 +16,7 @@
 #include "nn/heads.h"
 #include "nn/msa_blocks.h"
 #include "nn/pair_seq.h"
+#include "nn/pairformer.h"
 #include "nn/relpos.h"
 #include "nn/transformer.h"
 #include "nn/triangle.h"
@@ -24,10 +25,6 @@ namespace bioinfer::boltz2 {
 
 // Observer of named intermediates (tests compare them with the reference's).
 using Tap = std::function<void(const std::string& name, const Tensor& t)>;
-
-// torch.linspace(start, end, steps) in fp32 as its CPU kernel computes it: the first half from
-// the start, the second half back from the end.
-std::vector<float> torch_linspace(float start, float end, int64_t steps);
 
 // The token features the relative position encoding reads (asym_id, residue_index, entity_id,
 // token_index, sym_id, cyclic_period).
@@ -64,52 +61,12 @@ struct PairInputEmbedding {
     void add_to(const Features& f, Tensor& z, const Tensor* relpos = nullptr) const;
 };
 
-// PairformerNoSeqLayer: z += tri_mul_out, tri_mul_in, tri_att_start, tri_att_end, transition_z,
-// each on the z the previous one left.
-struct PairformerNoSeqLayer {
-    nn::TriangleMultiplication tri_mul_out, tri_mul_in;
-    nn::TriangleAttention tri_att_start, tri_att_end;
-    nn::ResidueMlp transition_z;  // SwiGLU, 4 C
-    static PairformerNoSeqLayer load(const io::ModelDir& m, const std::string& prefix,
-                                     int64_t c_z, int64_t tri_head_dim, int64_t tri_heads);
-    // z (L, L, C) in place; pair_mask (L, L) 0/1 masks the triangle updates (nn/triangle.h)
-    void run(Tensor& z, const Tensor* pair_mask = nullptr) const;
-};
-
-// PairformerLayer (v2): the pair updates of PairformerNoSeqLayer, then
-// s += AttentionPairBias(LN(s), z) (bias LN(z) -> heads, mask -1e6 never fires without padding)
-// and s += transition_s(s).
-struct PairformerLayer {
-    PairformerNoSeqLayer pair;
-    nn::LayerNorm pre_norm_s;
-    nn::LayerNorm bias_norm;  // attention.proj_z.0
-    nn::Linear bias_proj;     // attention.proj_z.1: C_z -> heads
-    nn::GatedBiasedAttention attention;
-    nn::ResidueMlp transition_s;  // SwiGLU, 4 C_s
-    static PairformerLayer load(const io::ModelDir& m, const std::string& prefix, int64_t c_s,
-                                int64_t c_z, int64_t heads, int64_t tri_head_dim,
-                                int64_t tri_heads);
-    // The attention's update for LN(s) `s_normed` (L, C_s), without adding it anywhere.
-    Tensor attention_update(const Tensor& s_normed, const Tensor& z) const;
-    void run(Tensor& s, Tensor& z) const;
-};
-
-// A stack of PairformerLayers; the tap, when set, sees "<prefix>block<k>.s" / ".z" after block k.
-struct PairformerModule {
-    std::vector<PairformerLayer> layers;
-    // prefix "pairformer_module" or "confidence_module.pairformer_stack"
-    static PairformerModule load(const io::ModelDir& m, const std::string& prefix, int64_t blocks,
-                                 int64_t c_s, int64_t c_z, int64_t heads, int64_t tri_head_dim,
-                                 int64_t tri_heads);
-    void run(Tensor& s, Tensor& z, const Tap& tap = {}, const std::string& tap_prefix = "") const;
-};
-
-// One MSA layer: m += PWA(m, z); m += transition(m); z += OPM(m); z = PairformerNoSeqLayer(z).
+// One MSA layer: m += PWA(m, z); m += transition(m); z += OPM(m); z = nn::PairformerNoSeqLayer(z).
 struct MsaLayer {
     nn::PairWeightedAveraging pair_weighted_averaging;
     nn::ResidueMlp msa_transition;  // SwiGLU, 4 msa_s
     nn::OuterProductMean outer_product_mean;
-    PairformerNoSeqLayer pairformer_layer;
+    nn::PairformerNoSeqLayer pairformer_layer;
     void run(Tensor& z, Tensor& m) const;
 };
 
@@ -142,7 +99,7 @@ struct TemplateModule {
     float min_dist = 3.25f, max_dist = 50.75f;
     nn::LayerNorm z_norm, v_norm;
     nn::Linear z_proj, a_proj, u_proj;  // no biases
-    std::vector<PairformerNoSeqLayer> layers;
+    std::vector<nn::PairformerNoSeqLayer> layers;
     bool defined() const { return z_proj.w.defined(); }
     static TemplateModule load(const io::ModelDir& m, const Config& cfg);
     // Whether f holds a template (template_mask has an entry); without one the output is 0.
@@ -168,7 +125,7 @@ struct Trunk {
     nn::Linear s_recycle, z_recycle;        // no biases
     TemplateModule templates;               // undefined without template weights
     MsaModule msa;
-    PairformerModule pairformer;
+    nn::PairformerStack pairformer;
     nn::DistogramHead distogram;            // W (z + z^T) + b
     nn::Linear bfactor;                     // token_s -> num_bins, or undefined
 

@@ -144,7 +144,7 @@ AtomContext atom_context(const AtomStack& s, const AtomFeatures& f, const Tensor
 
     // windows: block k's queries 32k .. 32k + 31 see keys 32k - half .. 32k + 31 + half
     const int64_t Wk = kBlock + 2 * s.half_window;
-    ctx.windows = boltz2::AtomWindows::make(A, kBlock, Wk);
+    ctx.windows = nn::AtomWindows::make(A, kBlock, Wk);
     const int64_t NW = ctx.windows.windows;
     const float masked = std::numeric_limits<float>::lowest();
     Tensor mask = Tensor::empty({NW, kBlock, Wk});
@@ -216,7 +216,7 @@ void run_atom_layers(const AtomStack& s, const AtomContext& ctx, Tensor& q) {
         Tensor q4 = qp.reshape({S, A, H, Dh}), k4 = kp.reshape({S, A, H, Dh});
         ops::rotary(q4, ctx.cos, ctx.sin);
         ops::rotary(k4, ctx.cos, ctx.sin);
-        boltz2::window_attention(qp, kp, vp, ctx.bias, ctx.windows, H, att);
+        nn::window_attention(qp, kp, vp, ctx.bias, ctx.windows, H, att);
         ops::mul(att, gp, att);
         l.o(att, h);
         add_gated(m.gate_a, h, q);

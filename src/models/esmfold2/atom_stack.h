@@ -11,8 +11,8 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/atom_windows.h"
 #include "models/esmfold2/config.h"
+#include "nn/atom_windows.h"
 #include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
@@ -56,7 +56,7 @@ struct AtomContext {
     int64_t atoms = 0, real_atoms = 0, tokens = 0;
     Tensor cond;                  // (A, c) the base embedding
     Tensor cos, sin;              // (A, head_dim / 2)
-    boltz2::AtomWindows windows;  // 32-query blocks, 32 + 2 * half_window keys
+    nn::AtomWindows windows;      // 32-query blocks, 32 + 2 * half_window keys
     Tensor bias;                  // (NW, heads, 32, keys): 0 attended, lowest float masked
     struct Mod {                  // per layer, (A, c) each
         Tensor shift_a, scale_a, gate_a, shift_f, scale_f, gate_f;  // scale_*: 1 + scale

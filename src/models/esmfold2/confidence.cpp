@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "bioinfer/error.h"
-#include "models/boltz2/trunk.h"
+#include "nn/heads.h"
 #include "ops/ops.h"
 
 namespace bioinfer::esmfold2 {
@@ -16,7 +16,7 @@ constexpr const char* kWhere = "esmfold2 confidence";
 
 // Midpoints of torch.linspace(start, end, bins + 1) (fp32), the categorical means' values.
 std::vector<float> bin_centers(float start, float end, int64_t bins) {
-    const std::vector<float> e = boltz2::torch_linspace(start, end, bins + 1);
+    const std::vector<float> e = nn::torch_linspace(start, end, bins + 1);
     std::vector<float> c(static_cast<size_t>(bins));
     for (int64_t k = 0; k < bins; ++k) c[size_t(k)] = (e[size_t(k)] + e[size_t(k + 1)]) / 2;
     return c;
@@ -64,7 +64,8 @@ ConfidenceHead ConfidenceHead::load(const io::ModelDir& m, const Config& cfg) {
     h.prod_in1 = nn::Linear::load(m, e + ".single_to_pair_prod_in1", Ci, C, false);
     h.prod_in2 = nn::Linear::load(m, e + ".single_to_pair_prod_in2", Ci, C, false);
     h.prod_out = nn::Linear::load(m, e + ".single_to_pair_prod_out", C, C, false);
-    h.stack = PairStack::load(m, p + ".folding_trunk", k.layers, C, cfg.pair_ff);
+    h.stack = nn::PairformerNoSeqStack::load(m, p + ".folding_trunk", k.layers, C, cfg.pair_ff,
+                                             nn::PairformerNames::esmfold2());
     h.pool_score = nn::Linear::load(m, p + ".row_attention_pooling.attn_proj", C, 1, false);
     h.pool_out = nn::Linear::load(m, p + ".row_attention_pooling.out_proj", C, Cs, false);
     h.plddt_ln = nn::LayerNorm::load(m, p + ".plddt_layernorm", Cs, 1e-5f);

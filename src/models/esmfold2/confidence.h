@@ -34,7 +34,7 @@ struct ConfidenceHead {
     Tensor dist_embed;              // (bins, C)
     nn::LayerNorm s_norm, z_norm;
     nn::Linear s_to_z, s_to_z_t, prod_in1, prod_in2, prod_out;
-    PairStack stack;
+    nn::PairformerNoSeqStack stack;
     nn::Linear pool_score, pool_out;  // C -> 1, C -> c_s
     nn::LayerNorm plddt_ln, resolved_ln, pae_ln, pde_ln;
     nn::Linear plddt_lin, resolved_lin;  // c_s -> 23 * bins, 23 * 2: every position's weights

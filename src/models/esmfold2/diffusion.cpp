@@ -10,10 +10,10 @@
 namespace bioinfer::esmfold2 {
 namespace {
 
-// EsmFold2AdaptiveLayerNorm as Boltz-2's AdaLn: sigmoid(gate_proj(LN_w(s))) * LN(a) +
+// EsmFold2AdaptiveLayerNorm as nn::AdaLn: sigmoid(gate_proj(LN_w(s))) * LN(a) +
 // shift_proj(LN_w(s)).
-boltz2::AdaLn adaln(const io::ModelDir& m, const std::string& p, int64_t d) {
-    boltz2::AdaLn a;
+nn::AdaLn adaln(const io::ModelDir& m, const std::string& p, int64_t d) {
+    nn::AdaLn a;
     a.a_norm =
         nn::LayerNorm::from(Tensor::of(std::vector<float>(size_t(d), 1.0f)), Tensor(), 1e-5f);
     a.s_norm = nn::LayerNorm::load(m, p + ".cond_norm", d, 1e-5f, false);
@@ -67,7 +67,7 @@ DiffusionModule DiffusionModule::load(const io::ModelDir& m, const Config& cfg) 
     an.g_o_bias = false;
     for (int64_t i = 0; i < dc.layers; ++i) {
         const std::string p = h + ".token_transformer.layers." + std::to_string(i);
-        boltz2::DitLayer l;
+        nn::DitLayer l;
         l.heads = dc.heads;
         l.adaln = adaln(m, p + ".input_layernorm", D);
         l.attn = nn::GatedBiasedAttention::load(m, p + ".self_attn", D, dc.head_dim, an);
@@ -182,7 +182,7 @@ Tensor DiffusionModule::denoise(const Conditioning& k, const Tensor& x_noisy, fl
     // atom decoder: q + the tokens' projection at each atom, layers, LN, 3 coordinates
     Tensor ta = Tensor::empty({S * N, ca});
     token_to_atom(an, ta);
-    ops::embedding(boltz2::stacked_rows(k.atom_token, S, N), ta, q, /*accumulate=*/true);
+    ops::embedding(nn::stacked_rows(k.atom_token, S, N), ta, q, /*accumulate=*/true);
     run_atom_layers(decoder, k.dec, q);
     Tensor qn = Tensor::empty({S * A, ca}), upd = Tensor::empty({S * A, 3});
     out_norm(q, qn);
@@ -197,10 +197,10 @@ Tensor DiffusionModule::denoise(const Conditioning& k, const Tensor& x_noisy, fl
     return den.reshape({S, A, 3});
 }
 
-boltz2::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
-                                     int64_t max_parallel_samples) {
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples) {
     const auto& s = cfg.sampler;
-    boltz2::SamplerParams p;
+    nn::SamplerParams p;
     p.steps = steps > 0 ? steps : s.num_steps;
     p.samples = samples;
     p.max_parallel_samples = max_parallel_samples;

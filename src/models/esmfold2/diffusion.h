@@ -4,8 +4,8 @@
 // tables and windows), then per call the single conditioning (Fourier noise embedding, two
 // transitions), the atom encoder on the scaled coordinates, the token DiT (AdaLN-conditioned
 // pair-biased attention and SwiGLU, each gated by the single stream), the atom decoder and the
-// EDM output. The sampler is Boltz-2's (boltz2::sample) with masked centering and the schedule
-// capped at inference_sigma_cap.
+// EDM output. The sampler is the family's (nn::sample, as Boltz-2 runs it) with masked centering
+// and the schedule capped at inference_sigma_cap.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,11 +13,11 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/dit.h"
-#include "models/boltz2/sampler.h"
 #include "models/esmfold2/atom_stack.h"
 #include "models/esmfold2/config.h"
 #include "models/esmfold2/trunk.h"
+#include "nn/dit.h"
+#include "nn/edm_sampler.h"
 
 namespace bioinfer::esmfold2 {
 
@@ -36,7 +36,7 @@ struct DiffusionModule {
     nn::Linear coords_linear;  // the first 3 of its 6 input columns (the other 3 see zeros)
     nn::Linear single_to_token;
     nn::LayerNorm single_step_norm, token_norm;
-    boltz2::DiffusionTransformer tokens;
+    nn::DiffusionTransformer tokens;
     std::vector<nn::LayerNorm> bias_norms;
     std::vector<nn::Linear> bias_projs;
     nn::Linear token_to_atom;
@@ -51,7 +51,7 @@ struct DiffusionModule {
         Tensor embeds;  // (A, c_atom) the atom encoder's base embedding (the conditioning)
         AtomContext enc, dec;
         Tensor pair;  // (N, N, C) the conditioning's pair half
-        boltz2::DitBias bias;
+        nn::DitBias bias;
         Tensor single_proj;  // (N, c_tok)
         Tensor atom_token;   // (A) I32: each atom's token (padding: token 0)
     };
@@ -67,7 +67,7 @@ struct DiffusionModule {
 
 // The sampler's settings from the config: `steps` (< 0: inference_num_steps) Karras entries,
 // capped; `samples` per target.
-boltz2::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
-                                     int64_t max_parallel_samples);
+nn::SamplerParams sampler_params(const Config& cfg, int64_t steps, int64_t samples,
+                                 int64_t max_parallel_samples);
 
 }  // namespace bioinfer::esmfold2

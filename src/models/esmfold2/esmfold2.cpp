@@ -11,8 +11,8 @@
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/msa.h"
-#include "models/boltz2/sampler.h"
 #include "models/esmfold2/featurize.h"
+#include "nn/edm_sampler.h"
 #include "ops/ops.h"
 
 namespace bioinfer::esmfold2 {
@@ -67,17 +67,17 @@ FoldOutput EsmFold2Model::fold(const Inputs& in, const FoldOptions& o) const {
     t0 = std::chrono::steady_clock::now();
     const int64_t S = std::max<int64_t>(1, o.samples);
     const DiffusionModule::Conditioning k = diffusion_.prepare(in, out.trunk);
-    boltz2::SamplerParams p =
+    nn::SamplerParams p =
         sampler_params(cfg_, o.steps, S, o.max_parallel_samples > 0 ? o.max_parallel_samples : S);
     if (o.step_scale > 0) p.step_scale = o.step_scale;
-    const int64_t steps = int64_t(boltz2::sample_schedule(p).size()) - 1;
-    boltz2::SeededNormal rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
+    const int64_t steps = int64_t(nn::sample_schedule(p).size()) - 1;
+    nn::SeededNormal rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
     std::vector<float> mask(size_t(in.atoms.atoms), 0.f);
     std::fill(mask.begin(), mask.begin() + in.atoms.real_atoms, 1.f);
-    out.coords = boltz2::sample(
+    out.coords = nn::sample(
         [&](const Tensor& x, float sigma) { return diffusion_.denoise(k, x, sigma); },
         Tensor::of(mask), p, rng,
-        [&](const boltz2::SamplerStep& st) { stage("diffusion step", int(st.index), int(steps)); });
+        [&](const nn::SamplerStep& st) { stage("diffusion step", int(st.index), int(steps)); });
     out.stage_seconds.push_back({"diffusion", seconds_since(t0)});
 
     t0 = std::chrono::steady_clock::now();

@@ -70,37 +70,6 @@ Tensor lm_hidden_states(esm::EsmcModel& lm, const Inputs& in) {
     return out;
 }
 
-PairUpdateLayer PairUpdateLayer::load(const io::ModelDir& m, const std::string& p, int64_t c,
-                                      int64_t ff) {
-    PairUpdateLayer l;
-    const auto names = nn::TriangleMultiplicationNames::esmfold2();
-    l.tri_out = nn::TriangleMultiplication::load(m, p + ".tri_mul_out", c, true, names);
-    l.tri_in = nn::TriangleMultiplication::load(m, p + ".tri_mul_in", c, false, names);
-    l.transition =
-        nn::ResidueMlp::load(m, p + ".pair_transition", c, ff, nn::ResidueMlpNames::esmfold2());
-    return l;
-}
-
-void PairUpdateLayer::run(Tensor& z) const {
-    tri_out.add_to(z);
-    tri_in.add_to(z);
-    const int64_t L = z.size(0), C = z.size(2);
-    Tensor z2 = z.reshape({L * L, C});
-    transition.add_to(z2);
-}
-
-PairStack PairStack::load(const io::ModelDir& m, const std::string& p, int64_t n, int64_t c,
-                          int64_t ff) {
-    PairStack s;
-    for (int64_t i = 0; i < n; ++i)
-        s.layers.push_back(PairUpdateLayer::load(m, p + ".layers." + std::to_string(i), c, ff));
-    return s;
-}
-
-void PairStack::run(Tensor& z) const {
-    for (const PairUpdateLayer& l : layers) l.run(z);
-}
-
 LmShim LmShim::load(const io::ModelDir& m, const std::string& p, int64_t d, int64_t layers,
                     int64_t c) {
     LmShim s;
@@ -179,7 +148,8 @@ MsaEncoder MsaEncoder::load(const io::ModelDir& m, const std::string& p, const C
             l.transition = nn::ResidueMlp::load(m, q + ".msa_transition", cm, mc.intermediate,
                                                 nn::ResidueMlpNames::esmfold2());
         }
-        l.pair = PairUpdateLayer::load(m, q, c, cfg.pair_ff);
+        l.pair =
+            nn::PairformerNoSeqLayer::load(m, q, c, cfg.pair_ff, nn::PairformerNames::esmfold2());
         e.layers.push_back(std::move(l));
     }
     return e;
@@ -261,9 +231,11 @@ Trunk Trunk::load(const io::ModelDir& m, const Config& cfg) {
     const int64_t lm_hidden = io::config_get<int64_t>(cfg.esmc, "hidden_size", "esmc_config");
     const int64_t lm_layers = io::config_get<int64_t>(cfg.esmc, "num_hidden_layers", "esmc_config");
     t.lm_ = LmShim::load(m, "language_model", lm_hidden, lm_layers, c);
-    t.lm_encoder_ = PairStack::load(m, "lm_encoder", cfg.lm.layers, c, cfg.pair_ff);
-    t.folding_trunk_ = PairStack::load(m, "folding_trunk", cfg.trunk_layers, c, cfg.pair_ff);
-    t.coda_ = PairStack::load(m, "parcae.output_stack", cfg.coda_layers, c, cfg.pair_ff);
+    const nn::PairformerNames pn = nn::PairformerNames::esmfold2();
+    using Stack = nn::PairformerNoSeqStack;
+    t.lm_encoder_ = Stack::load(m, "lm_encoder", cfg.lm.layers, c, cfg.pair_ff, pn);
+    t.folding_trunk_ = Stack::load(m, "folding_trunk", cfg.trunk_layers, c, cfg.pair_ff, pn);
+    t.coda_ = Stack::load(m, "parcae.output_stack", cfg.coda_layers, c, cfg.pair_ff, pn);
     t.has_msa_ = cfg.msa.enabled;
     if (t.has_msa_) t.msa_ = MsaEncoder::load(m, "msa_encoder", cfg);
     t.parcae_norm_ = nn::LayerNorm::load(m, "parcae.input_norm", c, 1e-5f);

@@ -12,12 +12,12 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/trunk.h"
 #include "models/esmc.h"
 #include "models/esmfold2/atom_stack.h"
 #include "models/esmfold2/config.h"
 #include "nn/msa_blocks.h"
 #include "nn/pair_seq.h"
+#include "nn/pairformer.h"
 #include "nn/relpos.h"
 #include "nn/triangle.h"
 
@@ -45,20 +45,9 @@ struct Inputs {
 // layer 0 the embedding, the last the final LayerNorm's output.
 Tensor lm_hidden_states(esm::EsmcModel& lm, const Inputs& in);
 
-// EsmFold2PairUpdateLayer: z += tri_mul_out(z); z += tri_mul_in(z); z += SwiGLU(LN(z)).
-struct PairUpdateLayer {
-    nn::TriangleMultiplication tri_out, tri_in;
-    nn::ResidueMlp transition;
-    static PairUpdateLayer load(const io::ModelDir& m, const std::string& prefix, int64_t c,
-                                int64_t ff);
-    void run(Tensor& z) const;
-};
-struct PairStack {
-    std::vector<PairUpdateLayer> layers;
-    static PairStack load(const io::ModelDir& m, const std::string& prefix, int64_t n, int64_t c,
-                          int64_t ff);
-    void run(Tensor& z) const;
-};
+// EsmFold2PairUpdateLayer (z += tri_mul_out(z); z += tri_mul_in(z); z += SwiGLU(LN(z))) is the
+// pairformer's pair update without triangle attention: nn::PairformerNoSeqLayer with
+// nn::PairformerNames::esmfold2(), in stacks of nn::PairformerNoSeqStack.
 
 // The LM shim: per layer LN + projection to the pair width, mixed by softmax(layer_weights), then
 // single-to-pair (downproject; [x_i * x_j, x_i - x_j]; fc1, GELU, fc2) and a LayerNorm.
@@ -84,7 +73,7 @@ struct MsaEncoder {
         bool updates_msa = false;
         nn::PairWeightedAveraging pwa;
         nn::ResidueMlp transition;
-        PairUpdateLayer pair;
+        nn::PairformerNoSeqLayer pair;
     };
     std::vector<Layer> layers;
     static MsaEncoder load(const io::ModelDir& m, const std::string& prefix, const Config& cfg);
@@ -127,7 +116,7 @@ class Trunk {
     nn::Linear pair_init_1_, pair_init_2_, token_bonds_;
     nn::ChainRelativePosition relpos_;
     LmShim lm_;
-    PairStack lm_encoder_, folding_trunk_, coda_;
+    nn::PairformerNoSeqStack lm_encoder_, folding_trunk_, coda_;
     bool has_msa_ = false;
     MsaEncoder msa_;
     nn::LayerNorm parcae_norm_;

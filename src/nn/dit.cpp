@@ -1,6 +1,6 @@
-// Boltz-2's conditioned transformers: AdaLN, the conditioned transition, DiT layers with a
-// precomputed pair bias over full token attention or 32 x 128 atom windows.
-#include "models/boltz2/dit.h"
+// Conditioned transformers: AdaLN, the conditioned transition, DiT layers with a precomputed pair
+// bias over full token attention or atom windows (see dit.h).
+#include "nn/dit.h"
 
 #include <cmath>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "bioinfer/error.h"
 #include "ops/ops.h"
 
-namespace bioinfer::boltz2 {
+namespace bioinfer::nn {
 
 namespace {
 
@@ -198,7 +198,7 @@ DitBias DiffusionTransformer::prepare(const Tensor& bias, const Tensor& mask) co
     const int64_t L = int64_t(layers.size()), N = mask.numel();
     BI_CHECK(bias.ndim() == 3 && bias.size(0) == N && bias.size(1) == N &&
                  bias.size(2) == L * heads,
-             "boltz2::DiffusionTransformer", "bias: expected (", N, ", ", N, ", ", L * heads,
+             "nn::DiffusionTransformer", "bias: expected (", N, ", ", N, ", ", L * heads,
              "), got ", shape_str(bias.shape()));
     std::vector<Tensor> per_layer;
     const Tensor b4 = bias.reshape({N, N, L, heads});
@@ -211,11 +211,11 @@ DitBias DiffusionTransformer::prepare(const Tensor& bias, const Tensor& mask) co
 DitBias DiffusionTransformer::prepare_layers(std::vector<Tensor> per_layer,
                                              const Tensor& mask) const {
     const int64_t N = mask.numel();
-    BI_CHECK(per_layer.size() == layers.size(), "boltz2::DiffusionTransformer", "bias: expected ",
+    BI_CHECK(per_layer.size() == layers.size(), "nn::DiffusionTransformer", "bias: expected ",
              layers.size(), " layers, got ", per_layer.size());
     for (const Tensor& b : per_layer)
         BI_CHECK(b.shape() == (Shape{heads, N, N}) && b.is_contiguous(),
-                 "boltz2::DiffusionTransformer", "layer bias: expected contiguous (", heads, ", ", N,
+                 "nn::DiffusionTransformer", "layer bias: expected contiguous (", heads, ", ", N,
                  ", ", N, "), got ", shape_str(b.shape()));
     DitBias out;
     out.length = N;
@@ -233,7 +233,7 @@ Tensor DiffusionTransformer::forward(const Tensor& a, const Tensor& s, const Dit
                  (bias.cond.empty() ? rows_of(s) == rows_of(a)
                                     : bias.cond.size() == layers.size()) &&
                  bias.layers.size() == layers.size(),
-             "boltz2::DiffusionTransformer", "a ", shape_str(a.shape()), " and s ",
+             "nn::DiffusionTransformer", "a ", shape_str(a.shape()), " and s ",
              shape_str(s.shape()), " must hold whole samples of ", bias.length, " rows of width ",
              dim, " and bias ", layers.size(), " layers");
     Tensor x = a.clone();
@@ -265,11 +265,11 @@ DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask,
     const int64_t A = mask.numel(), L = int64_t(dit.layers.size()), H = dit.heads;
     const int64_t Wq = window_q, Wk = window_k, NW = windows.windows;
     BI_CHECK(windows.atoms == A && windows.window_q == Wq && windows.window_k == Wk,
-             "boltz2::AtomTransformer", "windows of ", windows.atoms, " atoms (", windows.window_q,
+             "nn::AtomTransformer", "windows of ", windows.atoms, " atoms (", windows.window_q,
              " x ", windows.window_k, "): expected ", A, " atoms (", Wq, " x ", Wk, ")");
     BI_CHECK(bias.ndim() == 4 && bias.size(0) == NW && bias.size(1) == Wq && bias.size(2) == Wk &&
                  bias.size(3) == L * H,
-             "boltz2::AtomTransformer", "bias: expected (", NW, ", ", Wq, ", ", Wk, ", ", L * H,
+             "nn::AtomTransformer", "bias: expected (", NW, ", ", Wq, ", ", Wk, ", ", L * H,
              "), got ", shape_str(bias.shape()));
     DitBias out;
     out.length = A;
@@ -291,7 +291,7 @@ DitBias AtomTransformer::prepare(const Tensor& bias, const Tensor& mask,
 }
 
 void AtomTransformer::condition(DitBias& bias, const Tensor& c) const {
-    BI_CHECK(rows_of(c) == bias.length, "boltz2::AtomTransformer", "c ", shape_str(c.shape()),
+    BI_CHECK(rows_of(c) == bias.length, "nn::AtomTransformer", "c ", shape_str(c.shape()),
              ": expected ", bias.length, " rows");
     bias.cond.clear();
     for (const DitLayer& l : dit.layers) bias.cond.push_back(l.condition(c));
@@ -300,7 +300,7 @@ void AtomTransformer::condition(DitBias& bias, const Tensor& c) const {
 Tensor AtomTransformer::forward(const Tensor& q, const Tensor& c, const DitBias& bias,
                                 const std::function<void(int, const Tensor&)>& after) const {
     const int64_t R = rows_of(q), A = bias.length;
-    BI_CHECK(A > 0 && R % A == 0, "boltz2::AtomTransformer", "q ", shape_str(q.shape()),
+    BI_CHECK(A > 0 && R % A == 0, "nn::AtomTransformer", "q ", shape_str(q.shape()),
              ": expected whole samples of ", A, " atoms");
     if (!bias.cond.empty()) return dit.forward(q, c, bias, after);  // c's terms made once
     const int64_t S = R / A, Ds = c.size(-1);
@@ -309,9 +309,9 @@ Tensor AtomTransformer::forward(const Tensor& q, const Tensor& c, const DitBias&
         cc = Tensor::empty({S, A, Ds});
         ops::copy(c.reshape({1, A, Ds}).expand({S, A, Ds}), cc);
     }
-    BI_CHECK(rows_of(cc) == R, "boltz2::AtomTransformer", "c ", shape_str(c.shape()),
+    BI_CHECK(rows_of(cc) == R, "nn::AtomTransformer", "c ", shape_str(c.shape()),
              ": expected ", A, " or ", R, " rows");
     return dit.forward(q, cc, bias, after);
 }
 
-}  // namespace bioinfer::boltz2
+}  // namespace bioinfer::nn

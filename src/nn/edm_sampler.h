@@ -1,9 +1,10 @@
-// Boltz-2's reverse-diffusion sampler (boltz/model/modules/diffusionv2.py AtomDiffusion.sample,
-// inference without steering): the EDM schedule, churn (gamma), per-step random rotation and
-// translation after centering on the unmasked mean (padded atoms included), noise, the denoiser
-// in chunks of samples, Kabsch alignment of the noisy onto the denoised coordinates, and the
-// Euler step. Contact and template guidance return exactly zero without constraints or templates
-// (boltz evaluates them by default), so they are not computed.
+// The EDM reverse-diffusion sampler of AlphaFold-3-family structure models, as Boltz-2 writes it
+// (boltz/model/modules/diffusionv2.py AtomDiffusion.sample, inference): the EDM schedule, churn
+// (gamma), per-step random rotation and translation after centering (on the mean of every atom,
+// padded ones included, or of the masked atoms), noise, the denoiser in chunks of samples, Kabsch
+// alignment of the noisy onto the denoised coordinates, and the Euler step; the caller's steering
+// (guidance, Feynman-Kac resampling) when it gives one. Boltz-2 and ESMFold2 each fill
+// SamplerParams from their config.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -12,9 +13,8 @@
 #include <vector>
 
 #include "bioinfer/tensor.h"
-#include "models/boltz2/config.h"
 
-namespace bioinfer::boltz2 {
+namespace bioinfer::nn {
 
 // Standard normal draws, in the order the sampler asks for them (the reference's torch.randn
 // calls): x0 (S, A, 3); per step quaternions (S, 4), translations (S, 1, 3), noise (S, A, 3).
@@ -60,28 +60,28 @@ private:
   std::vector<std::vector<float>> weights_;
 };
 
+// The sampler's settings, a plain struct each model fills from its config
+// (boltz2::sampler_params, esmfold2::sampler_params): no model's values stand in as defaults.
 struct SamplerParams {
-    int64_t steps = 200;
-    int64_t samples = 1;              // diffusion samples (boltz's multiplicity)
-    int64_t max_parallel_samples = 5;  // samples per denoiser call
-    double sigma_min = 1e-4, sigma_max = 160.0, sigma_data = 16.0, rho = 7.0;
-    double gamma_0 = 0.8, gamma_min = 1.0, noise_scale = 1.003, step_scale = 1.5;
-    bool alignment_reverse_diff = true;
+    int64_t steps = 0;                 // schedule entries before any cap (at least 2)
+    int64_t samples = 1;               // diffusion samples (boltz's multiplicity)
+    int64_t max_parallel_samples = 1;  // samples per denoiser call
+    double sigma_min = 0, sigma_max = 0, sigma_data = 0, rho = 0;  // the schedule
+    double gamma_0 = 0, gamma_min = 0, noise_scale = 0, step_scale = 0;  // churn, noise, step
+    bool alignment_reverse_diff = false;  // align the noisy onto the denoised coordinates
     // Feynman-Kac steering (boltz's fk_steering, on with --use_potentials): `samples` holds
     // fk_particles particles per sample; every fk_interval steps with noise, and at the last,
     // particles are resampled within their group by exp(fk_lambda * energy decrease) times the
     // guided / unguided transition likelihood ratio, the last keeping one per group.
     int64_t fk_particles = 1;
-    double fk_lambda = 4.0;
-    int64_t fk_interval = 3;
+    double fk_lambda = 0;
+    int64_t fk_interval = 0;
     // Boltz-2 centers on the mean of ALL atoms, padding included (false); true centers on the
-    // mean of the masked atoms (other AF3-style samplers).
+    // mean of the masked atoms (other AF3-style samplers, ESMFold2).
     bool masked_centering = false;
     // > 0: the schedule keeps the sigmas at or below this cap and starts from the cap itself
     // (ESMFold2's inference_sigma_cap), so fewer than `steps` steps run.
     double sigma_cap = 0;
-    static SamplerParams from(const Config& cfg, int64_t steps, int64_t samples,
-                              int64_t max_parallel_samples);
 };
 
 // sigma_k = sigma_data * (sigma_max^(1/rho) + k / (steps - 1) * (sigma_min^(1/rho) -
@@ -124,4 +124,4 @@ Tensor rotations_from_normal(const Tensor& quat_draws);
 // `target` (S, A, 3) minimising the masked squared distance (Kabsch, proper rotation).
 Tensor rigid_align(const Tensor& mobile, const Tensor& target, const Tensor& mask);
 
-}  // namespace bioinfer::boltz2
+}  // namespace bioinfer::nn

@@ -1,6 +1,8 @@
-// Boltz-2's conditioned transformers (boltz/model/modules/transformersv2.py): AdaLN, the
-// conditioned SwiGLU transition, the DiT layer with a precomputed pair bias, the token-level
-// DiffusionTransformer and the windowed AtomTransformer (32-query blocks x 128-key windows).
+// The conditioned transformers of AlphaFold-3-style diffusion modules, as Boltz-2 writes them
+// (boltz/model/modules/transformersv2.py): AdaLN, the conditioned SwiGLU transition, the DiT layer
+// with a precomputed pair bias, the token-level DiffusionTransformer and the windowed
+// AtomTransformer (query blocks x key windows, nn/atom_windows.h). The loaders read boltz's
+// checkpoint names; ESMFold2 assembles its token layers from its own.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,11 +11,11 @@
 
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
-#include "models/boltz2/atom_windows.h"
+#include "nn/atom_windows.h"
 #include "nn/pair_seq.h"
 #include "nn/transformer.h"
 
-namespace bioinfer::boltz2 {
+namespace bioinfer::nn {
 
 // Algorithm 26: out = sigmoid(s_scale(LN_w(s))) * LN(a) + s_bias(LN_w(s)); LN(a) has no affine,
 // LN_w(s) a weight and no bias.
@@ -116,17 +118,16 @@ struct DiffusionTransformer {
     }
 };
 
-// Algorithm 7 as boltz blocks it: atoms in windows of Wq = 32 queries with Wk = 128 keys each
-// (AtomWindows). Keys outside [0, A) are zero vectors and masked, as are padded atoms.
+// Algorithm 7 as boltz blocks it: atoms in windows of Wq queries with Wk keys each (AtomWindows;
+// Boltz-2's 32 and 128). Keys outside [0, A) are zero vectors and masked, as are padded atoms.
 struct AtomTransformer {
     DiffusionTransformer dit;
-    int64_t window_q = 32, window_k = 128;
+    int64_t window_q = 0, window_k = 0;
     // prefix: the AtomTransformer module, e.g.
     // "structure_module.score_model.atom_attention_encoder.atom_encoder" (layers under
-    // "<prefix>.diffusion_transformer.layers.<i>").
+    // "<prefix>.diffusion_transformer.layers.<i>"); window_q / window_k: the model's windows.
     static AtomTransformer load(const io::ModelDir& m, const std::string& prefix, int64_t dim,
-                                int64_t depth, int64_t heads, int64_t window_q = 32,
-                                int64_t window_k = 128);
+                                int64_t depth, int64_t heads, int64_t window_q, int64_t window_k);
     // bias (NW, Wq, Wk, depth * heads) (boltz's atom_enc_bias / atom_dec_bias without the batch
     // dim), mask (A) atom_pad_mask (1 = real atom), NW = A / Wq; windows: the input's key table
     // (e.g. its AtomLayout), made here when not given.
@@ -144,4 +145,4 @@ struct AtomTransformer {
     }
 };
 
-}  // namespace bioinfer::boltz2
+}  // namespace bioinfer::nn

@@ -1,5 +1,5 @@
-// Boltz-2's reverse-diffusion sampler: see sampler.h.
-#include "models/boltz2/sampler.h"
+// The EDM reverse-diffusion sampler: see edm_sampler.h.
+#include "nn/edm_sampler.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include "bioinfer/error.h"
 #include "ops/ops.h"
 
-namespace bioinfer::boltz2 {
+namespace bioinfer::nn {
 
 namespace {
 
@@ -136,52 +136,34 @@ std::vector<int64_t> SeededNormal::multinomial(const std::vector<float>& weights
 
 std::vector<int64_t> ReplayNormal::multinomial(const std::vector<float>& weights, int64_t groups,
                                                int64_t k, int64_t n) {
-    BI_CHECK(next_pick_ < picks_.size(), "boltz2::ReplayNormal", "resampling ", next_pick_,
+    BI_CHECK(next_pick_ < picks_.size(), "nn::ReplayNormal", "resampling ", next_pick_,
              " asked for, but only ", picks_.size(), " were recorded");
     const Tensor t = picks_[next_pick_++].to_f32();
-    BI_CHECK(t.numel() == groups * n, "boltz2::ReplayNormal", "resampling: expected ", groups * n,
+    BI_CHECK(t.numel() == groups * n, "nn::ReplayNormal", "resampling: expected ", groups * n,
              " draws, recorded ", t.numel());
     weights_.push_back(weights);
     std::vector<int64_t> out;
     // host-side: a handful of recorded indices
     for (int64_t i = 0; i < t.numel(); ++i) {
         out.push_back(int64_t(std::lrint(t.f32()[i])));
-        BI_CHECK(out.back() >= 0 && out.back() < k, "boltz2::ReplayNormal", "resampling index ",
+        BI_CHECK(out.back() >= 0 && out.back() < k, "nn::ReplayNormal", "resampling index ",
                  out.back(), " outside [0, ", k, ")");
     }
     return out;
 }
 
 Tensor ReplayNormal::normal(const Shape& shape) {
-    BI_CHECK(next_ < draws_.size(), "boltz2::ReplayNormal", "draw ", next_, " of shape ",
+    BI_CHECK(next_ < draws_.size(), "nn::ReplayNormal", "draw ", next_, " of shape ",
              shape_str(shape), " asked for, but only ", draws_.size(), " were recorded");
     const Tensor& t = draws_[next_];
-    BI_CHECK(t.numel() == shape_numel(shape), "boltz2::ReplayNormal", "draw ", next_,
+    BI_CHECK(t.numel() == shape_numel(shape), "nn::ReplayNormal", "draw ", next_,
              ": expected ", shape_str(shape), ", recorded ", shape_str(t.shape()));
     ++next_;
     return t.reshape(shape).clone();
 }
 
-SamplerParams SamplerParams::from(const Config& cfg, int64_t steps, int64_t samples,
-                                  int64_t max_parallel_samples) {
-    SamplerParams p;
-    p.steps = steps;
-    p.samples = samples;
-    p.max_parallel_samples = max_parallel_samples;
-    p.sigma_min = cfg.sigma_min;
-    p.sigma_max = cfg.sigma_max;
-    p.sigma_data = cfg.sigma_data;
-    p.rho = cfg.rho;
-    p.gamma_0 = cfg.gamma_0;
-    p.gamma_min = cfg.gamma_min;
-    p.noise_scale = cfg.noise_scale;
-    p.step_scale = cfg.step_scale;
-    p.alignment_reverse_diff = cfg.alignment_reverse_diff;
-    return p;
-}
-
 std::vector<float> sample_schedule(const SamplerParams& p) {
-    BI_CHECK(p.steps >= 2, "boltz2::sample_schedule", "expected at least 2 steps, got ", p.steps);
+    BI_CHECK(p.steps >= 2, "nn::sample_schedule", "expected at least 2 steps, got ", p.steps);
     const double inv_rho = 1.0 / p.rho;
     const float hi = float(std::pow(p.sigma_max, inv_rho));
     const float span = float(std::pow(p.sigma_min, inv_rho) - std::pow(p.sigma_max, inv_rho));
@@ -229,7 +211,7 @@ Tensor rotations_from_normal(const Tensor& quat_draws) {
 Tensor rigid_align(const Tensor& mobile, const Tensor& target, const Tensor& mask) {
     BI_CHECK(mobile.ndim() == 3 && mobile.size(2) == 3 && target.shape() == mobile.shape() &&
                  mask.numel() == mobile.size(1),
-             "boltz2::rigid_align", "expected mobile and target (S, A, 3) and mask (A), got ",
+             "nn::rigid_align", "expected mobile and target (S, A, 3) and mask (A), got ",
              shape_str(mobile.shape()), " ", shape_str(target.shape()), " ",
              shape_str(mask.shape()));
     const int64_t S = mobile.size(0), A = mobile.size(1);
@@ -237,7 +219,7 @@ Tensor rigid_align(const Tensor& mobile, const Tensor& target, const Tensor& mas
     double total = 0;
     // host-side: the number of real atoms, from the mask
     for (int64_t a = 0; a < A; ++a) total += m.f32()[a];
-    BI_CHECK(total > 0, "boltz2::rigid_align", "no atom is masked in");
+    BI_CHECK(total > 0, "nn::rigid_align", "no atom is masked in");
     const float inv = float(1.0 / total);
     Tensor mc = mobile.clone(), tc = target.clone();
     const Tensor mob_c = centroids(mobile, m, inv), tgt_c = centroids(target, m, inv);
@@ -287,12 +269,13 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
               const Guidance& guide, const SteeringEnergy& energy_of) {
     int64_t S = p.samples;
     const int64_t A = atom_mask.numel();
-    BI_CHECK(S >= 1 && p.max_parallel_samples >= 1, "boltz2::sample", "expected samples >= 1 and ",
+    BI_CHECK(S >= 1 && p.max_parallel_samples >= 1, "nn::sample", "expected samples >= 1 and ",
              "max_parallel_samples >= 1, got ", S, " and ", p.max_parallel_samples);
     const int64_t K = p.fk_particles;
     const bool fk = K > 1;
-    BI_CHECK(!fk || (S % K == 0 && energy_of), "boltz2::sample", "steering with ", K,
-             " particles needs a multiple of them as samples (", S, ") and an energy");
+    BI_CHECK(!fk || (S % K == 0 && energy_of && p.fk_interval > 0), "nn::sample", "steering with ",
+             K, " particles needs a multiple of them as samples (", S,
+             "), an energy and a resampling interval (", p.fk_interval, ")");
     const Tensor mask = atom_mask.to_f32().reshape({A});
     const std::vector<float> sigmas = sample_schedule(p);
     const float gamma0 = float(p.gamma_0);  // boltz's gammas are a float32 tensor
@@ -339,7 +322,7 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
         for (int64_t s0 = 0; s0 < S; s0 += p.max_parallel_samples) {
             const int64_t s1 = std::min(S, s0 + p.max_parallel_samples);
             const Tensor d = denoise(noisy.narrow0(s0, s1).clone(), float(t_hat));
-            BI_CHECK(d.shape() == (Shape{s1 - s0, A, 3}), "boltz2::sample", "denoiser returned ",
+            BI_CHECK(d.shape() == (Shape{s1 - s0, A, 3}), "nn::sample", "denoiser returned ",
                      shape_str(d.shape()), ", expected ", shape_str({s1 - s0, A, 3}));
             Tensor dst = den.narrow0(s0, s1);
             ops::copy(d, dst);
@@ -351,7 +334,7 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
             // the denoised coordinates' energy (before this step's guidance); log G the energy
             // decrease since the last resampling (minus the energy at the first step)
             const std::vector<double> e = energy_of(step, den);
-            BI_CHECK(int64_t(e.size()) == S, "boltz2::sample", "energy of ", e.size(),
+            BI_CHECK(int64_t(e.size()) == S, "nn::sample", "energy of ", e.size(),
                      " particles, expected ", S);
             std::vector<double> score(static_cast<size_t>(S));
             const Tensor e32 = eps.to_f32(), g32 = sgu.to_f32();
@@ -423,4 +406,4 @@ Tensor sample(const Denoiser& denoise, const Tensor& atom_mask, const SamplerPar
     return x;
 }
 
-}  // namespace bioinfer::boltz2
+}  // namespace bioinfer::nn

@@ -1,15 +1,15 @@
-// Boltz-2's atom windows: see atom_windows.h.
-#include "models/boltz2/atom_windows.h"
+// Atom windows and windowed attention: see atom_windows.h.
+#include "nn/atom_windows.h"
 
 #include <cmath>
 
 #include "bioinfer/error.h"
 #include "ops/ops.h"
 
-namespace bioinfer::boltz2 {
+namespace bioinfer::nn {
 namespace {
 
-constexpr const char* kWhere = "boltz2 atoms";
+constexpr const char* kWhere = "atom windows";
 
 }  // namespace
 
@@ -92,4 +92,4 @@ Tensor stacked_rows(const Tensor& idx, int64_t S, int64_t n) {
     return on_backend(out);
 }
 
-}  // namespace bioinfer::boltz2
+}  // namespace bioinfer::nn
