@@ -9,7 +9,7 @@
 #include "backend/cpu/peak.h"
 #include "backend/registry.h"
 #include "bioinfer/error.h"
-#include "nn/rigid.h"
+#include "core/rigid.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -926,9 +926,9 @@ TEST_P(OpBackend, FramesIpaAndAtoms) {
     std::normal_distribution<float> nd;
     Tensor frames = Tensor::empty({L, 7}), upd = random_tensor({L, 6}, 96);
     for (int64_t i = 0; i < L; ++i) {
-        nn::QuatRigid q;
+        geom::QuatRigid q;
         const float u[6] = {nd(rng), nd(rng), nd(rng), 2 * nd(rng), 2 * nd(rng), 2 * nd(rng)};
-        const nn::QuatRigid r = q.compose_update(u);
+        const geom::QuatRigid r = q.compose_update(u);
         std::copy(r.q.begin(), r.q.end(), frames.f32() + i * 7);
         std::copy(r.trans.begin(), r.trans.end(), frames.f32() + i * 7 + 4);
     }
@@ -943,7 +943,7 @@ TEST_P(OpBackend, FramesIpaAndAtoms) {
         ops::quat_update(f, upd);
         for (int64_t i = 0; i < L; ++i) {
             const float* r0 = frames.f32() + i * 7;
-            const nn::QuatRigid want = nn::QuatRigid{{r0[0], r0[1], r0[2], r0[3]}, {r0[4], r0[5], r0[6]}}
+            const geom::QuatRigid want = geom::QuatRigid{{r0[0], r0[1], r0[2], r0[3]}, {r0[4], r0[5], r0[6]}}
                                            .compose_update(upd.f32() + i * 6);
             for (int k = 0; k < 4; ++k) ASSERT_EQ(f.f32()[i * 7 + k], want.q[size_t(k)]) << b;
             for (int k = 0; k < 3; ++k) ASSERT_EQ(f.f32()[i * 7 + 4 + k], want.trans[size_t(k)]) << b;

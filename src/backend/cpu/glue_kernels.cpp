@@ -296,7 +296,7 @@ void quat_update(const Context&, float* frames, const float* update, int64_t L) 
 
 void ipa(const Context&, const kernels::IpaArgs& A) {
     const int64_t L = A.L;
-    std::vector<nn::Vec3> qg(size_t(L * A.H * A.Pq)), kvg(size_t(L * A.H * (A.Pq + A.Pv)));
+    std::vector<geom::Vec3> qg(size_t(L * A.H * A.Pq)), kvg(size_t(L * A.H * (A.Pq + A.Pv)));
     for (int64_t i = 0; i < L; ++i) kernels::glue::ipa_global_points(A, i, qg.data(), kvg.data());
 #pragma omp parallel
     {
