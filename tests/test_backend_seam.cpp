@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "backend/ref/ref_kernels.h"
 #include "backend/registry.h"
 #include "io/model_dir.h"
 #include "models/esm_alphabet.h"

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <random>
 
+#include "backend/cpu/dispatch.h"
 #include "backend/cpu/peak.h"
+#include "backend/kernels.h"
+#include "backend/ref/ref_kernels.h"
 #include "backend/registry.h"
 #include "bioinfer/error.h"
 #include "core/rigid.h"
-#include "ops/kernels.h"
 #include "ops/ops.h"
 #include "test_util.h"
 #include "tuning/defaults.h"

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/glue_units.h"
+#include "backend/kernels.h"
 #include "bioinfer/error.h"
-#include "ops/glue_units.h"
-#include "ops/kernels.h"
 
 namespace bioinfer::ops {
 namespace {

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "ops/kernels.h"
+#include "backend/kernels.h"
 
 namespace bioinfer::cpu {
 namespace {  // compiled once per ISA, as kernels_impl.h

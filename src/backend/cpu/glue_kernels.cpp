@@ -1,5 +1,5 @@
 // CPU glue kernels: strided copies (row copies, or 32 x 32 tiled transposes when the two sides
-// are contiguous along different dims), gathers, and the per-unit ops of ops/glue_units.h over
+// are contiguous along different dims), gathers, and the per-unit ops of backend/glue_units.h over
 // the threads. Built without ISA flags (see glue_kernels.h).
 #include "backend/cpu/glue_kernels.h"
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/glue_units.h"
+#include "backend/glue_units.h"
 
 namespace bioinfer::cpu::glue {
 namespace {

@@ -1,10 +1,11 @@
 // The CPU's data-movement and glue kernels (strided copies, gathers, the small per-row and
 // per-residue ops of the structure models): one set for every ISA, threaded with OpenMP and built
-// without ISA flags so they compute exactly what the plain per-unit code in ops/glue_units.h says.
+// without ISA flags so they compute exactly what the plain per-unit code in
+// backend/glue_units.h says.
 #pragma once
 #include <cstdint>
 
-#include "ops/kernels.h"
+#include "backend/kernels.h"
 
 namespace bioinfer::cpu::glue {
 

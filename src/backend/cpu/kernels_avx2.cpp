@@ -1,4 +1,5 @@
 // AVX2 + FMA instantiation of the CPU kernels (the baseline ISA).
+#include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels_impl.h"
 
 namespace bioinfer::kernels {

@@ -1,4 +1,5 @@
 // AVX-512 instantiation of the CPU kernels, chosen at run time where the CPU has AVX-512F.
+#include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels_impl.h"
 
 namespace bioinfer::kernels {

@@ -15,8 +15,8 @@
 #include "backend/cpu/glue_kernels.h"
 #include "backend/cpu/linear_dnnl.h"
 #include "backend/cpu/simd.h"
+#include "backend/kernels.h"
 #include "bioinfer/dtype.h"
-#include "ops/kernels.h"
 #include "tuning/defaults.h"
 
 namespace bioinfer::cpu {

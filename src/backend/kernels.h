@@ -1,6 +1,7 @@
-// The kernel table: raw-pointer signatures every backend implements. ops.cpp checks shapes and
-// dtypes once, then calls the table of the thread's backend. Shapes are (rows, cols) row-major;
-// pointers address the backend's device. Every kernel takes the call's Context first.
+// The kernel table: raw-pointer signatures every backend implements, the one dispatch contract
+// between ops and the backends. ops.cpp checks shapes and dtypes once, then calls the table of the
+// thread's backend (registry.h). Shapes are (rows, cols) row-major; pointers address the
+// backend's device. Every kernel takes the call's Context first. Nothing here knows ops or nn.
 #pragma once
 #include <cstdint>
 
@@ -209,14 +210,5 @@ struct KernelTable {
 
 // binary_rows' operations.
 enum BinaryOp : int { kBinaryAdd = 0, kBinaryMul = 1, kBinaryAddMul = 2 };
-
-const KernelTable& ref_kernels();
-const KernelTable* cpu_kernels_avx2();
-const KernelTable* cpu_kernels_avx512();  // call only where cpu_runs_avx512() holds
-// The best table this CPU runs (AVX-512 where present, else AVX2, else the reference).
-const KernelTable& cpu_kernels();
-// Whether this CPU runs a table (its ISA is present).
-bool cpu_runs_avx2();
-bool cpu_runs_avx512();
 
 }  // namespace bioinfer::kernels

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/kernels.h"
 #include "core/rigid.h"
-#include "ops/kernels.h"
 
 namespace bioinfer::kernels::glue {
 
