@@ -11,12 +11,12 @@
 #include "backend/kernels.h"
 #include "backend/ref/ref_kernels.h"
 #include "backend/registry.h"
+#include "backend/tuning/defaults.h"
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
 #include "core/rigid.h"
 #include "ops/ops.h"
 #include "test_util.h"
-#include "tuning/defaults.h"
-#include "tuning/tuned_table.h"
 
 using namespace bioinfer;
 using bioinfer::test::compare;

@@ -17,7 +17,6 @@
 #include "io/safetensors.h"
 #include "core/agreement.h"
 #include "ops/ops.h"
-#include "tuning/gemm_timing.h"
 
 namespace bioinfer::test {
 
@@ -89,6 +88,8 @@ inline void compare(const Tensor& got, const Tensor& ref, double atol, double rt
 
 // Whether this CPU has a bf16 GEMM: without one, loaders fall back to fp32 and a bf16 test
 // would test nothing new.
-inline bool has_bf16_gemm() { return tuning::has_packed_gemm(DType::BF16); }
+inline bool has_bf16_gemm() {
+    return ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::BF16) != nullptr;
+}
 
 }  // namespace bioinfer::test

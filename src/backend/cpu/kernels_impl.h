@@ -16,8 +16,8 @@
 #include "backend/cpu/linear_dnnl.h"
 #include "backend/cpu/simd.h"
 #include "backend/kernels.h"
+#include "backend/tuning/defaults.h"
 #include "bioinfer/dtype.h"
-#include "tuning/defaults.h"
 
 namespace bioinfer::cpu {
 // Everything here has internal linkage: kernels_avx2.cpp and kernels_avx512.cpp compile this one
@@ -70,8 +70,8 @@ inline float gelu_tanh_scalar(float x) {
 }
 
 // The tuned table's choice for an op at this shape, for a compute dtype or fp32 (the own kernels
-// compute in fp32); where the table has none, the kernel's default (tuning/defaults.cpp). It
-// carries every parameter the variant reads.
+// compute in fp32); where the table has none, the kernel's default
+// (backend/tuning/defaults.cpp). It carries every parameter the variant reads.
 template <typename V>
 tuning::Choice tuned_dtype(const char* op, DType compute, std::initializer_list<tuning::Dim> shape) {
     return tuning::choose(V::kTable, op, compute == DType::BF16 ? "bf16" : "fp32", shape);
@@ -1001,7 +1001,7 @@ void* pack_fused(const void* w, const void* wb, DType w_dtype, int64_t K, int64_
     return p.release();
 }
 
-// A fused linear with the own GEMM's default blocking (tuning/defaults.cpp's own_packed).
+// A fused linear with the own GEMM's default blocking (backend/tuning/defaults.cpp's own_packed).
 template <typename V>
 void fused_linear(const kernels::PanelLinearArgs& a) {
     const auto& p = *static_cast<const CpuPacked*>(a.packed);
