@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/glue_units.h"
+#include "backend/geometry_units.h"
 #include "backend/kernels.h"
 #include "bioinfer/error.h"
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/geometry_units.h"
 #include "backend/glue_units.h"
 
 namespace bioinfer::kernels {
