@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backend/kernels.h"
+#include "backend/registry.h"
 #include "bioinfer/error.h"
 #include "bioinfer/tensor.h"
 #include "io/atomic_file.h"
@@ -90,6 +92,18 @@ inline void compare(const Tensor& got, const Tensor& ref, double atol, double rt
 // would test nothing new.
 inline bool has_bf16_gemm() {
     return ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::BF16) != nullptr;
+}
+
+// The CPU's table without its model-specific entries (kernels::core_only), registered once as
+// "cpu-core": what a new backend that fills only the core runs, ops composing the rest.
+inline const std::string& core_only_backend() {
+    static const std::string name = [] {
+        static kernels::KernelTable t = kernels::core_only(*backend::get("cpu").kernels);
+        t.name = "cpu-core";
+        backend::register_backend({t.name, kHost, &t});
+        return std::string(t.name);
+    }();
+    return name;
 }
 
 }  // namespace bioinfer::test
