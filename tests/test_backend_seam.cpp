@@ -1,13 +1,20 @@
 // The backend seam: a kernel table registered at run time under a new name (here the reference's
 // kernels behind counting wrappers) carries whole models end to end, on the calling thread and on
-// workers, and matches the upstream fixtures; the backends already registered see none of it.
+// workers, and matches the upstream fixtures; the backends already registered see none of it. A
+// table with the core entries alone (the model-specific ones composed by ops) does the same.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "backend/ref/ref_kernels.h"
 #include "backend/registry.h"
 #include "io/model_dir.h"
 #include "models/esm_alphabet.h"
+#include "models/esmfold/esmfold.h"
 #include "models/language_model.h"
 #include "ops/ops.h"
 #include "runtime/jobs.h"
@@ -141,4 +148,58 @@ TEST(BackendSeam, WorkersRunOnTheCallersBackend) {
     EXPECT_EQ(ran, 2);
     for (const std::string& s : seen) EXPECT_EQ(s, "ref-counting");
     EXPECT_GT(g_linear, before);
+}
+
+// A new backend starts from the core entries: the CPU's table without the model-specific ones
+// carries ESM-2 (token dropout, the contact head's APC) to the upstream fixture's bars, and
+// ESMFold's structure module (IPA, the frame update, the angles' normalisation, atoms from
+// torsions) to the full table's coordinates and confidences. ESMFold runs without recycling
+// here: a recycled pass bins the previous pass's distances, and a difference in the last bit
+// moves a distance that sits on a bin edge into the next bin (the full tables agree to the bit).
+TEST(BackendSeam, CoreEntriesAloneCarryTheModels) {
+    const std::string& core = test::core_only_backend();
+    {
+        const ops::BackendScope scope(core);
+        EXPECT_STREQ(ops::backend_name(), "cpu-core");
+        const test::ParityFixture f = test::load_parity_fixture("esm2_tiny");
+        auto model = lm::load(io::ModelDir::open(f.dir));
+        expect_esm2_parity(*model, f, "core entries");
+    }
+    const test::ParityFixture f = test::load_parity_fixture("esmfold_tiny");
+    esmfold::FoldOptions opts;
+    opts.num_recycles = 0;
+    std::vector<esmfold::FoldOutput> full, composed;
+    for (const std::string& b : {std::string("cpu"), core}) {
+        const ops::BackendScope scope(b);
+        auto model = esmfold::EsmFoldModel::load(io::ModelDir::open(f.dir));
+        for (const auto& c : f.cases)
+            (b == core ? composed : full)
+                .push_back(model->fold(esmfold::encode_sequence(c.sequence, c.id).target, opts));
+    }
+    for (size_t k = 0; k < f.cases.size(); ++k) {
+        SCOPED_TRACE(f.cases[k].id);
+        const esmfold::FoldOutput &want = full[k], &got = composed[k];
+        // coordinates within 1e-4 of their spread (eight blocks of rounding differences), angles
+        // and confidences to 1e-4
+        const Tensor& ref = want.structure.positions;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < ref.numel(); ++i) mean += ref.f32()[i];
+        mean /= double(ref.numel());
+        for (int64_t i = 0; i < ref.numel(); ++i) var += std::pow(ref.f32()[i] - mean, 2);
+        const double spread = std::sqrt(var / double(ref.numel()));
+        for (const auto& [what, g, w] :
+             {std::tuple<const char*, const Tensor*, const Tensor*>{
+                  "frames", &got.structure.frames, &want.structure.frames},
+              {"atom14", &got.structure.positions, &want.structure.positions},
+              {"atom37", &got.atom37, &want.atom37}}) {
+            ASSERT_EQ(g->numel(), w->numel()) << what;
+            EXPECT_LE(test::stats(g->f32(), w->f32(), w->numel()).max_abs, 1e-4 * spread) << what;
+        }
+        const auto angles = test::stats(got.structure.angles.f32(), want.structure.angles.f32(),
+                                        want.structure.angles.numel());
+        EXPECT_LE(angles.max_abs, 1e-4) << "angles";
+        test::compare(got.plddt, want.plddt, 1e-4, 0, "plddt");
+        EXPECT_NEAR(got.ptm, want.ptm, 1e-4) << "ptm";
+        test::compare(got.pae, want.pae, 1e-4, 1e-5, "pae");
+    }
 }

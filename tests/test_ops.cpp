@@ -1,20 +1,25 @@
 // Op tests: every registered backend's kernels (the CPU's ISAs this machine runs, and any other
-// backend registered) against the plain fp32 reference, over odd and even sizes, masks and strides.
+// backend registered) against the plain fp32 reference, over odd and even sizes, masks and strides;
+// and the model-specific ops composed from core entries (a table without them) against the CPU's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
+#include <utility>
 
+#include "backend/cpu/dispatch.h"
 #include "backend/cpu/peak.h"
+#include "backend/kernels.h"
+#include "backend/ref/ref_kernels.h"
 #include "backend/registry.h"
+#include "backend/tuning/defaults.h"
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
-#include "nn/rigid.h"
-#include "ops/kernels.h"
+#include "core/rigid.h"
 #include "ops/ops.h"
 #include "test_util.h"
-#include "tuning/defaults.h"
-#include "tuning/tuned_table.h"
 
 using namespace bioinfer;
 using bioinfer::test::compare;
@@ -926,9 +931,9 @@ TEST_P(OpBackend, FramesIpaAndAtoms) {
     std::normal_distribution<float> nd;
     Tensor frames = Tensor::empty({L, 7}), upd = random_tensor({L, 6}, 96);
     for (int64_t i = 0; i < L; ++i) {
-        nn::QuatRigid q;
+        geom::QuatRigid q;
         const float u[6] = {nd(rng), nd(rng), nd(rng), 2 * nd(rng), 2 * nd(rng), 2 * nd(rng)};
-        const nn::QuatRigid r = q.compose_update(u);
+        const geom::QuatRigid r = q.compose_update(u);
         std::copy(r.q.begin(), r.q.end(), frames.f32() + i * 7);
         std::copy(r.trans.begin(), r.trans.end(), frames.f32() + i * 7 + 4);
     }
@@ -943,7 +948,7 @@ TEST_P(OpBackend, FramesIpaAndAtoms) {
         ops::quat_update(f, upd);
         for (int64_t i = 0; i < L; ++i) {
             const float* r0 = frames.f32() + i * 7;
-            const nn::QuatRigid want = nn::QuatRigid{{r0[0], r0[1], r0[2], r0[3]}, {r0[4], r0[5], r0[6]}}
+            const geom::QuatRigid want = geom::QuatRigid{{r0[0], r0[1], r0[2], r0[3]}, {r0[4], r0[5], r0[6]}}
                                            .compose_update(upd.f32() + i * 6);
             for (int k = 0; k < 4; ++k) ASSERT_EQ(f.f32()[i * 7 + k], want.q[size_t(k)]) << b;
             for (int k = 0; k < 3; ++k) ASSERT_EQ(f.f32()[i * 7 + 4 + k], want.trans[size_t(k)]) << b;
@@ -972,4 +977,183 @@ TEST_P(OpBackend, FramesIpaAndAtoms) {
                     ASSERT_NEAR(pos.f32()[a * 3 + k], t.lit_positions.f32()[(r * 14 + a) * 3 + k], 1e-6) << b;
         }
     });
+}
+
+// --- the model-specific entries left null: ops composes each from the core entries ---
+
+namespace {
+
+// Runs f under the full CPU table ("cpu") and then under its core-only copy; returns both results.
+template <typename F>
+std::pair<Tensor, Tensor> cpu_and_core(F f) {
+    ops::set_backend("cpu");
+    Tensor full = f();
+    ops::set_backend(test::core_only_backend());
+    Tensor core = f();
+    ops::set_backend("cpu");
+    return {full, core};
+}
+
+// A rigid frame (quaternion, translation) per residue: random unit rotations, translations of
+// the given spread.
+Tensor random_frames(int64_t L, uint32_t seed, float spread) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd;
+    Tensor f = Tensor::empty({L, 7});
+    for (int64_t i = 0; i < L; ++i) {
+        const float u[6] = {nd(rng), nd(rng), nd(rng), spread * nd(rng), spread * nd(rng), spread * nd(rng)};
+        const geom::QuatRigid r = geom::QuatRigid{}.compose_update(u);
+        std::copy(r.q.begin(), r.q.end(), f.f32() + i * 7);
+        std::copy(r.trans.begin(), r.trans.end(), f.f32() + i * 7 + 4);
+    }
+    return f;
+}
+
+}  // namespace
+
+TEST(OpFallback, CoreOnlyTableLeavesTheModelSpecificEntriesNull) {
+    const kernels::KernelTable& full = *backend::get("cpu").kernels;
+    const kernels::KernelTable& core = *backend::get(test::core_only_backend()).kernels;
+    const std::vector<std::tuple<const char*, bool, bool>> entries{
+        {"ipa", full.ipa != nullptr, core.ipa != nullptr},
+        {"atom_frames", full.atom_frames != nullptr, core.atom_frames != nullptr},
+        {"quat_update", full.quat_update != nullptr, core.quat_update != nullptr},
+        {"virtual_cb", full.virtual_cb != nullptr, core.virtual_cb != nullptr},
+        {"l2_normalize", full.l2_normalize != nullptr, core.l2_normalize != nullptr},
+        {"rms_norm", full.rms_norm != nullptr, core.rms_norm != nullptr},
+        {"token_dropout", full.token_dropout != nullptr, core.token_dropout != nullptr},
+        {"contact_apc", full.contact_apc != nullptr, core.contact_apc != nullptr},
+        {"atom_pair_geometry", full.atom_pair_geometry != nullptr, core.atom_pair_geometry != nullptr}};
+    for (const auto& [name, in_full, in_core] : entries) {
+        EXPECT_TRUE(in_full) << name << ": the CPU table fills it";
+        EXPECT_FALSE(in_core) << name << ": core_only leaves it null";
+    }
+    EXPECT_EQ(core.linear, full.linear);
+    EXPECT_EQ(core.attention, full.attention);
+    EXPECT_EQ(core.copy_strided, full.copy_strided);
+    EXPECT_EQ(core.distance_bins, full.distance_bins);
+}
+
+TEST(OpFallback, NormsAndSequenceGlue) {
+    Tensor x = random_tensor({37, 16}, 201), v = random_tensor({74, 2}, 202);
+    auto [rms, rms_c] = cpu_and_core([&] {
+        Tensor out = Tensor::empty({37, 16});
+        ops::rms_norm(x, 1e-6f, out);
+        return out;
+    });
+    compare(rms_c, rms, 1e-6, 1e-5, "rms_norm");
+    auto [l2, l2_c] = cpu_and_core([&] {
+        Tensor out = v.clone();  // in place, as the structure module's angles
+        ops::l2_normalize(out, 1e-8f, out);
+        return out;
+    });
+    compare(l2_c, l2, 1e-6, 1e-5, "l2_normalize");
+    // token dropout: two sequences, one with two <mask> (id 32) of 6 tokens
+    const std::vector<int64_t> cu{0, 6, 9};
+    const std::vector<int32_t> tok{0, 32, 5, 32, 7, 2, 0, 9, 2};
+    Tensor t = random_tensor({9, 4}, 203);
+    auto [td, td_c] = cpu_and_core([&] {
+        Tensor out = t.clone();
+        ops::token_dropout(out, tok, cu, 32, 0.88f);
+        return out;
+    });
+    compare(td_c, td, 0, 1e-6, "token_dropout");
+    // contact APC over <cls>, 9 residues, <eos> and one pad
+    const int64_t H = 3, P = 12, L = 9;
+    Tensor probs = random_tensor({H, P, P}, 204, 0.5f, 0.2f), w = random_tensor({H}, 205),
+           acc0 = random_tensor({L, L}, 206);
+    auto [apc, apc_c] = cpu_and_core([&] {
+        Tensor acc = acc0.clone();
+        ops::contact_apc(probs, w, acc);
+        return acc;
+    });
+    compare(apc_c, apc, 1e-5, 1e-5, "contact_apc");
+}
+
+TEST(OpFallback, GeometryOfAtomsAndPairs) {
+    // virtual C-beta of random backbones
+    Tensor atoms = random_tensor({11, 4, 3}, 207, 0.0f, 3.0f);
+    auto [cb, cb_c] = cpu_and_core([&] {
+        Tensor out = Tensor::empty({11, 3});
+        ops::virtual_cb(atoms, out);
+        return out;
+    });
+    compare(cb_c, cb, 1e-5, 1e-5, "virtual_cb");
+    // windowed atom pairs: 3 windows of 4 queries, 8 key slots from 2 atoms before the window on,
+    // atoms 10 and 11 padding, uids changing every 3 atoms
+    const int64_t K = 3, W = 4, KH = 8, A = K * W;
+    Tensor pos = random_tensor({A, 3}, 208, 0.0f, 3.0f), valid = Tensor::empty({A}), uid = Tensor::empty({A});
+    std::vector<int32_t> keys(size_t(K * KH));
+    for (int64_t a = 0; a < A; ++a) valid.f32()[a] = a < 10 ? 1.0f : 0.0f, uid.f32()[a] = float(a / 3);
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t h = 0; h < KH; ++h) {
+            const int64_t atom = k * W - 2 + h;
+            keys[size_t(k * KH + h)] = atom >= 0 && atom < A ? int32_t(atom) : -1;
+        }
+    const Tensor key_t = Tensor::of(keys, {K, KH});
+    auto [apg, apg_c] = cpu_and_core([&] {
+        Tensor out = Tensor::empty({K, W, KH, 5});
+        ops::atom_pair_geometry(pos, valid, uid, key_t, out);
+        return out;
+    });
+    compare(apg_c, apg, 1e-6, 1e-5, "atom_pair_geometry");
+    for (int64_t i = 0; i < apg.numel() / 5; ++i)  // the pair mask exactly
+        ASSERT_EQ(apg_c.f32()[i * 5 + 4], apg.f32()[i * 5 + 4]) << "pair " << i;
+}
+
+TEST(OpFallback, FramesIpaAndAtoms) {
+    const int64_t L = 13, H = 3, C = 5, Pq = 3, Pv = 4, Cz = 6;
+    const Tensor frames = random_frames(L, 209, 2.0f), upd = random_tensor({L, 6}, 210, 0.0f, 0.3f);
+    auto [fr, fr_c] = cpu_and_core([&] {
+        Tensor f = frames.clone();
+        ops::quat_update(f, upd);
+        return f;
+    });
+    compare(fr_c, fr, 1e-6, 1e-5, "quat_update");
+    Tensor q = random_tensor({L, H * C}, 211), kv = random_tensor({L, 2 * H * C}, 212),
+           qp = random_tensor({L, 3 * H * Pq}, 213), kvp = random_tensor({L, 3 * H * (Pq + Pv)}, 214),
+           bias = random_tensor({L * L, H}, 215), z = random_tensor({L, L, Cz}, 216),
+           hw = random_tensor({H}, 217, 0.5f, 0.1f);
+    auto [ipa, ipa_c] = cpu_and_core([&] {
+        Tensor out = Tensor::empty({L, H * (C + 4 * Pv + Cz)});
+        ops::ipa({&q, &kv, &qp, &kvp, &bias, &z, &frames, &hw, H, Pq, Pv, 1e-8f}, out);
+        return out;
+    });
+    compare(ipa_c, ipa, 2e-5, 2e-5, "ipa");
+    // atoms from frames and torsions: random rigid default frames whose fourth rows hold noise (the
+    // kernels read the top three), random groups, masks and residue types
+    const int R = 5;
+    std::mt19937 rng(218);
+    std::normal_distribution<float> nd;
+    ops::ResidueTables t{Tensor::empty({R, 8, 4, 4}), Tensor::empty({R, 14}, DType::I32),
+                         Tensor::empty({R, 14}), random_tensor({R, 14, 3}, 219, 0.0f, 1.5f)};
+    const Tensor dframes = random_frames(R * 8, 220, 1.5f);
+    for (int64_t g = 0; g < R * 8; ++g) {
+        const float* f = dframes.f32() + g * 7;
+        const geom::Rigid r = geom::QuatRigid{{f[0], f[1], f[2], f[3]}, {f[4], f[5], f[6]}}.rigid();
+        float* m = t.default_frames.f32() + g * 16;
+        for (int i = 0; i < 3; ++i) {
+            for (int j = 0; j < 3; ++j) m[i * 4 + j] = r.rot[size_t(i * 3 + j)];
+            m[i * 4 + 3] = r.trans[size_t(i)];
+        }
+        for (int j = 0; j < 4; ++j) m[12 + j] = nd(rng);
+    }
+    for (int64_t i = 0; i < R * 14; ++i) {
+        t.group_of_atom.i32()[i] = int32_t(rng() % 8);
+        t.atom_mask.f32()[i] = rng() % 4 ? 1.0f : 0.0f;
+    }
+    std::vector<int32_t> types(static_cast<size_t>(L));
+    for (int32_t& a : types) a = int32_t(rng() % R);
+    Tensor raw = random_tensor({L * 7, 2}, 221), ang = Tensor::empty({L, 7, 2});
+    ops::l2_normalize(raw, 1e-8f, ang);
+    const Tensor aatype = Tensor::of(types);
+    Tensor fo_full, fo_core;
+    auto [pos, pos_c] = cpu_and_core([&] {
+        Tensor fo = Tensor::empty({L, 7}), p = Tensor::empty({L, 14, 3});
+        ops::atom_frames(frames, ang, aatype, t, 10.0f, fo, p);
+        (fo_full.defined() ? fo_core : fo_full) = fo;
+        return p;
+    });
+    compare(fo_core, fo_full, 0, 0, "atom_frames frames");  // the quaternion and 10 x t, exactly
+    compare(pos_c, pos, 1e-4, 1e-5, "atom_frames positions");
 }

@@ -335,14 +335,14 @@ TEST(PairBlocks, InvariantPointAttention) {
     w.add("ipa.head_weights", {H}, 0.5f, 0.3f);
     const Tensor s = random_tensor({L, Cs}, 12), z = random_tensor({L, L, Cz}, 13);
     // random frames: unit quaternions and translations
-    std::vector<nn::Rigid> frames;
+    std::vector<geom::Rigid> frames;
     Tensor frame_t = Tensor::empty({L, 7});  // the same frames as (quaternion, translation) rows
     std::mt19937 rng(5);
     std::normal_distribution<float> nd;
     for (int64_t i = 0; i < L; ++i) {
-        nn::QuatRigid q;
+        geom::QuatRigid q;
         const float u[6] = {nd(rng), nd(rng), nd(rng), 3 * nd(rng), 3 * nd(rng), 3 * nd(rng)};
-        const nn::QuatRigid r = q.compose_update(u);
+        const geom::QuatRigid r = q.compose_update(u);
         frames.push_back(r.rigid());
         std::copy(r.q.begin(), r.q.end(), frame_t.f32() + i * 7);
         std::copy(r.trans.begin(), r.trans.end(), frame_t.f32() + i * 7 + 4);
@@ -352,12 +352,12 @@ TEST(PairBlocks, InvariantPointAttention) {
     ipa(s, z, frame_t, got);
 
     // reference, in double
-    auto apply = [](const nn::Rigid& r, const Vec& p) {
+    auto apply = [](const geom::Rigid& r, const Vec& p) {
         Vec o(3);
         for (int a = 0; a < 3; ++a) o[size_t(a)] = r.rot[size_t(a * 3)] * p[0] + r.rot[size_t(a * 3 + 1)] * p[1] + r.rot[size_t(a * 3 + 2)] * p[2] + r.trans[size_t(a)];
         return o;
     };
-    auto invert_apply = [](const nn::Rigid& r, const Vec& p) {
+    auto invert_apply = [](const geom::Rigid& r, const Vec& p) {
         Vec d{p[0] - r.trans[0], p[1] - r.trans[1], p[2] - r.trans[2]}, o(3);
         for (int a = 0; a < 3; ++a) o[size_t(a)] = r.rot[size_t(a)] * d[0] + r.rot[size_t(3 + a)] * d[1] + r.rot[size_t(6 + a)] * d[2];
         return o;

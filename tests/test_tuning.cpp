@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/tuning/defaults.h"
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "sweep/sweep.h"
+#include "sweep/sweep_ops.h"
 #include "test_util.h"
-#include "tuning/defaults.h"
-#include "tuning/sweep.h"
-#include "tuning/sweep_ops.h"
-#include "tuning/tuned_table.h"
 
 using namespace bioinfer;
 namespace sw = bioinfer::tuning::sweep;

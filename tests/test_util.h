@@ -11,13 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backend/kernels.h"
+#include "backend/registry.h"
 #include "bioinfer/error.h"
 #include "bioinfer/tensor.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "core/agreement.h"
 #include "ops/ops.h"
-#include "tuning/gemm_timing.h"
 
 namespace bioinfer::test {
 
@@ -89,6 +90,20 @@ inline void compare(const Tensor& got, const Tensor& ref, double atol, double rt
 
 // Whether this CPU has a bf16 GEMM: without one, loaders fall back to fp32 and a bf16 test
 // would test nothing new.
-inline bool has_bf16_gemm() { return tuning::has_packed_gemm(DType::BF16); }
+inline bool has_bf16_gemm() {
+    return ops::pack_linear_weight(Tensor::zeros({16, 16}), DType::BF16) != nullptr;
+}
+
+// The CPU's table without its model-specific entries (kernels::core_only), registered once as
+// "cpu-core": what a new backend that fills only the core runs, ops composing the rest.
+inline const std::string& core_only_backend() {
+    static const std::string name = [] {
+        static kernels::KernelTable t = kernels::core_only(*backend::get("cpu").kernels);
+        t.name = "cpu-core";
+        backend::register_backend({t.name, kHost, &t});
+        return std::string(t.name);
+    }();
+    return name;
+}
 
 }  // namespace bioinfer::test

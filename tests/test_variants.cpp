@@ -6,10 +6,10 @@
 
 #include <string>
 
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
 #include "ops/ops.h"
 #include "test_util.h"
-#include "tuning/tuned_table.h"
 
 using namespace bioinfer;
 using bioinfer::test::compare;

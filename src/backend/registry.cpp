@@ -4,6 +4,8 @@
 #include <deque>
 #include <mutex>
 
+#include "backend/cpu/dispatch.h"
+#include "backend/ref/ref_kernels.h"
 #include "bioinfer/error.h"
 
 namespace bioinfer::backend {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernels.h"
 #include "bioinfer/device.h"
-#include "ops/kernels.h"
 
 namespace bioinfer::backend {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "bioinfer/tensor.h"
+#include "core/rigid.h"
 #include "io/model_dir.h"
-#include "nn/rigid.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::nn {

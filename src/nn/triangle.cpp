@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/tuning/defaults.h"
 #include "bioinfer/error.h"
 #include "ops/ops.h"
-#include "tuning/defaults.h"
 
 namespace bioinfer::nn {
 namespace {

@@ -7,9 +7,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/geometry_units.h"
+#include "backend/kernels.h"
 #include "bioinfer/error.h"
-#include "ops/glue_units.h"
-#include "ops/kernels.h"
+#include "ops/fallback.h"
 
 namespace bioinfer::ops {
 namespace {
@@ -624,6 +625,7 @@ void token_dropout(Tensor& x, const std::vector<int32_t>& ids, const std::vector
              x.size(0), " ids for x ", shape_str(x.shape()), ", got ", ids.size());
     check_cu_seqlens(cu, x.size(0), "token_dropout");
     BI_CHECK(current().device.is_host(), "token_dropout", "runs on the host backend only");
+    if (!table().token_dropout) return fallback::token_dropout(x, ids, cu, mask_id, keep);
     table().token_dropout(ctx(), x.f32(), ids.data(), cu.data(), int64_t(cu.size()) - 1, x.size(1),
                           mask_id, keep);
 }
@@ -649,6 +651,7 @@ void contact_apc(const Tensor& probs, const Tensor& weights, Tensor& acc) {
                  weights.numel() == probs.size(0),
              "contact_apc", "expected probs (H, P, P), weights (H) and acc (L, L) with L + 2 <= P, got ",
              shape_str(probs.shape()), " ", shape_str(weights.shape()), " ", shape_str(acc.shape()));
+    if (!table().contact_apc) return fallback::contact_apc(probs, weights, acc);
     table().contact_apc(ctx(), probs.f32(), probs.size(0), probs.size(1), acc.size(0),
                         weights.f32(), acc.f32());
 }
@@ -658,6 +661,7 @@ void rms_norm(const Tensor& x, float eps, Tensor& out) {
     check_f32_contig(out, "rms_norm", "out");
     BI_CHECK(x.numel() == out.numel() && x.ndim() >= 1, "rms_norm",
              "sizes differ: ", shape_str(x.shape()), " ", shape_str(out.shape()));
+    if (!table().rms_norm) return fallback::rms_norm(x, eps, out);
     const int64_t d = x.size(-1);
     table().rms_norm(ctx(), x.f32(), out.f32(), d ? x.numel() / d : 0, d, eps);
 }
@@ -667,6 +671,7 @@ void l2_normalize(const Tensor& x, float eps, Tensor& out) {
     check_f32_contig(out, "l2_normalize", "out");
     BI_CHECK(x.numel() == out.numel() && x.ndim() >= 1, "l2_normalize", "sizes differ: ",
              shape_str(x.shape()), " ", shape_str(out.shape()));
+    if (!table().l2_normalize) return fallback::l2_normalize(x, eps, out);
     const int64_t d = x.size(-1);
     table().l2_normalize(ctx(), x.f32(), out.f32(), d ? x.numel() / d : 0, d, eps);
 }
@@ -706,6 +711,7 @@ void virtual_cb(const Tensor& atoms, Tensor& out) {
                  out.shape() == (Shape{atoms.size(0), 3}),
              "virtual_cb", "expected atoms (L, >= 3, 3) and out (L, 3), got ",
              shape_str(atoms.shape()), " ", shape_str(out.shape()));
+    if (!table().virtual_cb) return fallback::virtual_cb(atoms, out);
     table().virtual_cb(ctx(), atoms.f32(), atoms.size(0), atoms.size(1), out.f32());
 }
 
@@ -737,6 +743,8 @@ void atom_pair_geometry(const Tensor& pos, const Tensor& valid, const Tensor& ui
     const int64_t K = keys.size(0), H = keys.size(1), W = A / K;
     BI_CHECK(out.shape() == (Shape{K, W, H, 5}), op, "out: expected ",
              shape_str(Shape{K, W, H, 5}), ", got ", shape_str(out.shape()));
+    if (!table().atom_pair_geometry)
+        return fallback::atom_pair_geometry(pos, valid, uid, keys, out);
     table().atom_pair_geometry(ctx(), pos.f32(), valid.f32(), uid.f32(), keys.i32(), K, W, H,
                                out.f32());
 }
@@ -748,6 +756,7 @@ void quat_update(Tensor& frames, const Tensor& update) {
     BI_CHECK(frames.numel() == L * 7 && update.numel() == L * 6, "quat_update",
              "expected frames (L, 7) and updates (L, 6), got ", shape_str(frames.shape()), " ",
              shape_str(update.shape()));
+    if (!table().quat_update) return fallback::quat_update(frames, update);
     table().quat_update(ctx(), frames.f32(), update.f32(), L);
 }
 
@@ -771,6 +780,7 @@ void ipa(const IpaInputs& in, Tensor& out) {
                  out.shape() == (Shape{L, H * (C + 4 * Pv + Cz)}),
              op, "inconsistent shapes for L ", L, ", H ", H, ", C ", C, ", points ", Pq, "/", Pv,
              ", c_z ", Cz);
+    if (!table().ipa) return fallback::ipa(in, out);
     table().ipa(ctx(), {in.q->f32(), in.kv->f32(), in.q_points->f32(), in.kv_points->f32(),
                         in.bias->f32(), in.z->f32(), in.frames->f32(), in.head_weights->f32(),
                         out.f32(), L, H, C, Pq, Pv, Cz, in.eps});
@@ -791,6 +801,9 @@ void atom_frames(const Tensor& backbone, const Tensor& angles, const Tensor& aat
                  t.group_of_atom.numel() == R * 14 && t.atom_mask.numel() == R * 14 &&
                  t.lit_positions.numel() == R * 42,
              op, "inconsistent shapes for ", L, " residues of ", R, " types");
+    if (!table().atom_frames)
+        return fallback::atom_frames(backbone, angles, aatype, t, trans_scale, frames_out,
+                                     positions);
     table().atom_frames(ctx(), {backbone.f32(), angles.f32(), aatype.i32(), t.default_frames.f32(),
                                 t.group_of_atom.i32(), t.atom_mask.f32(), t.lit_positions.f32(),
                                 frames_out.f32(), positions.f32(), L, trans_scale});

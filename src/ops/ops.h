@@ -1,5 +1,5 @@
 // THE op list. Each op checks shapes, dtypes and devices, then runs the kernel of the calling
-// thread's backend. Every op has a plain fp32 reference (src/ops/ref/) that the op tests hold
+// thread's backend. Every op has a plain fp32 reference (src/backend/ref/) that the op tests hold
 // every registered backend to.
 #pragma once
 #include <cstdint>
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernels.h"
 #include "backend/registry.h"
 #include "bioinfer/tensor.h"
-#include "ops/kernels.h"
 
 namespace bioinfer::ops {
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "args.h"
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
 #include "core/threads.h"
 #include "io/model_dir.h"
@@ -22,9 +23,8 @@
 #include "runtime/embed_pipeline.h"
 #include "runtime/fold_pipeline.h"
 #include "sweep.h"
-#include "tuning/gemm_timing.h"
-#include "tuning/machine.h"
-#include "tuning/tuned_table.h"
+#include "sweep/gemm_timing.h"
+#include "sweep/machine.h"
 
 namespace bioinfer::cli {
 

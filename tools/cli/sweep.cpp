@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "args.h"
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
 #include "core/threads.h"
-#include "tuning/gemm_timing.h"
-#include "tuning/sweep.h"
-#include "tuning/tuned_table.h"
+#include "sweep/gemm_timing.h"
+#include "sweep/sweep.h"
 
 namespace bioinfer::cli {
 
@@ -23,7 +23,7 @@ namespace {
 // Where the results go and the table --update-table rewrites, both relative to the working
 // directory: the repository root when run as the README shows.
 constexpr const char* kDefaultOut = "bench/results/sweeps";
-constexpr const char* kDefaultTable = "src/tuning/tuned_table.json";
+constexpr const char* kDefaultTable = "src/backend/tuning/tuned_table.json";
 
 const char* kSweepHelp =
     R"(usage: bioinfer bench sweep [--what LIST|all] [--shapes LIST] [--dtypes LIST] [options]
@@ -53,7 +53,7 @@ on; the exit status is 1 when any variant failed.
   --dry-run        print every shape and variant as JSON, run nothing
   --report FILE    print a results file's winners against the tuned table in use
   --update-table FILES  write the winners of results files into the tuned table
-  --table FILE     the table --update-table rewrites (default src/tuning/tuned_table.json)
+  --table FILE     the table --update-table rewrites (default src/backend/tuning/tuned_table.json)
 )";
 
 std::vector<std::string> split(const std::string& s) {

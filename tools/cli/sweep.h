@@ -1,4 +1,4 @@
-// bioinfer bench sweep: the CLI front of the op sweep (src/tuning/sweep.h).
+// bioinfer bench sweep: the CLI front of the op sweep (tools/sweep/sweep.h).
 #pragma once
 
 namespace bioinfer::cli {

@@ -1,9 +1,11 @@
 // Run-time ISA selection: the widest kernel table this CPU supports. BIOINFER_ISA=avx2|ref
 // forces a narrower one (for testing and for comparing variants).
+#include "backend/cpu/dispatch.h"
+
 #include <cstdlib>
 #include <cstring>
 
-#include "ops/kernels.h"
+#include "backend/ref/ref_kernels.h"
 
 namespace bioinfer::kernels {
 

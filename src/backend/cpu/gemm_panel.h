@@ -10,17 +10,18 @@
 //   act(x . wa^T + ba) * (x . wb^T + bb) in one pass: SwiGLU, or a sigmoid-gated projection;
 // - the result is multiplied by a matrix (an output gate), added into y, and written through any
 //   strides (a channel-major output).
-// Included by kernels_impl.h after the activation spans and CpuPacked.
+// Included by linear.h after the activation spans, the tile step, the row statistics and
+// CpuPacked.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
-#include "ops/kernels.h"
+#include "backend/kernels.h"
 
 namespace bioinfer::cpu {
-namespace {  // compiled once per ISA, as kernels_impl.h
+namespace {  // compiled once per ISA, as the family headers (kernel_common.h)
 
 // Register tile: MR rows x NV vectors, MR * NV accumulators + NV weight vectors + 1 broadcast
 // within the register file (AVX2: 6 x 2 + 3 = 15 of 16; AVX-512: 14 x 2 + 3 = 31 of 32).

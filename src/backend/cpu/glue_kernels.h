@@ -1,10 +1,11 @@
 // The CPU's data-movement and glue kernels (strided copies, gathers, the small per-row and
-// per-residue ops of the structure models): one set for every ISA, threaded with OpenMP and built
-// without ISA flags so they compute exactly what the plain per-unit code in ops/glue_units.h says.
+// per-sequence ops; the per-residue geometry is in geometry_kernels.h): one set for every ISA, threaded with OpenMP and built
+// without ISA flags so they compute exactly what the plain per-unit code in
+// backend/glue_units.h says.
 #pragma once
 #include <cstdint>
 
-#include "ops/kernels.h"
+#include "backend/kernels.h"
 
 namespace bioinfer::cpu::glue {
 
@@ -33,16 +34,8 @@ void bin_expectation(const Context& ctx, const float* probs, const float* values
                      int64_t rows, int64_t K);
 void max_value(const Context& ctx, const float* x, int64_t n, float* out);
 void relpos_classes(const Context& ctx, const int32_t* index, int64_t L, int64_t bins, int32_t* out);
-void virtual_cb(const Context& ctx, const float* atoms, int64_t L, int64_t stride, float* out);
-void distance_bins(const Context& ctx, const float* points, int64_t L, const float* bounds_sq,
-                   int64_t nb, int32_t* out);
-void atom_pair_geometry(const Context& ctx, const float* pos, const float* valid, const float* uid,
-                        const int32_t* keys, int64_t K, int64_t W, int64_t H, float* out);
-void quat_update(const Context& ctx, float* frames, const float* update, int64_t L);
-void ipa(const Context& ctx, const kernels::IpaArgs& a);
-void atom_frames(const Context& ctx, const kernels::AtomFrameArgs& a);
 
-// Fills the glue entries of a kernel table.
+// Fills the glue entries of a kernel table (the geometry ones: geometry_kernels.h).
 void fill_table(kernels::KernelTable& t);
 
 }  // namespace bioinfer::cpu::glue

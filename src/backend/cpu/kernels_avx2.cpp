@@ -1,5 +1,6 @@
 // AVX2 + FMA instantiation of the CPU kernels (the baseline ISA).
-#include "backend/cpu/kernels_impl.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/kernel_table.h"
 
 namespace bioinfer::kernels {
 

@@ -1,5 +1,6 @@
 // AVX-512 instantiation of the CPU kernels, chosen at run time where the CPU has AVX-512F.
-#include "backend/cpu/kernels_impl.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/kernel_table.h"
 
 namespace bioinfer::kernels {
 

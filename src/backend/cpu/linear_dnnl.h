@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/kernels.h"
 #include "bioinfer/dtype.h"
-#include "ops/kernels.h"
 
 namespace bioinfer::cpu {
 

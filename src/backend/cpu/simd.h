@@ -1,4 +1,5 @@
-// Thin SIMD wrappers so one kernel source (kernels_impl.h) compiles for AVX2 and AVX-512.
+// Thin SIMD wrappers so one kernel source (the family headers of kernel_table.h) compiles for AVX2
+// and AVX-512.
 // Each translation unit includes this with its own target flags; only that ISA's struct is used.
 #pragma once
 #include <immintrin.h>

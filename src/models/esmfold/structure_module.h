@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "bioinfer/tensor.h"
+#include "core/rigid.h"
 #include "io/model_dir.h"
 #include "nn/ipa.h"
-#include "nn/rigid.h"
 #include "nn/transformer.h"
 
 namespace bioinfer::esmfold {

@@ -1,19 +1,19 @@
 // The ops the sweep measures: shape sets (the real model shapes), variants and cases.
-#include "tuning/sweep_ops.h"
+#include "sweep/sweep_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
 
+#include "backend/tuning/defaults.h"
+#include "backend/tuning/tuned_table.h"
 #include "bioinfer/error.h"
 #include "bioinfer/tensor.h"
 #include "io/model_dir.h"
 #include "nn/pair_seq.h"
 #include "nn/triangle.h"
 #include "ops/ops.h"
-#include "tuning/defaults.h"
-#include "tuning/tuned_table.h"
 
 namespace bioinfer::tuning::sweep {
 

@@ -1,12 +1,14 @@
 // Plain fp32 reference kernels: the oracle every optimized kernel is tested against.
 // Accumulation in double where it costs nothing in clarity, so the oracle is the more exact side.
+#include "backend/ref/ref_kernels.h"
+
 #include <cmath>
 #include <algorithm>
 #include <limits>
 #include <vector>
 
-#include "ops/glue_units.h"
-#include "ops/kernels.h"
+#include "backend/geometry_units.h"
+#include "backend/glue_units.h"
 
 namespace bioinfer::kernels {
 namespace {

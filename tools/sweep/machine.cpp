@@ -1,4 +1,6 @@
-#include "tuning/machine.h"
+// The machine facts and measured ceilings a benchmark records (machine.h): /proc/cpuinfo, the
+// peak loops of backend/cpu/peak.h, the packed GEMM and a memory stream.
+#include "sweep/machine.h"
 
 #include <omp.h>
 
@@ -12,7 +14,7 @@
 #include "backend/cpu/peak.h"
 #include "core/threads.h"
 #include "ops/ops.h"
-#include "tuning/gemm_timing.h"
+#include "sweep/gemm_timing.h"
 
 namespace bioinfer::tuning {
 

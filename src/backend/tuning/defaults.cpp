@@ -1,5 +1,5 @@
 // The kernels' default variants and parameters, and the resolution of a table choice against them.
-#include "tuning/defaults.h"
+#include "backend/tuning/defaults.h"
 
 #include <atomic>
 
@@ -64,7 +64,8 @@ std::atomic<ChoiceObserver> g_observer{nullptr};
 const Choice& default_choice(const std::string& op) {
     const VariantDefaults* d = find(op, nullptr);
     BI_CHECK(d != nullptr, "tuning", "op '", op,
-             "' has no default choice: expected it in the kernels' defaults (tuning/defaults.h)");
+             "' has no default choice: expected it in the kernels' defaults "
+             "(backend/tuning/defaults.h)");
     return d->choice;
 }
 

@@ -1,108 +1,19 @@
-// The glue ops' arithmetic for one unit of work (a row, a residue, a sequence), written once: the
-// reference table runs the units in order, the CPU tables over their threads (in a translation
-// unit without ISA flags, so the compiler fuses no multiply-add the plain code does not have and
-// the results are the same to the bit). Complex ops (attention-like IPA) also have an independent
-// reference in double precision in ref/ref_kernels.cpp.
+// The geometry ops' arithmetic for one unit of work (a residue, an atom's window, a pair), written
+// once as glue_units.h's units are: AlphaFold's virtual C-beta, distance bins, Boltz-2's windowed
+// atom-pair features, and OpenFold's quaternion frame update, invariant point attention (AF2
+// algorithm 22) and torsions to atom14 positions (algorithms 24 and 25), over core/rigid.h's
+// transforms. The reference table runs the units in order, the CPU over its threads (built without
+// ISA flags, so the results are the same to the bit); IPA also has an independent reference in
+// double precision in ref/ref_kernels.cpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <vector>
 
-#include "nn/rigid.h"
-#include "ops/kernels.h"
+#include "backend/kernels.h"
+#include "core/rigid.h"
 
 namespace bioinfer::kernels::glue {
-
-inline float act_1(Act act, float x) {
-    switch (act) {
-        case Act::Relu: return x > 0.0f ? x : 0.0f;
-        case Act::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case Act::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-        case Act::GeluTanh:
-            return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-        case Act::None: break;
-    }
-    return x;
-}
-
-// One sequence of token dropout: rows (n, D) with their ids.
-inline void token_dropout_seq(float* x, const int32_t* ids, int64_t n, int64_t D, int32_t mask_id,
-                              float keep) {
-    int64_t n_mask = 0;
-    for (int64_t t = 0; t < n; ++t) n_mask += ids[t] == mask_id;
-    const float denom = 1.0f - float(n_mask) / float(n);
-    for (int64_t t = 0; t < n; ++t) {
-        float* row = x + t * D;
-        if (ids[t] == mask_id)
-            std::fill(row, row + D, 0.0f);
-        else
-            for (int64_t d = 0; d < D; ++d) row[d] = row[d] * keep / denom;
-    }
-}
-
-// Pair row (i, j) of the outer product and difference: [q_j * k_i | q_j - k_i].
-inline void outer_product_difference_row(const float* qk, int64_t I, int64_t i, int64_t j,
-                                         float* row) {
-    const float* qj = qk + j * 2 * I;      // q of residue j
-    const float* ki = qk + i * 2 * I + I;  // k of residue i
-    for (int64_t c = 0; c < I; ++c) {
-        row[c] = qj[c] * ki[c];
-        row[I + c] = qj[c] - ki[c];
-    }
-}
-
-// Row sums of the symmetrised map of one head (for APC): row[i] = sum_j A_ij + A_ji; returns the
-// total.
-inline double contact_row_sums(const float* probs, int64_t P, int64_t L, double* row) {
-    double total = 0;
-    for (int64_t i = 0; i < L; ++i) {
-        row[i] = 0.0;
-        for (int64_t j = 0; j < L; ++j) {
-            const double s = double(probs[(i + 1) * P + j + 1]) + probs[(j + 1) * P + i + 1];
-            row[i] += s;
-            total += s;
-        }
-    }
-    return total;
-}
-
-// acc[i, :] += w * (S_ij - row_i row_j / total) for one head and one row i.
-inline void contact_apc_row(const float* probs, int64_t P, int64_t L, float w, const double* row,
-                            double total, int64_t i, float* acc) {
-    for (int64_t j = 0; j < L; ++j) {
-        const double s = double(probs[(i + 1) * P + j + 1]) + probs[(j + 1) * P + i + 1];
-        const double apc = total != 0 ? row[i] * row[j] / total : 0.0;
-        acc[i * L + j] += float(w * (s - apc));
-    }
-}
-
-inline void l2_normalize_row(const float* x, float* y, int64_t d, float eps) {
-    float s = 0.0f;
-    for (int64_t c = 0; c < d; ++c) s += x[c] * x[c];
-    const float denom = std::sqrt(std::max(s, eps));
-    for (int64_t c = 0; c < d; ++c) y[c] = x[c] / denom;
-}
-
-// y = x / sqrt(mean(x^2) + eps) over one row of d (a weightless RMSNorm; the sum in double).
-inline void rms_norm_row(const float* x, float* y, int64_t d, float eps) {
-    double s = 0.0;
-    for (int64_t c = 0; c < d; ++c) s += double(x[c]) * x[c];
-    const float inv = float(1.0 / std::sqrt(s / double(d) + double(eps)));
-    for (int64_t c = 0; c < d; ++c) y[c] = x[c] * inv;
-}
-
-inline float bin_expectation_row(const float* p, const float* values, int64_t K) {
-    float e = 0;
-    for (int64_t k = 0; k < K; ++k) e += p[k] * values[k];
-    return e;
-}
-
-inline int32_t relpos_class(const int32_t* index, int64_t bins, int64_t i, int64_t j) {
-    const int64_t d = int64_t(index[j]) - int64_t(index[i]);
-    return int32_t(std::clamp(d, -bins, bins) + bins + 1);
-}
 
 // C-beta of one residue from its N, CA, C (AlphaFold's ideal geometry constants).
 inline void virtual_cb_1(const float* n, float* out) {
@@ -149,19 +60,20 @@ inline void atom_pair_geometry_row(const float* pos, const float* valid, const f
     }
 }
 
-inline nn::QuatRigid quat_rigid(const float* f) {
+inline geom::QuatRigid quat_rigid(const float* f) {
     return {{f[0], f[1], f[2], f[3]}, {f[4], f[5], f[6]}};
 }
 
 inline void quat_update_1(float* f, const float* u) {
-    const nn::QuatRigid r = quat_rigid(f).compose_update(u);
+    const geom::QuatRigid r = quat_rigid(f).compose_update(u);
     for (int k = 0; k < 4; ++k) f[k] = r.q[size_t(k)];
     for (int k = 0; k < 3; ++k) f[4 + k] = r.trans[size_t(k)];
 }
 
 // The points of one residue in the global frame: raw (3 * hp) holds x for all hp points, then y,
 // then z (the reference's split).
-inline void points_to_global(const float* raw, const nn::Rigid& fr, int64_t hp, nn::Vec3* out) {
+inline void points_to_global(const float* raw, const geom::Rigid& fr, int64_t hp,
+                             geom::Vec3* out) {
     for (int64_t k = 0; k < hp; ++k) out[k] = fr.apply({raw[k], raw[hp + k], raw[2 * hp + k]});
 }
 
@@ -169,14 +81,14 @@ constexpr int64_t kIpaMaxValuePoints = 64;  // value points per head kept on the
 
 // IPA's output features of query residue i; qg / kvg: every residue's points in the global
 // frame; a: L floats of scratch.
-inline void ipa_row(const IpaArgs& A, const nn::Vec3* qg, const nn::Vec3* kvg, int64_t i,
+inline void ipa_row(const IpaArgs& A, const geom::Vec3* qg, const geom::Vec3* kvg, int64_t i,
                     float* a) {
     const int64_t L = A.L, H = A.H, C = A.C, Pq = A.Pq, Pv = A.Pv, Pkv = Pq + Pv, Cz = A.Cz;
     const int64_t F = H * (C + 4 * Pv + Cz);
     const float scalar_scale = std::sqrt(1.0f / (3.0f * float(C))), bias_scale = std::sqrt(1.0f / 3.0f);
     float* f = A.out + i * F;
     std::fill(f, f + F, 0.0f);
-    const nn::Rigid fr = quat_rigid(A.frames + i * 7).rigid();
+    const geom::Rigid fr = quat_rigid(A.frames + i * 7).rigid();
     for (int64_t h = 0; h < H; ++h) {
         const float* qi = A.q + i * H * C + h * C;
         float mx = -INFINITY;
@@ -186,8 +98,8 @@ inline void ipa_row(const IpaArgs& A, const nn::Vec3* qg, const nn::Vec3* kvg, i
             for (int64_t c = 0; c < C; ++c) dot += qi[c] * kj[c];
             float d2 = 0.0f;
             for (int64_t p = 0; p < Pq; ++p) {
-                const nn::Vec3& x = qg[i * H * Pq + h * Pq + p];
-                const nn::Vec3& y = kvg[j * H * Pkv + h * Pkv + p];
+                const geom::Vec3& x = qg[i * H * Pq + h * Pq + p];
+                const geom::Vec3& y = kvg[j * H * Pkv + h * Pkv + p];
                 const float dx = x[0] - y[0], dy = x[1] - y[1], dz = x[2] - y[2];
                 d2 += dx * dx + dy * dy + dz * dz;
             }
@@ -201,20 +113,20 @@ inline void ipa_row(const IpaArgs& A, const nn::Vec3* qg, const nn::Vec3* kvg, i
         // outputs: scalar values, value points (global), pair features
         float* o = f + h * C;
         float* opair = f + H * (C + 4 * Pv) + h * Cz;
-        nn::Vec3 pts[kIpaMaxValuePoints] = {};
+        geom::Vec3 pts[kIpaMaxValuePoints] = {};
         for (int64_t j = 0; j < L; ++j) {
             const float w = a[j] * inv;
             const float* vj = A.kv + j * 2 * H * C + h * 2 * C + C;
             for (int64_t c = 0; c < C; ++c) o[c] += w * vj[c];
             for (int64_t p = 0; p < Pv; ++p) {
-                const nn::Vec3& v = kvg[j * H * Pkv + h * Pkv + Pq + p];
+                const geom::Vec3& v = kvg[j * H * Pkv + h * Pkv + Pq + p];
                 for (int e = 0; e < 3; ++e) pts[p][size_t(e)] += w * v[size_t(e)];
             }
             const float* zij = A.z + (i * L + j) * Cz;
             for (int64_t c = 0; c < Cz; ++c) opair[c] += w * zij[c];
         }
         for (int64_t p = 0; p < Pv; ++p) {
-            const nn::Vec3 local = fr.invert_apply(pts[p]);
+            const geom::Vec3 local = fr.invert_apply(pts[p]);
             const int64_t k = h * Pv + p;
             f[H * C + k] = local[0];
             f[H * C + H * Pv + k] = local[1];
@@ -226,23 +138,23 @@ inline void ipa_row(const IpaArgs& A, const nn::Vec3* qg, const nn::Vec3* kvg, i
 }
 
 // Every residue's query and key/value points in the global frame.
-inline void ipa_global_points(const IpaArgs& A, int64_t i, nn::Vec3* qg, nn::Vec3* kvg) {
-    const nn::Rigid fr = quat_rigid(A.frames + i * 7).rigid();
+inline void ipa_global_points(const IpaArgs& A, int64_t i, geom::Vec3* qg, geom::Vec3* kvg) {
+    const geom::Rigid fr = quat_rigid(A.frames + i * 7).rigid();
     const int64_t hq = A.H * A.Pq, hkv = A.H * (A.Pq + A.Pv);
     points_to_global(A.q_points + i * 3 * hq, fr, hq, qg + i * hq);
     points_to_global(A.kv_points + i * 3 * hkv, fr, hkv, kvg + i * hkv);
 }
 
 // Frame of rigid group g of residue type r relative to the backbone (homogeneous 4 x 4 table).
-inline nn::Rigid default_frame(const float* frames, int r, int g) {
+inline geom::Rigid default_frame(const float* frames, int r, int g) {
     const float* m = frames + (r * 8 + g) * 16;
     return {{m[0], m[1], m[2], m[4], m[5], m[6], m[8], m[9], m[10]}, {m[3], m[7], m[11]}};
 }
 
 // Residue i of atom_frames: its backbone frame (scaled) and its 14 atom positions.
 inline void atom_frames_1(const AtomFrameArgs& A, int64_t i) {
-    const nn::QuatRigid q = quat_rigid(A.backbone + i * 7);
-    nn::Rigid backbone = q.rigid();
+    const geom::QuatRigid q = quat_rigid(A.backbone + i * 7);
+    geom::Rigid backbone = q.rigid();
     for (float& t : backbone.trans) t *= A.trans_scale;
     float* fr = A.frames_out + i * 7;
     for (int k = 0; k < 4; ++k) fr[k] = q.q[size_t(k)];
@@ -250,10 +162,10 @@ inline void atom_frames_1(const AtomFrameArgs& A, int64_t i) {
     const int r = A.aatype[i];
     const float* angles = A.angles + i * 14;
     // torsion_angles_to_frames: backbone, omega, phi, psi, then chi1..chi4 chained
-    nn::Rigid local[8], groups[8];
+    geom::Rigid local[8], groups[8];
     for (int g = 0; g < 8; ++g) {
         const float sn = g == 0 ? 0.0f : angles[(g - 1) * 2], cs = g == 0 ? 1.0f : angles[(g - 1) * 2 + 1];
-        const nn::Rigid torsion{{1, 0, 0, 0, cs, -sn, 0, sn, cs}, {0, 0, 0}};
+        const geom::Rigid torsion{{1, 0, 0, 0, cs, -sn, 0, sn, cs}, {0, 0, 0}};
         local[g] = default_frame(A.default_frames, r, g).compose(torsion);
     }
     for (int g = 5; g < 8; ++g) local[g] = local[g - 1].compose(local[g]);  // chi2..4 to backbone
@@ -261,7 +173,7 @@ inline void atom_frames_1(const AtomFrameArgs& A, int64_t i) {
     float* pos = A.positions + i * 42;
     for (int atom = 0; atom < 14; ++atom) {
         const float* lit = A.lit_positions + (r * 14 + atom) * 3;
-        const nn::Vec3 p = groups[A.group_of_atom[r * 14 + atom]].apply({lit[0], lit[1], lit[2]});
+        const geom::Vec3 p = groups[A.group_of_atom[r * 14 + atom]].apply({lit[0], lit[1], lit[2]});
         const float mask = A.atom_mask[r * 14 + atom];
         for (int k = 0; k < 3; ++k) pos[atom * 3 + k] = p[size_t(k)] * mask;
     }

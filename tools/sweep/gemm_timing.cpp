@@ -1,5 +1,5 @@
 // Warm timing of the packed linear layer.
-#include "tuning/gemm_timing.h"
+#include "sweep/gemm_timing.h"
 
 #include <algorithm>
 #include <chrono>

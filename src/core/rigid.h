@@ -1,12 +1,13 @@
-// Rigid transforms (rotation + translation) in fp32 with AlphaFold's conventions: rotations as
-// unit quaternions (w, x, y, z) or 3x3 matrices (row-major), points mapped as R.p + t, composition
-// a.compose(b) = a after b. Written out per element like the reference, so the same products are
-// summed in the same order.
+// Rigid transforms (rotation + translation) in fp32 with AlphaFold's conventions (OpenFold's
+// rigid_utils): rotations as unit quaternions (w, x, y, z) or 3x3 matrices (row-major), points
+// mapped as R.p + t, composition a.compose(b) = a after b. Written out per element like the
+// reference, so the same products are summed in the same order. A geometry value type: the
+// kernels (backend) and the blocks (nn) both use it.
 #pragma once
 #include <array>
 #include <cmath>
 
-namespace bioinfer::nn {
+namespace bioinfer::geom {
 
 using Vec3 = std::array<float, 3>;
 using Mat3 = std::array<float, 9>;  // row-major
@@ -71,4 +72,4 @@ struct QuatRigid {
     }
 };
 
-}  // namespace bioinfer::nn
+}  // namespace bioinfer::geom

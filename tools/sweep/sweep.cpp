@@ -1,6 +1,6 @@
 // The op sweep's engine: plans cases, runs and times variants, admits them against references,
 // picks the winner per tuned-table decision, writes results, reports, and updates a table file.
-#include "tuning/sweep.h"
+#include "sweep/sweep.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +17,8 @@
 #include "core/threads.h"
 #include "io/atomic_file.h"
 #include "ops/ops.h"
-#include "tuning/gemm_timing.h"
-#include "tuning/machine.h"
+#include "sweep/gemm_timing.h"
+#include "sweep/machine.h"
 
 namespace bioinfer::tuning::sweep {
 

@@ -57,7 +57,7 @@ struct OpSweep {
 const std::vector<OpSweep>& op_sweeps();
 // Sub-sweeps named by the issue that have no op in the engine yet, with the reason.
 const std::vector<std::pair<std::string, std::string>>& pending_sweeps();
-// What an empty tuned table runs for a table op: the kernels' default (tuning/defaults.h).
+// What an empty tuned table runs for a table op: the kernels' default (backend/tuning/defaults.h).
 Variant default_variant(const std::string& table_op);
 const std::vector<std::string>& shape_sets();
 

@@ -1,8 +1,9 @@
-// The tuned table: which variant of a kernel (and with which parameters) runs at which shape.
-// `bioinfer bench sweep --update-table` writes it from sweep results (src/tuning/tuned_table.json,
-// compiled into the binary); BIOINFER_TUNED_TABLE=FILE reads another at start-up, =none runs every
-// kernel with its built-in default (defaults.h). Kernels ask once per call (tuning::choose), never
-// inside a parallel region.
+// The tuned table: which variant of a kernel (and with which parameters) runs at which shape,
+// looked up at run time beside the kernels that read it. `bioinfer bench sweep --update-table`
+// (the offline sweep, tools/sweep/) writes it from sweep results
+// (src/backend/tuning/tuned_table.json, compiled into the binary); BIOINFER_TUNED_TABLE=FILE reads
+// another at start-up, =none runs every kernel with its built-in default (defaults.h). Kernels ask
+// once per call (tuning::choose), never inside a parallel region.
 #pragma once
 #include <cstdint>
 #include <initializer_list>

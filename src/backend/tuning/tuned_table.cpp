@@ -1,4 +1,4 @@
-#include "tuning/tuned_table.h"
+#include "backend/tuning/tuned_table.h"
 
 #include <atomic>
 #include <cmath>
@@ -14,7 +14,7 @@
 
 namespace bioinfer::tuning {
 
-extern const char* const kBuiltinTable;  // generated from src/tuning/tuned_table.json
+extern const char* const kBuiltinTable;  // generated from src/backend/tuning/tuned_table.json
 
 namespace {
 

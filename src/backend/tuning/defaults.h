@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tuning/tuned_table.h"
+#include "backend/tuning/tuned_table.h"
 
 namespace bioinfer::tuning {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tuning/sweep_ops.h"
-#include "tuning/tuned_table.h"
+#include "backend/tuning/tuned_table.h"
+#include "sweep/sweep_ops.h"
 
 namespace bioinfer::tuning::sweep {
 

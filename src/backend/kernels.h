@@ -1,6 +1,7 @@
-// The kernel table: raw-pointer signatures every backend implements. ops.cpp checks shapes and
-// dtypes once, then calls the table of the thread's backend. Shapes are (rows, cols) row-major;
-// pointers address the backend's device. Every kernel takes the call's Context first.
+// The kernel table: raw-pointer signatures every backend implements, the one dispatch contract
+// between ops and the backends. ops.cpp checks shapes and dtypes once, then calls the table of the
+// thread's backend (registry.h). Shapes are (rows, cols) row-major; pointers address the
+// backend's device. Every kernel takes the call's Context first. Nothing here knows ops or nn.
 #pragma once
 #include <cstdint>
 
@@ -83,6 +84,11 @@ struct PanelLinearArgs {
     int64_t M = 0, K = 0, N = 0;  // N: output columns
 };
 
+// A backend fills the core entries; the rest are optional. Optional: pack_linear / free_packed
+// (weights run unpacked), pack_panels / panel_linear (ops runs a fused linear as its parts), and
+// the model-specific entries, each run by one model family only (marked "model-specific" below):
+// left null, ops composes each from core entries on the backend's device (ops/fallback.cpp), so a
+// new backend runs every model once it fills the core and may add those kernels later.
 struct KernelTable {
     const char* name;
     // y[M,N] = scale * act(x[M,K] . w[N,K]^T + b[N]); with accumulate, y += that instead.
@@ -134,8 +140,8 @@ struct KernelTable {
     void (*mul)(const Context& ctx, const float* a, const float* b, float* y, int64_t n);  // may run in place
     void (*scale)(const Context& ctx, const float* a, float s, float* y, int64_t n);
 
-    // --- data movement and glue (the loops models used to write over raw data); a backend
-    // fills these after its core kernels (null until then) ---
+    // --- data movement and glue (the loops models used to write over raw data): core, but for
+    // the model-specific ones ---
     // dst = src (or dst += src for F32 with accumulate) over an ndim index space: element i of dim
     // d sits at stride src_strides[d] / dst_strides[d] elements; 4-byte elements (F32, I32).
     void (*copy_strided)(const Context& ctx, const void* src, void* dst, int ndim,
@@ -156,6 +162,7 @@ struct KernelTable {
     // trusted); a negative id is a zero row (out[i] = 0, or left as it is with accumulate).
     void (*embedding)(const Context& ctx, const int32_t* ids, int64_t n, const float* table,
                       int64_t D, float* out, bool accumulate) = nullptr;
+    // Model-specific (ESM-2).
     // ESM's token dropout at inference over B packed sequences (rows cu[b]..cu[b+1]) of D: rows
     // whose id is mask_id become zero, the others x * keep / (1 - masked fraction of their
     // sequence).
@@ -165,13 +172,16 @@ struct KernelTable {
     // out ((r1 - r0) * L, 2I) row (i - r0, j) = [q_j * k_i | q_j - k_i].
     void (*outer_product_difference)(const Context& ctx, const float* qk, int64_t L, int64_t I,
                                      int64_t r0, int64_t r1, float* out) = nullptr;
+    // Model-specific (ESM-2).
     // ESM-2's contact features of one sequence: acc (L, L) += sum over heads h, in order, of
     // w[h] * APC(A + A^T), A = probs[h] (P, P) at positions 1..L (past <cls>).
     void (*contact_apc)(const Context& ctx, const float* probs, int64_t H, int64_t P, int64_t L,
                         const float* w, float* acc) = nullptr;
+    // Model-specific (ESMFold).
     // y[r] = x[r] / sqrt(max(sum_c x[r, c]^2, eps)) over rows of d.
     void (*l2_normalize)(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d,
                          float eps) = nullptr;
+    // Model-specific (ESMFold2).
     // y[r] = x[r] / sqrt(mean_c x[r, c]^2 + eps) over rows of d (a weightless RMSNorm).
     void (*rms_norm)(const Context& ctx, const float* x, float* y, int64_t rows, int64_t d,
                      float eps) = nullptr;
@@ -182,11 +192,13 @@ struct KernelTable {
     // out[i, j] = clamp(index[j] - index[i], -bins, bins) + bins + 1 (relative-position classes).
     void (*relpos_classes)(const Context& ctx, const int32_t* index, int64_t L, int64_t bins,
                            int32_t* out) = nullptr;
+    // Model-specific (ESMFold).
     // AlphaFold's virtual C-beta from N, CA, C (slots 0..2 of each residue's `stride` atoms).
     void (*virtual_cb)(const Context& ctx, const float* atoms, int64_t L, int64_t stride, float* out) = nullptr;
     // out[i, j] = number of squared bounds (nb, ascending) below |p_j - p_i|^2; points (L, 3).
     void (*distance_bins)(const Context& ctx, const float* points, int64_t L,
                           const float* bounds_sq, int64_t nb, int32_t* out) = nullptr;
+    // Model-specific (Boltz-2).
     // Windowed atom-pair geometry (Boltz's atom encoder) over K windows of W query atoms and H
     // key slots: keys[k * H + h] is the key atom of slot h of window k (-1: none). Row
     // ((k * W + w) * H + h) of out (K * W * H, 5) = [d (3), 1 / (1 + |d|^2), v] for query
@@ -195,6 +207,7 @@ struct KernelTable {
     void (*atom_pair_geometry)(const Context& ctx, const float* pos, const float* valid,
                                const float* uid, const int32_t* keys, int64_t K, int64_t W,
                                int64_t H, float* out) = nullptr;
+    // Model-specific (ESMFold).
     // frames (L, 7) composed in place with updates (L, 6) (x, y, z, tx, ty, tz): AlphaFold's
     // quaternion update, q' = normalise(q + q * (0, x, y, z)), t' = t + R(q) (tx, ty, tz).
     void (*quat_update)(const Context& ctx, float* frames, const float* update, int64_t L) = nullptr;
@@ -203,20 +216,27 @@ struct KernelTable {
     void* (*pack_panels)(const Context& ctx, const void* w, const void* wb, DType w_dtype,
                          int64_t K, int64_t N) = nullptr;
     void (*panel_linear)(const Context& ctx, const PanelLinearArgs& a) = nullptr;
+    // Model-specific (ESMFold): invariant point attention and atoms from torsions.
     void (*ipa)(const Context& ctx, const IpaArgs& a) = nullptr;
     void (*atom_frames)(const Context& ctx, const AtomFrameArgs& a) = nullptr;
 };
 
+// t without its model-specific entries: the table a new backend starts from (the op tests run
+// ops' compositions through it).
+inline KernelTable core_only(KernelTable t) {
+    t.token_dropout = nullptr;
+    t.contact_apc = nullptr;
+    t.l2_normalize = nullptr;
+    t.rms_norm = nullptr;
+    t.virtual_cb = nullptr;
+    t.atom_pair_geometry = nullptr;
+    t.quat_update = nullptr;
+    t.ipa = nullptr;
+    t.atom_frames = nullptr;
+    return t;
+}
+
 // binary_rows' operations.
 enum BinaryOp : int { kBinaryAdd = 0, kBinaryMul = 1, kBinaryAddMul = 2 };
-
-const KernelTable& ref_kernels();
-const KernelTable* cpu_kernels_avx2();
-const KernelTable* cpu_kernels_avx512();  // call only where cpu_runs_avx512() holds
-// The best table this CPU runs (AVX-512 where present, else AVX2, else the reference).
-const KernelTable& cpu_kernels();
-// Whether this CPU runs a table (its ISA is present).
-bool cpu_runs_avx2();
-bool cpu_runs_avx512();
 
 }  // namespace bioinfer::kernels
