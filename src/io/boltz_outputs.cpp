@@ -46,10 +46,6 @@ std::string ljust(const std::string& s, size_t w) {
     return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
 }
 
-bool is_polymer(BoltzMolType t) {
-    return t != BoltzMolType::NonPolymer;
-}
-
 // Per-atom B-factor source as boltz's writers walk the atoms: a polymer residue takes the pLDDT
 // of token (polymer residues before it + ligand atoms before it); a ligand atom takes the next
 // token after the previous polymer residue's plus the ligand atoms so far. Returns the token of
@@ -67,7 +63,7 @@ TokenMap token_map(const BoltzStructureInfo& s) {
     long res_num = 0, prev_polymer = -1, lig_offset = 0;
     size_t a = 0;
     for (size_t r = 0; r < s.residue_names.size(); ++r) {
-        const bool poly = is_polymer(s.chain_types[size_t(s.residue_chains[r])]);
+        const bool poly = bio::is_polymer(s.chain_types[size_t(s.residue_chains[r])]);
         m.residue_first[r] = size_t(poly ? res_num + lig_offset : prev_polymer + lig_offset + 1);
         size_t n = 0;
         for (; a < s.num_atoms() && size_t(s.atom_residues[a]) == r; ++a, ++n) {
@@ -186,18 +182,18 @@ constexpr AlphabetEntry kDna[] = {
     {"DG", "2'-DEOXYGUANOSINE-5'-MONOPHOSPHATE", "C10 H14 N5 O7 P", 347.221, "G"},
     {"DT", "THYMIDINE-5'-MONOPHOSPHATE", "C10 H15 N2 O8 P", 322.208, "T"}};
 
-ChemComp chem_comp(const std::string& res, BoltzMolType type, size_t entity_len) {
+ChemComp chem_comp(const std::string& res, bio::MoleculeType type, size_t entity_len) {
     ChemComp c;
     c.id = c.code = res;
     switch (type) {
-        case BoltzMolType::Protein:
+        case bio::MoleculeType::Protein:
             c.type = "L-peptide linking";
             c.canonical = "X";
             c.bond_leaving = 18.015;
             break;
-        case BoltzMolType::Rna:
-        case BoltzMolType::Dna: {
-            const bool rna = type == BoltzMolType::Rna;
+        case bio::MoleculeType::Rna:
+        case bio::MoleculeType::Dna: {
+            const bool rna = type == bio::MoleculeType::Rna;
             c.type = rna ? "RNA linking" : "DNA linking";
             c.canonical = "N";
             c.first_leaving = 62.972;
@@ -212,7 +208,7 @@ ChemComp chem_comp(const std::string& res, BoltzMolType type, size_t entity_len)
                 }
             break;
         }
-        case BoltzMolType::NonPolymer:
+        case bio::MoleculeType::Ligand:
             c.type = entity_len > 1 ? "saccharide" : "non-polymer";
             c.nonpolymer = entity_len <= 1;
             c.canonical = "?";
@@ -241,9 +237,9 @@ size_t BoltzStructureInfo::num_plddt_tokens() const {
     // polymer residues, plus the atoms of non-polymer residues
     size_t n = 0;
     for (size_t r = 0; r < residue_names.size(); ++r)
-        n += is_polymer(chain_types[size_t(residue_chains[r])]) ? 1 : 0;
+        n += bio::is_polymer(chain_types[size_t(residue_chains[r])]) ? 1 : 0;
     for (int32_t r : atom_residues)
-        n += is_polymer(chain_types[size_t(residue_chains[size_t(r)])]) ? 0 : 1;
+        n += bio::is_polymer(chain_types[size_t(residue_chains[size_t(r)])]) ? 0 : 1;
     return n;
 }
 
@@ -380,7 +376,7 @@ std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coo
     size_t a = 0;
     size_t r = 0;
     for (size_t c = 0; c < s.chain_names.size(); ++c) {
-        const bool het = !is_polymer(s.chain_types[c]);
+        const bool het = !bio::is_polymer(s.chain_types[c]);
         const std::string record = het ? "HETATM" : "ATOM";
         std::string res_name_3;
         int32_t residue_index = 0;
@@ -435,7 +431,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     // Ligands named LIG share one entity (mmcif.py's lig_entity).
     struct Entity {
         std::vector<ChemComp> seq;
-        BoltzMolType type;
+        bio::MoleculeType type;
         bool polymeric = false, branched = false;
         std::vector<size_t> chains;
         size_t id = 0;  // 1-based, in order of first use by a chain
@@ -452,7 +448,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             const size_t n = res_end[c] - res_begin[c];
             for (size_t r = res_begin[c]; r < res_end[c]; ++r)
                 e.seq.push_back(chem_comp(s.residue_names[r], e.type, n));
-            const bool poly_comp = is_polymer(e.type);
+            const bool poly_comp = bio::is_polymer(e.type);
             e.polymeric = e.seq.size() > 1 && poly_comp;
             e.branched = e.seq.size() > 1 && !poly_comp;
             if (n == 1 && s.residue_names[res_begin[c]] == "LIG" && lig_entity >= 0) {
@@ -658,7 +654,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         for (size_t a = 0; a < s.num_atoms(); ++a) {
             const size_t r = size_t(s.atom_residues[a]), c = size_t(s.residue_chains[r]);
             const Entity& e = entities[chain_entity[c]];
-            const bool het = !is_polymer(s.chain_types[c]);
+            const bool het = !bio::is_polymer(s.chain_types[c]);
             const int32_t seq_id = s.residue_numbers[r];
             // the component comes from the entity's sequence at seq_id (its first chain's)
             const size_t k = size_t(std::clamp<int32_t>(seq_id, 1, int32_t(e.seq.size())) - 1);
@@ -697,7 +693,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             const int32_t seq_id = s.residue_numbers[r];
             const size_t k = size_t(std::clamp<int32_t>(seq_id, 1, int32_t(e.seq.size())) - 1);
             double v;
-            if (is_polymer(s.chain_types[c])) {
+            if (bio::is_polymer(s.chain_types[c])) {
                 v = std::stod(fmt("%.3f", double(plddt[tm.residue_first[r]]) * 100));
             } else {
                 // torch's float32 mean over the residue's atom tokens, rounded to 2 decimals
@@ -747,6 +743,74 @@ std::string boltz_affinity_json(const std::vector<std::pair<std::string, double>
         o += cat(i ? "," : "", "\n    \"", values[i].first,
                  "\": ", python_float_repr(values[i].second));
     return o + (values.empty() ? "}" : "\n}");
+}
+
+BoltzStructureInfo boltz_structure_info(const bio::Prediction& p) {
+    BoltzStructureInfo info;
+    for (const bio::PredictedChain& c : p.chains) {
+        info.chain_names.push_back(c.id);
+        info.chain_types.push_back(c.type);
+        info.chain_entities.push_back(c.entity);
+    }
+    // Residues: a polymer's tokens one each; a ligand residue's atom tokens (consecutive, one
+    // chain and residue number) together.
+    std::vector<int32_t> token_residue(p.tokens.size());
+    for (size_t i = 0; i < p.tokens.size(); ++i) {
+        const bio::Token& t = p.tokens[i];
+        const bool same = i > 0 && p.tokens[i - 1].chain == t.chain &&
+                          p.tokens[i - 1].residue == t.residue &&
+                          p.chains[size_t(t.chain)].type == bio::MoleculeType::Ligand;
+        if (!same) {
+            info.residue_chains.push_back(t.chain);
+            info.residue_names.push_back(t.name);
+            info.residue_numbers.push_back(t.residue);
+        }
+        token_residue[i] = int32_t(info.residue_names.size()) - 1;
+    }
+    for (const bio::Atom& a : p.atoms) {
+        info.atom_residues.push_back(token_residue[size_t(a.token)]);
+        info.atom_names.push_back(a.name);
+    }
+    for (const auto& [i, j] : p.bonds) info.bonds.emplace_back(int32_t(i), int32_t(j));
+    return info;
+}
+
+std::vector<BoltzSample> boltz_samples(const bio::Prediction& p) {
+    const auto values = [](const Tensor& t) {
+        return t.defined() ? std::vector<float>(t.f32(), t.f32() + t.numel())
+                           : std::vector<float>{};
+    };
+    std::vector<BoltzSample> samples;
+    for (const bio::Sample& s : p.samples) {
+        BoltzSample b;
+        b.coords = values(s.coords);
+        b.plddt = values(s.token_plddt);
+        b.pae = values(s.pae);
+        b.pde = values(s.pde);
+        const auto score = [&](const char* k) {
+            auto it = s.scores.find(k);
+            return it == s.scores.end() ? 0.0f : float(it->second);
+        };
+        BoltzConfidence& c = b.confidence;
+        c.confidence_score = score("confidence_score");
+        c.ptm = score("ptm");
+        c.iptm = score("iptm");
+        c.ligand_iptm = score("ligand_iptm");
+        c.protein_iptm = score("protein_iptm");
+        c.complex_plddt = score("complex_plddt");
+        c.complex_iplddt = score("complex_iplddt");
+        c.complex_pde = score("complex_pde");
+        c.complex_ipde = score("complex_ipde");
+        if (auto it = s.chain_pair_scores.find("pair_chains_iptm");
+            it != s.chain_pair_scores.end()) {
+            const Tensor& m = it->second;
+            for (int64_t i = 0; i < m.size(0); ++i)
+                c.pair_chains_iptm.emplace_back(m.f32() + i * m.size(1),
+                                                m.f32() + (i + 1) * m.size(1));
+        }
+        samples.push_back(std::move(b));
+    }
+    return samples;
 }
 
 std::string boltz_results_dir(const std::string& out_dir, const std::string& input_path) {

@@ -50,16 +50,16 @@ struct ChainMsa {
     std::vector<std::pair<size_t, size_t>> del_range;
 };
 
-ChainMsa chain_msa(const io::BoltzChain& c, const std::vector<int>& query_tokens) {
+ChainMsa chain_msa(const bio::Chain& c, const std::vector<int>& query_tokens) {
     const Vocab& v = vocab();
     ChainMsa m;
-    if (c.msa_kind != io::BoltzMsaKind::File) {  // boltz's dummy_msa: the query alone
+    if (c.msa_kind != bio::MsaKind::File) {  // boltz's dummy_msa: the query alone
         m.rows.push_back(query_tokens);
         m.taxonomy.push_back(-1);
         m.del_range.push_back({0, 0});
         return m;
     }
-    for (const io::MsaRow& r : c.msa->rows) {
+    for (const bio::MsaRow& r : c.msa->rows) {
         std::vector<int> toks;
         toks.reserve(r.residues.size());
         for (char ch : r.residues) toks.push_back(v.token_id(v.protein_letters.at(ch)));
@@ -149,7 +149,7 @@ AugmentationSource seeded_augmentation(uint64_t seed) {
     };
 }
 
-Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& opt) {
+Featurized featurize(const bio::Target& target_in, const FeaturizeOptions& opt) {
     const Vocab& v = vocab();
     const ConformerLibrary& lib = opt.conformers ? *opt.conformers : ConformerLibrary::builtin();
     BI_CHECK(opt.atoms_per_window > 0, kWhere, "atoms_per_window must be positive, got ",
@@ -157,16 +157,16 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     auto method_it = v.method_types.find(opt.affinity ? std::string("other") : opt.method);
     BI_CHECK(method_it != v.method_types.end(), kWhere, "unknown method '", opt.method, "'");
 
-    io::BoltzTarget target = target_in;
+    bio::Target target = target_in;
     BI_CHECK(!target.chains.empty(), kWhere, target.source, ": no chains");
     bool need_msas = false;
-    for (const auto& c : target.chains) need_msas |= c.msa_kind == io::BoltzMsaKind::File && !c.msa;
+    for (const auto& c : target.chains) need_msas |= c.msa_kind == bio::MsaKind::File && !c.msa;
     if (need_msas) io::load_boltz_msas(target, opt.max_msa_seqs);
 
     // Ligand molecules by residue name: injected ones first, then SMILES through RDKit (once per
     // entity: copies share LIG<k>), then CCD codes from the canonical set or boltz's mols folder.
     std::map<std::string, ResidueMol> ligand_mols;
-    const auto ligand_mol = [&](const io::BoltzChain& c, const std::string& res) -> const ResidueMol& {
+    const auto ligand_mol = [&](const bio::Chain& c, const std::string& res) -> const ResidueMol& {
         auto it = ligand_mols.find(res);
         if (it != ligand_mols.end()) return it->second;
         const std::string where = cat(target.source, ": chain ", c.id);
@@ -225,15 +225,15 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         int64_t full_atom = 0;
         int next_uid = 0;
         for (size_t ci = 0; ci < target.chains.size(); ++ci) {
-            const io::BoltzChain& c = target.chains[ci];
-            const bool ligand = c.type == io::BoltzEntityType::Ligand;
-            const std::string type_upper = c.type == io::BoltzEntityType::Protein ? "PROTEIN"
-                                           : c.type == io::BoltzEntityType::Dna   ? "DNA"
-                                           : c.type == io::BoltzEntityType::Rna   ? "RNA"
+            const bio::Chain& c = target.chains[ci];
+            const bool ligand = c.type == bio::MoleculeType::Ligand;
+            const std::string type_upper = c.type == bio::MoleculeType::Protein ? "PROTEIN"
+                                           : c.type == bio::MoleculeType::Dna   ? "DNA"
+                                           : c.type == bio::MoleculeType::Rna   ? "RNA"
                                                                                   : "NONPOLYMER";
             ChainMeta cm;
             cm.id = c.id;
-            cm.type = io::boltz_entity_name(c.type);
+            cm.type = bio::molecule_type_name(c.type);
             cm.asym_id = int(ci);
             cm.entity_id = c.entity_id;
             cm.sym_id = c.sym_id;
@@ -367,7 +367,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             if (target.chains[ci].id == aff->binder) binder_chain = int(ci);
         BI_CHECK(binder_chain >= 0, kWhere, target.source, ": the affinity binder '", aff->binder,
                  "' is not a chain of the input");
-        BI_CHECK(target.chains[size_t(binder_chain)].type == io::BoltzEntityType::Ligand, kWhere,
+        BI_CHECK(target.chains[size_t(binder_chain)].type == bio::MoleculeType::Ligand, kWhere,
                  target.source, ": the affinity binder '", aff->binder, "' is not a ligand");
         BI_CHECK(int64_t(aff->coords.size()) == atom_idx, kWhere, target.source,
                  ": the structure has ", aff->coords.size(), " atom coordinates for ", atom_idx,
@@ -398,15 +398,15 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     const int64_t N = int64_t(tokens.size());
 
     // ---- constraints: covalent bonds (after the residues' own bonds), pocket and contact tokens
-    const auto chain_of = [&](const io::BoltzRef& r) { return constraint_chain(target, r); };
-    const auto residue_of = [&](int ci, const io::BoltzRef& r) {  // global residue index
+    const auto chain_of = [&](const bio::ConstraintRef& r) { return constraint_chain(target, r); };
+    const auto residue_of = [&](int ci, const bio::ConstraintRef& r) {  // global residue index
         const int n = constraint_residue(target.chains[size_t(ci)], r);
         for (size_t g = 0; g < res_atoms.size(); ++g)
             if (res_atoms[g].chain == ci && res_atoms[g].res == n) return g;
         fail(r.where, "constraint: residue not found");
     };
     // A residue the affinity crop left out has no atoms: constraints on it are dropped (-1).
-    const auto atom_in = [&](size_t g, const io::BoltzRef& r) -> int64_t {
+    const auto atom_in = [&](size_t g, const bio::ConstraintRef& r) -> int64_t {
         const ResAtoms& ra = res_atoms[g];
         if (ra.count == 0) return -1;
         for (int64_t a = ra.begin; a < ra.begin + ra.count; ++a)
@@ -417,7 +417,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     std::vector<std::array<int64_t, 3>> bond_residues;  // chain (both ends), residue, residue
     // covalent bonds between chains: the chains and the atoms (connected_*_index)
     std::vector<std::array<int, 2>> connected_chains, connected_atoms;
-    for (const io::BoltzBondConstraint& b : target.bonds) {
+    for (const bio::BondConstraint& b : target.bonds) {
         const int c1 = chain_of(b.atom1), c2 = chain_of(b.atom2);
         const size_t g1 = residue_of(c1, b.atom1), g2 = residue_of(c2, b.atom2);
         const int64_t a1 = atom_in(g1, b.atom1), a2 = atom_in(g2, b.atom2);
@@ -432,11 +432,11 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     }
     // A pocket or contact token: a polymer residue's token, or a ligand atom's (in the chain's
     // first residue, where boltz looks names up).
-    const auto token_of = [&](const io::BoltzRef& r) -> int64_t {
+    const auto token_of = [&](const bio::ConstraintRef& r) -> int64_t {
         const int ci = chain_of(r);
-        const io::BoltzChain& c = target.chains[size_t(ci)];
+        const bio::Chain& c = target.chains[size_t(ci)];
         if (token_names_atom(c, r)) {
-            io::BoltzRef first = r;
+            bio::ConstraintRef first = r;
             first.residue = "1";
             const int64_t a = atom_in(residue_of(ci, first), r);
             return a < 0 ? -1 : meta.atoms[size_t(a)].token;
@@ -464,8 +464,8 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 guide_threshold.push_back(thr);
             }
     };
-    for (const io::BoltzPocketConstraint& pk : target.pockets) {
-        io::BoltzRef b;
+    for (const bio::PocketConstraint& pk : target.pockets) {
+        bio::ConstraintRef b;
         b.chain = pk.binder;
         b.where = pk.where;
         const int bc = chain_of(b);
@@ -473,7 +473,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         for (int64_t i = 0; i < N; ++i)
             if (tokens[size_t(i)].chain == bc) binder.push_back(i);
         std::vector<bool> pocket(size_t(N), false);
-        for (const io::BoltzRef& r : pk.contacts) {
+        for (const bio::ConstraintRef& r : pk.contacts) {
             const int64_t t = token_of(r);
             if (t < 0) continue;
             pocket[size_t(t)] = true;
@@ -489,7 +489,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
                 add_guide(bm.atom_begin, bm.atom_count, tokens[size_t(t)].atom_begin,
                           tokens[size_t(t)].atom_count, float(pk.max_distance));
     }
-    for (const io::BoltzContactConstraint& k : target.contacts) {
+    for (const bio::ContactConstraint& k : target.contacts) {
         const int64_t a = token_of(k.token1), b = token_of(k.token2);
         if (a < 0 || b < 0) continue;
         const int cls = v.contact_conditioning.at("CONTACT");
@@ -513,7 +513,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
             res_type(size_t(N * num_classes), 0.f), cyclic(N, 0.f);
         for (int64_t i = 0; i < N; ++i) {
             const Token& t = tokens[size_t(i)];
-            const io::BoltzChain& c = target.chains[size_t(t.chain)];
+            const bio::Chain& c = target.chains[size_t(t.chain)];
             token_index[i] = float(i);
             residue_index[i] = float(t.res_idx);
             asym[i] = float(t.chain);
@@ -529,7 +529,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         // indices with chain-local ones, so only the first chain can match.
         for (size_t ci = 0; ci < target.chains.size(); ++ci) {
             const int64_t n = int64_t(target.chains[ci].residues.size());
-            if (n <= 2 || target.chains[ci].type == io::BoltzEntityType::Ligand) continue;
+            if (n <= 2 || target.chains[ci].type == bio::MoleculeType::Ligand) continue;
             for (const auto& [bc, g1, g2] : bond_residues)
                 if (bc == int64_t(ci) && g1 != g2 && std::min(g1, g2) == 0 &&
                     std::max(g1, g2) == n - 1)
@@ -1001,7 +1001,7 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
         structures.reserve(target.templates.size());
         std::map<std::string, const TemplateStructure*> by_name;  // the last file of a name
         std::vector<TemplateRecord> records;
-        for (const io::BoltzTemplate& e : target.templates) {
+        for (const bio::Template& e : target.templates) {
             structures.push_back(read_template(e, lib, opt.mols_dir));
             by_name[e.name] = &structures.back();
             for (TemplateRecord& r : template_records(e, target, structures.back()))
