@@ -414,13 +414,28 @@ std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coo
     return out;
 }
 
-std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& coords,
-                        const std::vector<float>& plddt) {
-    s.validate("boltz_mmcif");
-    check_sample(s, coords, plddt, "boltz_mmcif");
-    const TokenMap tm = token_map(s);
-    const size_t C = s.chain_names.size();
+namespace {
 
+// ---- mmCIF as boltz's mmcif.py writes it through ihm/modelcif, step by step ----------------
+
+// An entity of the mmCIF: its components (the first chain's residues), its kind as ihm reads it
+// (a polymer: several polymer residues; branched: several ligand residues; else non-polymer),
+// and its chains.
+struct MmcifEntity {
+    std::vector<ChemComp> seq;
+    bio::MoleculeType type;
+    bool polymeric = false, branched = false;
+    std::vector<size_t> chains;
+    size_t id = 0;  // 1-based, in order of first use by a chain
+};
+struct MmcifEntities {
+    std::vector<MmcifEntity> entities;
+    std::vector<size_t> chain_entity;  // each chain's index into entities
+};
+
+// The entities of a structure: chains grouped by boltz's entity_id.
+MmcifEntities mmcif_entities(const BoltzStructureInfo& s) {
+    const size_t C = s.chain_names.size();
     // chains' residue ranges
     std::vector<size_t> res_begin(C, 0), res_end(C, 0);
     for (size_t r = s.residue_names.size(); r-- > 0;) res_begin[size_t(s.residue_chains[r])] = r;
@@ -429,21 +444,14 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
 
     // Entities in boltz's order (first appearance of entity_id), sequence from the first chain.
     // Ligands named LIG share one entity (mmcif.py's lig_entity).
-    struct Entity {
-        std::vector<ChemComp> seq;
-        bio::MoleculeType type;
-        bool polymeric = false, branched = false;
-        std::vector<size_t> chains;
-        size_t id = 0;  // 1-based, in order of first use by a chain
-    };
-    std::vector<Entity> entities;
+    std::vector<MmcifEntity> entities;
     std::map<int32_t, size_t> by_boltz_entity;
     std::vector<size_t> chain_entity(C);
     long lig_entity = -1;
     for (size_t c = 0; c < C; ++c) {
         auto it = by_boltz_entity.find(s.chain_entities[c]);
         if (it == by_boltz_entity.end()) {
-            Entity e;
+            MmcifEntity e;
             e.type = s.chain_types[c];
             const size_t n = res_end[c] - res_begin[c];
             for (size_t r = res_begin[c]; r < res_end[c]; ++r)
@@ -464,15 +472,12 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         entities[it->second].chains.push_back(c);
     }
     for (size_t i = 0; i < entities.size(); ++i) entities[i].id = i + 1;
+    return {std::move(entities), std::move(chain_entity)};
+}
 
-    std::string o =
-        "data_model\n_entry.id model\n_struct.entry_id model\n"
-        "_struct.pdbx_model_details .\n"
-        "_struct.pdbx_structure_determination_methodology computational\n"
-        "_struct.title .\n"
-        "_audit_conform.dict_location "
-        "https://raw.githubusercontent.com/ihmwg/ModelCIF/fece26d/dist/mmcif_ma.dic\n"
-        "_audit_conform.dict_name mmcif_ma.dic\n_audit_conform.dict_version 1.4.9\n";
+// The chemical components (_chem_comp) and the entities (_entity).
+void write_mmcif_components(std::string& o, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
     {
         std::map<std::string, const ChemComp*> comps;  // sorted by id
         for (const auto& e : entities)
@@ -484,7 +489,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             lp.row({cif_str(id), cif_str(c->type), c->name, c->formula,
                     c->weight > 0 ? cif_float(c->weight) : kOmit, "'CCD Core'"});
     }
-    auto entity_type = [](const Entity& e) {
+    auto entity_type = [](const MmcifEntity& e) {
         return e.polymeric ? "polymer" : e.branched ? "branched" : "non-polymer";
     };
     {
@@ -509,14 +514,20 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     known ? cif_float(w) : kOmit, std::to_string(e.chains.size()), kOmit});
         }
     }
-    auto strand_ids = [&](const Entity& e) {
+}
+
+// The polymer entities' sequences (_entity_poly, _entity_poly_seq) and the non-polymer entities
+// (_pdbx_entity_nonpoly).
+void write_mmcif_sequences(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    auto strand_ids = [&](const MmcifEntity& e) {
         std::string ids;
         for (size_t c : e.chains) ids += (ids.empty() ? "" : ",") + s.chain_names[c];
         return ids;
     };
     {
         const bool any = std::any_of(entities.begin(), entities.end(),
-                                     [](const Entity& e) { return e.polymeric; });
+                                     [](const MmcifEntity& e) { return e.polymeric; });
         CifLoop lp(o, "_entity_poly",
                    {"entity_id", "type", "nstd_linkage", "nstd_monomer", "pdbx_strand_id",
                     "pdbx_seq_one_letter_code", "pdbx_seq_one_letter_code_can"},
@@ -549,8 +560,9 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         }
     }
     {
-        const bool any = std::any_of(entities.begin(), entities.end(),
-                                     [](const Entity& e) { return !e.polymeric && !e.branched; });
+        const bool any =
+            std::any_of(entities.begin(), entities.end(),
+                        [](const MmcifEntity& e) { return !e.polymeric && !e.branched; });
         CifLoop lp(o, "_pdbx_entity_nonpoly", {"entity_id", "name", "comp_id", "ma_model_mode"},
                    any);
         for (const auto& e : entities)
@@ -559,7 +571,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     }
     {
         const bool any = std::any_of(entities.begin(), entities.end(),
-                                     [](const Entity& e) { return e.polymeric; });
+                                     [](const MmcifEntity& e) { return e.polymeric; });
         CifLoop lp(o, "_entity_poly_seq", {"entity_id", "num", "mon_id", "hetero"}, any);
         for (const auto& e : entities)
             if (e.polymeric)
@@ -567,6 +579,14 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     lp.row(
                         {std::to_string(e.id), std::to_string(i + 1), cif_str(e.seq[i].id), kOmit});
     }
+}
+
+// The chains (_struct_asym) and their residue schemes (_pdbx_poly_seq_scheme,
+// _pdbx_nonpoly_scheme).
+void write_mmcif_chains(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
+    const size_t C = s.chain_names.size();
     {
         CifLoop lp(o, "_struct_asym", {"id", "entity_id", "details"}, true);
         for (size_t c = 0; c < C; ++c)
@@ -581,7 +601,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     "pdb_mon_id", "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
                    any);
         for (size_t c = 0; c < C; ++c) {
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             if (!e.polymeric) continue;
             for (size_t i = 0; i < e.seq.size(); ++i) {
                 const std::string n = std::to_string(i + 1), id = cif_str(e.seq[i].id);
@@ -600,7 +620,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
                    any);
         for (size_t c = 0; c < C; ++c) {
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             if (e.polymeric || e.branched) continue;
             for (size_t i = 0; i < e.seq.size(); ++i) {
                 const std::string n = std::to_string(i + 1), id = cif_str(e.seq[i].id);
@@ -609,6 +629,13 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             }
         }
     }
+}
+
+// ModelCIF's data, target and model records (_ma_data .. _ma_model_group_link).
+void write_mmcif_model(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
+    const size_t C = s.chain_names.size();
     const size_t model_data = entities.size() + 1;
     {
         CifLoop lp(o, "_ma_data", {"id", "name", "content_type", "content_type_other_details"},
@@ -642,6 +669,14 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         CifLoop lp(o, "_ma_model_group_link", {"group_id", "model_id"}, true);
         lp.row({"1", "1"});
     }
+}
+
+// The atoms (_atom_site, pLDDT x 100 as B_iso) and their elements (_atom_type).
+void write_mmcif_atoms(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m,
+                       const TokenMap& tm, const std::vector<float>& coords,
+                       const std::vector<float>& plddt) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
     std::set<std::string> types;
     {
         CifLoop lp(
@@ -653,7 +688,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             true);
         for (size_t a = 0; a < s.num_atoms(); ++a) {
             const size_t r = size_t(s.atom_residues[a]), c = size_t(s.residue_chains[r]);
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             const bool het = !bio::is_polymer(s.chain_types[c]);
             const int32_t seq_id = s.residue_numbers[r];
             // the component comes from the entity's sequence at seq_id (its first chain's)
@@ -675,6 +710,13 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         CifLoop lp(o, "_atom_type", {"symbol"}, true);
         for (const auto& t : types) lp.row({cif_str(t)});
     }
+}
+
+// The per-residue pLDDT (_ma_qa_metric, _ma_qa_metric_local).
+void write_mmcif_plddt(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m,
+                       const TokenMap& tm, const std::vector<float>& plddt) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
     {
         CifLoop lp(o, "_ma_qa_metric",
                    {"id", "name", "description", "type", "mode", "type_other_details",
@@ -689,7 +731,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                    true);
         for (size_t r = 0; r < s.residue_names.size(); ++r) {
             const size_t c = size_t(s.residue_chains[r]);
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             const int32_t seq_id = s.residue_numbers[r];
             const size_t k = size_t(std::clamp<int32_t>(seq_id, 1, int32_t(e.seq.size())) - 1);
             double v;
@@ -707,6 +749,30 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     cif_str(e.seq[k].id), "1", cif_float(v)});
         }
     }
+}
+
+}  // namespace
+
+std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& coords,
+                        const std::vector<float>& plddt) {
+    s.validate("boltz_mmcif");
+    check_sample(s, coords, plddt, "boltz_mmcif");
+    const TokenMap tm = token_map(s);
+    const MmcifEntities m = mmcif_entities(s);
+    std::string o =
+        "data_model\n_entry.id model\n_struct.entry_id model\n"
+        "_struct.pdbx_model_details .\n"
+        "_struct.pdbx_structure_determination_methodology computational\n"
+        "_struct.title .\n"
+        "_audit_conform.dict_location "
+        "https://raw.githubusercontent.com/ihmwg/ModelCIF/fece26d/dist/mmcif_ma.dic\n"
+        "_audit_conform.dict_name mmcif_ma.dic\n_audit_conform.dict_version 1.4.9\n";
+    write_mmcif_components(o, m);
+    write_mmcif_sequences(o, s, m);
+    write_mmcif_chains(o, s, m);
+    write_mmcif_model(o, s, m);
+    write_mmcif_atoms(o, s, m, tm, coords, plddt);
+    write_mmcif_plddt(o, s, m, tm, plddt);
     return o;
 }
 
