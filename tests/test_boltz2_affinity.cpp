@@ -87,7 +87,7 @@ TEST(Boltz2Affinity, StageFeaturesFollowTheBinder) {
 TEST(Boltz2Affinity, BinderIsBuiltFromTheStandardisedSmiles) {
     const boltz2::ConformerLibrary ref = reference_ligands("affinity");
     const boltz2::ResidueMol& lig1 = ref.at("LIG1");  // boltz's: standardised aspirin
-    io::BoltzTarget t =
+    bio::Target t =
         io::read_boltz_input(boltz2_fixture_dir() + "/inputs/affinity/affinity.yaml");
     for (auto& c : t.chains)
         if (c.id == "B") c.smiles = "OC(=O)c1ccccc1OC(C)=O.[Na+].[Cl-]";
@@ -105,7 +105,7 @@ TEST(Boltz2Affinity, BinderIsBuiltFromTheStandardisedSmiles) {
     EXPECT_EQ(names(boltz2::featurize(t, opt)), want);
     t.affinity_binder.clear();
     t.chains.erase(std::remove_if(t.chains.begin(), t.chains.end(),
-                                  [](const io::BoltzChain& c) { return c.id == "B"; }),
+                                  [](const bio::Chain& c) { return c.id == "B"; }),
                    t.chains.end());
     io::add_boltz_ligand(t, "B", "OC(=O)c1ccccc1OC(C)=O", "test");
     EXPECT_NE(names(boltz2::featurize(t, opt)), want) << "written order, not boltz's";

@@ -75,9 +75,9 @@ TEST(Boltz2Inputs, WrongMotionOrMsaLimitFailsTheComparison) {
 // held to chemistry: bond lengths and 1-3 distances within 0.05 A of boltz's conformer.
 TEST(Boltz2Inputs, SmilesLigandIsBoltzsMolecule) {
     const std::string name = "protein_ligand";
-    const io::BoltzTarget t = io::read_boltz_input(case_yaml(name));
-    const io::BoltzChain& lig = t.chains.at(1);
-    ASSERT_EQ(lig.type, io::BoltzEntityType::Ligand);
+    const bio::Target t = io::read_boltz_input(case_yaml(name));
+    const bio::Chain& lig = t.chains.at(1);
+    ASSERT_EQ(lig.type, bio::MoleculeType::Ligand);
     ASSERT_EQ(lig.residues, std::vector<std::string>{"LIG1"});
     const boltz2::ConformerLibrary ref = reference_ligands(name);
     const boltz2::ResidueMol& want = ref.at("LIG1");
@@ -229,7 +229,7 @@ TEST(Boltz2Inputs, BadLigandsNameTheChain) {
     });
     EXPECT_NE(valence.find("Explicit valence for atom # 0 N"), std::string::npos) << valence;
 
-    io::BoltzTarget t = io::read_boltz_input(case_yaml("protein_ligand"));
+    bio::Target t = io::read_boltz_input(case_yaml("protein_ligand"));
     t.chains.at(2).residues = {"XYZ"};
     boltz2::FeaturizeOptions opt;
     opt.mols_dir = boltz2_fixture_dir() + "/mols";
@@ -245,7 +245,7 @@ TEST(Boltz2Inputs, BadLigandsNameTheChain) {
 // changed distance or a pocket turned around; bad references name themselves.
 TEST(Boltz2Inputs, ConstraintsResolveAndFailCleanly) {
     const Boltz2Case c = load_boltz2_case("constrained");
-    const io::BoltzTarget t = io::read_boltz_input(case_yaml("constrained"));
+    const bio::Target t = io::read_boltz_input(case_yaml("constrained"));
     ASSERT_EQ(t.bonds.size(), 1u);
     ASSERT_EQ(t.pockets.size(), 1u);
     ASSERT_EQ(t.contacts.size(), 1u);
@@ -254,34 +254,34 @@ TEST(Boltz2Inputs, ConstraintsResolveAndFailCleanly) {
     opt.augmentation = reference_motions(c);
     opt.mols_dir = boltz2_fixture_dir() + "/mols";
     opt.extra_mols = &ligands;
-    io::BoltzTarget wider = t;
+    bio::Target wider = t;
     wider.pockets[0].max_distance = 6.0;
     const Featurized a = boltz2::featurize(wider, opt);
     EXPECT_GT(max_diff(a.feats.at("contact_threshold"), c.feats.at("contact_threshold")), 0.5);
     EXPECT_EQ(max_diff(a.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 0);
-    io::BoltzTarget moved = t;
+    bio::Target moved = t;
     moved.pockets[0].contacts[0].residue = "8";
     const Featurized b = boltz2::featurize(moved, opt);
     EXPECT_EQ(max_diff(b.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 1);
     // Unforced constraints condition the trunk alone: no atom pairs steer the sampler.
-    io::BoltzTarget unforced = t;
+    bio::Target unforced = t;
     unforced.pockets[0].force = unforced.contacts[0].force = false;
     const Featurized nf = boltz2::featurize(unforced, opt);
     EXPECT_GT(c.feats.at("contact_pair_index").numel(), 0);
     EXPECT_EQ(nf.feats.at("contact_pair_index").numel(), 0);
     EXPECT_EQ(max_diff(nf.feats.at("contact_conditioning"), c.feats.at("contact_conditioning")), 0);
-    io::BoltzTarget unbonded = t;
+    bio::Target unbonded = t;
     unbonded.bonds.clear();
     const Featurized u = boltz2::featurize(unbonded, opt);
     EXPECT_EQ(max_diff(u.feats.at("type_bonds"), c.feats.at("type_bonds")), 6);  // COVALENT + 1
 
     const auto err = [&](auto edit) {
-        io::BoltzTarget x = t;
+        bio::Target x = t;
         edit(x);
         return error_of([&] { boltz2::featurize(x, opt); });
     };
     struct Case {
-        std::function<void(io::BoltzTarget&)> edit;
+        std::function<void(bio::Target&)> edit;
         std::string want;
     };
     for (const auto& k : std::vector<Case>{
@@ -342,7 +342,7 @@ TEST(Boltz2Inputs, DeletionQuirkAndUniqueRowsAsTheReference) {
     // The monomer's a3m has 6 rows: a copy of the query and a repeated row are dropped, and one
     // kept row has insertions ("qr" before column 9).
     const std::string a3m = boltz2_fixture_dir() + "/inputs/monomer/monomer.a3m";
-    const io::Msa msa = io::read_msa(a3m, 8192);
+    const bio::Msa msa = io::read_msa(a3m, 8192);
     ASSERT_EQ(msa.rows.size(), 4u);
     size_t with_deletions = 0;
     for (const auto& r : msa.rows) with_deletions += r.deletions.empty() ? 0 : 1;
@@ -496,7 +496,7 @@ TEST_F(Boltz2BadInputs, BadMsaFiles) {
 }
 
 TEST_F(Boltz2BadInputs, CsvMsaKeepsPairingKeys) {
-    const io::Msa m =
+    const bio::Msa m =
         io::read_msa(put("m.csv", "key,sequence\n,MKTAY\n12,MKSAY\n12,MKSAY\n7.0,MRTaAY\n"), 0);
     ASSERT_EQ(m.rows.size(), 3u);  // the repeated row is dropped
     EXPECT_EQ(m.rows[0].taxonomy, -1);
@@ -515,7 +515,7 @@ TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
             "  - rna:\n      id: R\n      sequence: ACGUN\n"
             "  - protein:\n      id: C\n      sequence: MKTAY\n      msa: q.a3m\n"
             "  - dna:\n      id: D\n      sequence: ACGTN\n      cyclic: true\n");
-    io::BoltzTarget t = io::read_boltz_input(yaml);
+    bio::Target t = io::read_boltz_input(yaml);
     ASSERT_EQ(t.chains.size(), 5u);
     std::vector<std::string> ids;
     for (const auto& c : t.chains) ids.push_back(c.id);
@@ -550,19 +550,19 @@ TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
     FeaturizeOptions opt;
     opt.augmentation = reference_motions(c);
     expect_features_match(boltz2::featurize(io::read_boltz_input(fa), opt), c);
-    const io::BoltzTarget r =
+    const bio::Target r =
         io::read_boltz_input(put("r.fa", ">A|protein|empty\nMK\n>B|rna\nACGU\n"));
-    EXPECT_EQ(r.chains[1].type, io::BoltzEntityType::Rna);
-    EXPECT_EQ(r.chains[1].msa_kind, io::BoltzMsaKind::None);
+    EXPECT_EQ(r.chains[1].type, bio::MoleculeType::Rna);
+    EXPECT_EQ(r.chains[1].msa_kind, bio::MsaKind::None);
     // Ligands: SMILES entities are named LIG1, LIG2, ... in entity order; a CCD code is its own
     // residue; copies of one SMILES share an entity.
-    const io::BoltzTarget l = io::read_boltz_input(
+    const bio::Target l = io::read_boltz_input(
         put("l.fa", ">A|protein|empty\nMK\n>B|smiles\nCCO\n>C|ccd\nEOH\n>D|smiles\nCCO\n"
                     ">E|smiles\nc1ccccc1\n"));
     ASSERT_EQ(l.chains.size(), 5u);
     EXPECT_EQ(l.chains[1].id, "B");
     EXPECT_EQ(l.chains[2].id, "D");
-    EXPECT_EQ(l.chains[1].type, io::BoltzEntityType::Ligand);
+    EXPECT_EQ(l.chains[1].type, bio::MoleculeType::Ligand);
     EXPECT_EQ(l.chains[1].smiles, "CCO");
     EXPECT_EQ(l.chains[1].residues, std::vector<std::string>{"LIG1"});
     EXPECT_EQ(l.chains[2].residues, std::vector<std::string>{"LIG1"});
@@ -681,7 +681,7 @@ TEST(Boltz2Templates, PdbTemplateMatchesReference) {
 // name the file, the line and the template.
 TEST(Boltz2Templates, TemplatesResolveAndFailCleanly) {
     const Boltz2Case c = load_boltz2_case("template");
-    const io::BoltzTarget t = io::read_boltz_input(case_yaml("template"));
+    const bio::Target t = io::read_boltz_input(case_yaml("template"));
     ASSERT_EQ(t.templates.size(), 2u);
     EXPECT_EQ(t.templates[0].name, "7roa");
     EXPECT_EQ(t.templates[1].name, "9obn");
@@ -694,17 +694,17 @@ TEST(Boltz2Templates, TemplatesResolveAndFailCleanly) {
     FeaturizeOptions opt;
     opt.augmentation = reference_motions(c);
     opt.mols_dir = boltz2_fixture_dir() + "/mols";
-    io::BoltzTarget wrong = t;
+    bio::Target wrong = t;
     wrong.templates[1].template_ids = {"A"};
     const Featurized w = boltz2::featurize(wrong, opt);
     EXPECT_GT(max_diff(w.feats.at("template_restype"), c.feats.at("template_restype")), 0.5);
-    io::BoltzTarget one = t;
+    bio::Target one = t;
     one.templates.pop_back();
     const Featurized o = boltz2::featurize(one, opt);
     EXPECT_EQ(o.feats.at("template_mask").size(0), 1);
 
     const auto feat_err = [&](auto edit) {
-        io::BoltzTarget x = t;
+        bio::Target x = t;
         edit(x);
         return error_of([&] { boltz2::featurize(x, opt); });
     };

@@ -54,7 +54,7 @@ Case load_case(const std::string& dir) {
     for (size_t ci = 0; ci < j["chains"].size(); ++ci) {
         const json& ch = j["chains"][ci];
         s.chain_names.push_back(ch["name"]);
-        s.chain_types.push_back(io::BoltzMolType(ch["mol_type"].get<int>()));
+        s.chain_types.push_back(bio::MoleculeType(ch["mol_type"].get<int>()));
         s.chain_entities.push_back(ch["entity_id"]);
         const int r0 = ch["res_idx"], rn = ch["res_num"];
         for (int r = r0; r < r0 + rn; ++r) {
@@ -248,7 +248,7 @@ TEST_F(BoltzOutputs, ReadBackThroughGemmiAndCompareReader) {
             for (const gemmi::Residue& r : ch.residues) {
                 const size_t ri = size_t(c.info.atom_residues[a]);
                 const bool lig = c.info.chain_types[size_t(c.info.residue_chains[ri])] ==
-                                 io::BoltzMolType::NonPolymer;
+                                 bio::MoleculeType::Ligand;
                 EXPECT_EQ(r.name, lig && fmt == "pdb" ? "LIG" : c.info.residue_names[ri]);
                 EXPECT_EQ(*r.seqid.num, c.info.residue_numbers[ri]);
                 for (const gemmi::Atom& at : r.atoms) {
@@ -351,7 +351,7 @@ TEST_F(BoltzOutputs, WrongScaleOrTokensDifferAndRankIgnoresOrder) {
     EXPECT_NE(io::boltz_mmcif(c.info, s0.coords, scaled), ref_cif);
     // the ligand chain (5 atoms) as one token: its atoms would all take one pLDDT
     io::BoltzStructureInfo as_polymer = c.info;
-    as_polymer.chain_types[1] = io::BoltzMolType::Protein;
+    as_polymer.chain_types[1] = bio::MoleculeType::Protein;
     std::vector<float> fewer(s0.plddt.begin(), s0.plddt.end() - 4);
     EXPECT_NE(io::boltz_pdb(as_polymer, s0.coords, fewer), ref_pdb);
     // a pLDDT of the wrong length is refused

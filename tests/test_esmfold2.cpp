@@ -452,7 +452,7 @@ TEST(EsmFold2Legacy, MissingTowerIsNamed) {
 // The esm package's a3m rules: a record's lines joined, every row kept (duplicates too),
 // lower-case letters and '.' as insertions counted before the next column, key=N from the header.
 TEST(EsmFold2Msa, A3mReadAsTheEsmPackageReadsIt) {
-    const io::Msa m = io::parse_a3m_esm(
+    const bio::Msa m = io::parse_a3m_esm(
         "#hhblits\n>query\nMKT\nAY\n>s1 key=7\nMa.KT-Y\n>s2 monkey=-3\nMKTAY\n>s3\nMKTAY\n"
         ">s4\nMKTAY\n",
         "t.a3m", 0);
@@ -480,9 +480,9 @@ TEST(EsmFold2Msa, A3mReadAsTheEsmPackageReadsIt) {
 // its deletion transform pi/2 atan(d/3) (0.50540, 0.92363, 1.83140 at 1, 2, 7 deletions).
 TEST(EsmFold2Msa, ChainsPairByKeyAndDeletionsTransform) {
     esmfold2::Inputs in = esmfold2::featurize({"MKTA", "GSW"}, "test");
-    const io::Msa a = io::parse_a3m_esm(
+    const bio::Msa a = io::parse_a3m_esm(
         ">q\nMKTA\n>a1 key=7\nMKTV\n>a2\nMaKTL\n>a3 key=9\nMKTI\n>a4 key=7\nMbbKTF\n", "a.a3m", 0);
-    const io::Msa b =
+    const bio::Msa b =
         io::parse_a3m_esm(">q\nGSW\n>b1 key=9\nGSY\n>b2 key=7\nGSF\n>b3\nGccccccSH\n", "b.a3m", 0);
     esmfold2::attach_msas(in, {&a, &b}, "test");  // 5 rows: under the default limit
     ASSERT_EQ(in.msa_rows, 5);
@@ -540,7 +540,7 @@ TEST(EsmFold2Msa, A3mGivesTheFixturesMsaFeatures) {
         ++with_msa;
         const std::string id = c["id"], file = c["msa"];
         SCOPED_TRACE(id);
-        const io::Msa msa = io::parse_a3m_esm(io::read_file(fixture().dir + "/" + file), file, 0);
+        const bio::Msa msa = io::parse_a3m_esm(io::read_file(fixture().dir + "/" + file), file, 0);
         esmfold2::Inputs in = esmfold2::featurize({c["sequence"].get<std::string>()}, "test");
         esmfold2::attach_msas(in, {&msa}, "test");
         expect_msa_features(in, inputs_of(id));

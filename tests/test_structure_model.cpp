@@ -50,7 +50,7 @@ TEST(StructureModel, DetectsEsmFoldAndRejectsOthers) {
               "boltz2");
     const auto spec = fold::load_spec(io::ModelDir::open(kFold));
     EXPECT_EQ(spec->architecture(), "esmfold");
-    EXPECT_EQ(spec->entity_kinds(), std::vector<fold::EntityKind>{fold::EntityKind::Protein});
+    EXPECT_EQ(spec->molecule_types(), std::vector<bio::MoleculeType>{bio::MoleculeType::Protein});
     EXPECT_FALSE(spec->takes_msa());
 }
 
@@ -58,10 +58,10 @@ TEST(StructureModel, EsmFoldSpecReadsChainsAndChecksInputs) {
     const auto spec = fold::load_spec(io::ModelDir::open(kFold));
     const fold::Input in = fasta_input(*spec, "mkv:GWX");
     EXPECT_EQ(in.sequence, "MKV:GWX");
-    ASSERT_EQ(in.entities.size(), 2u);
-    EXPECT_EQ(in.entities[0].chain_id, "A");
-    EXPECT_EQ(in.entities[1].chain_id, "B");
-    EXPECT_EQ(in.entities[1].sequence, "GWX");
+    ASSERT_EQ(in.target.chains.size(), 2u);
+    EXPECT_EQ(in.target.chains[0].id, "A");
+    EXPECT_EQ(in.target.chains[1].id, "B");
+    EXPECT_EQ(in.target.chains[1].sequence, "GWX");
     EXPECT_EQ(in.residues, 6);
     EXPECT_EQ(in.tokens, 6 + 25);  // the glycine linker runs with the chains
     EXPECT_GT(spec->memory_bytes(in), 0);
@@ -76,12 +76,12 @@ TEST(StructureModel, EsmFoldSpecReadsChainsAndChecksInputs) {
     err = test::error_of([&] { fasta_input(*spec, "MKV::GG"); });
     EXPECT_NE(err.find("chain 2 is empty"), std::string::npos) << err;
     fold::Input dna = in;
-    dna.entities[1].kind = fold::EntityKind::Dna;
+    dna.target.chains[1].type = bio::MoleculeType::Dna;
     err = test::error_of([&] { spec->prepare(dna); });
     EXPECT_NE(err.find("chain B is a dna, but esmfold takes only protein"), std::string::npos)
         << err;
     fold::Input msa = in;
-    msa.entities[0].msa = "a.a3m";
+    msa.target.chains[0].msa_path = "a.a3m";
     err = test::error_of([&] { spec->prepare(msa); });
     EXPECT_NE(err.find("chain A has an MSA, but esmfold takes none"), std::string::npos) << err;
 }
@@ -99,7 +99,7 @@ TEST(StructureModel, EsmFoldThroughInterfaceEqualsDirectCall) {
     opts.progress = [&](const std::string& s, int step, int steps) {
         stages.push_back(s + std::to_string(step) + "/" + std::to_string(steps));
     };
-    const fold::Prediction p = model->predict(in, opts);
+    const bio::Prediction p = model->predict(in, opts);
     EXPECT_EQ(stages, (std::vector<std::string>{"language model0/0", "trunk pass0/2",
                                                 "trunk pass1/2", "structure module and heads0/0"}));
     EXPECT_EQ(p.num_recycles, 1);
@@ -109,7 +109,7 @@ TEST(StructureModel, EsmFoldThroughInterfaceEqualsDirectCall) {
     fo.num_recycles = 1;
     const esmfold::FoldOutput out = esm.model().fold(enc.target, fo);
     ASSERT_EQ(p.samples.size(), 1u);
-    const fold::Sample& s = p.samples[0];
+    const bio::Sample& s = p.samples[0];
     EXPECT_EQ(s.scores.at("ptm"), double(out.ptm));
     const int64_t L = int64_t(enc.target.aatype.size());
     std::vector<int64_t> keep;
@@ -145,7 +145,7 @@ TEST(StructureModel, EsmFoldAtomsOfTwoChains) {
     const auto model = load_esmfold();
     fold::Options opts;
     opts.num_recycles = 0;
-    const fold::Prediction p = model->predict(fasta_input(model->spec(), "MKC:GXW"), opts);
+    const bio::Prediction p = model->predict(fasta_input(model->spec(), "MKC:GXW"), opts);
     ASSERT_EQ(p.chains.size(), 2u);
     EXPECT_EQ(p.chains[0].id, "A");
     EXPECT_EQ(p.chains[0].first_token, 0);
@@ -159,20 +159,20 @@ TEST(StructureModel, EsmFoldAtomsOfTwoChains) {
     ASSERT_EQ(p.tokens.size(), 6u);
     int64_t next_atom = 0;
     for (size_t t = 0; t < 6; ++t) {
-        const fold::Token& tok = p.tokens[t];
+        const bio::Token& tok = p.tokens[t];
         SCOPED_TRACE(t);
         EXPECT_EQ(tok.name, names[t]);
         EXPECT_EQ(tok.residue, numbers[t]);
         EXPECT_EQ(tok.chain, chains[t]);
         EXPECT_EQ(tok.letter, letters[t]);
         EXPECT_EQ(tok.first_atom, next_atom);
-        const int r = rc::restype_index(letters[t]);
+        const int r = bio::amino_acid_index(letters[t]);
         std::vector<std::string> want;
         for (int a = 0; a < 37; ++a)
             if (rc::kAtom37Mask[r][a] != 0.0f) want.push_back(rc::kAtomTypes[a]);
         ASSERT_EQ(tok.atoms, int64_t(want.size()));
         for (int64_t k = 0; k < tok.atoms; ++k) {
-            const fold::Atom& at = p.atoms[size_t(tok.first_atom + k)];
+            const bio::Atom& at = p.atoms[size_t(tok.first_atom + k)];
             EXPECT_EQ(at.token, int64_t(t));
             EXPECT_EQ(at.name, want[size_t(k)]);
             EXPECT_EQ(at.element, std::string(1, want[size_t(k)][0]));
@@ -189,7 +189,7 @@ TEST(StructureModel, EsmFoldAtomsOfTwoChains) {
     EXPECT_EQ(p.atoms.size(), size_t(next_atom));
     EXPECT_EQ(p.tokens[2].atoms, 6);  // N CA C CB O SG
     EXPECT_EQ(p.atoms[size_t(p.tokens[2].first_atom + 5)].element, "S");
-    const fold::Sample& s = p.samples[0];
+    const bio::Sample& s = p.samples[0];
     EXPECT_EQ(s.coords.size(0), next_atom);
     EXPECT_EQ(s.token_plddt.numel(), 6);
     EXPECT_EQ(s.pae.size(0), 6);
@@ -209,8 +209,8 @@ Tensor filled(const Shape& shape, float v) {
 class TwoSampleSpec : public fold::ModelSpec {
 public:
     std::string architecture() const override { return "two-sample"; }
-    std::vector<fold::EntityKind> entity_kinds() const override {
-        return {fold::EntityKind::Protein};
+    std::vector<bio::MoleculeType> molecule_types() const override {
+        return {bio::MoleculeType::Protein};
     }
     bool takes_msa() const override { return true; }
     int default_num_recycles() const override { return 3; }
@@ -219,13 +219,16 @@ public:
         in.id = rec.id;
         in.where = where;
         in.sequence = rec.sequence;
-        in.entities.push_back({fold::EntityKind::Protein, "A", rec.sequence, "", "", ""});
+        bio::Chain c;
+        c.id = "A";
+        c.sequence = rec.sequence;
+        in.target.chains.push_back(c);
         prepare(in);
         return in;
     }
     void prepare(fold::Input& in) const override {
-        check_entities(in);
-        in.tokens = in.residues = int64_t(in.entities[0].sequence.size());
+        check_chains(in);
+        in.tokens = in.residues = int64_t(in.target.chains[0].sequence.size());
     }
     int64_t memory_bytes(const fold::Input&) const override { return 1; }
 };
@@ -233,17 +236,17 @@ public:
 class TwoSampleModel : public fold::StructureModel {
 public:
     const fold::ModelSpec& spec() const override { return spec_; }
-    fold::Prediction predict(const fold::Input& in, const fold::Options& opts) const override {
-        fold::Prediction p;
+    bio::Prediction predict(const fold::Input& in, const fold::Options& opts) const override {
+        bio::Prediction p;
         const int64_t n = in.tokens;
-        p.chains.push_back({"A", fold::EntityKind::Protein, 0, n});
+        p.chains.push_back({"A", bio::MoleculeType::Protein, 0, n});
         for (int64_t i = 0; i < n; ++i) {
             p.tokens.push_back({0, int32_t(i + 1), "ALA", 'A', 2 * i, 2, 2 * i + 1});
             p.atoms.push_back({i, "N", "N"});
             p.atoms.push_back({i, "CA", "C"});
         }
         for (int k = 0; k < 2; ++k) {
-            fold::Sample s;
+            bio::Sample s;
             s.coords = Tensor::empty({2 * n, 3});
             for (int64_t a = 0; a < 2 * n; ++a) {  // a helix, shifted per sample
                 float* x = s.coords.f32() + a * 3;
@@ -308,7 +311,7 @@ TEST(StructureModel, PredictWritesEverySampleAndScore) {
 
     // compare reads the prediction in memory as it reads the file written from it
     fold::Options fo;
-    const fold::Prediction p = model.predict(recs[0].input, fo);
+    const bio::Prediction p = model.predict(recs[0].input, fo);
     const auto mem = runtime::ca_residues(p, 1);
     const auto file = io::read_ca_residues(opts.out_dir + "/x_sample1.pdb");
     ASSERT_EQ(mem.size(), file.size());

@@ -22,6 +22,7 @@
 
 #include "bioinfer/error.h"
 #include "core/threads.h"
+#include "io/boltz_outputs.h"
 #include "io/model_dir.h"
 #include "io/structure.h"
 #include "models/esm_alphabet.h"
@@ -187,7 +188,7 @@ struct Interrupted : std::exception {};
 
 // Text of sample `k` of a prediction as a structure file ("pdb" or "cif"): the writer the CLI
 // uses, through a temporary file.
-std::string structure_text(const fold::Prediction& p, size_t k, const std::string& name,
+std::string structure_text(const bio::Prediction& p, size_t k, const std::string& name,
                            const std::string& format) {
     namespace fs = std::filesystem;
     std::string tmpl = (fs::temp_directory_path() / "bioinfer_py_XXXXXX").string();
@@ -229,12 +230,12 @@ class PyPrediction {
   public:
     // boltz: the files are boltz's (Boltz-2), else bioinfer's own writer's
     // boltz: written as boltz's writers write (the model's output layout is boltz predict's)
-    PyPrediction(std::string id, std::shared_ptr<const fold::Prediction> p, bool boltz)
+    PyPrediction(std::string id, std::shared_ptr<const bio::Prediction> p, bool boltz)
         : id_(std::move(id)), p_(std::move(p)), boltz_(boltz) {}
     std::string id() const { return id_; }
     size_t num_samples() const { return p_->samples.size(); }
     int num_recycles() const { return p_->num_recycles; }
-    const fold::Sample& sample(size_t k) const {
+    const bio::Sample& sample(size_t k) const {
         if (k >= p_->samples.size())
             throw nb::index_error(
                 ("sample " + std::to_string(k) + " of " + std::to_string(p_->samples.size()))
@@ -242,7 +243,7 @@ class PyPrediction {
         return p_->samples[k];
     }
     nb::object array(size_t k, const std::string& what) const {
-        const fold::Sample& s = sample(k);
+        const bio::Sample& s = sample(k);
         const Tensor& t = what == "coords"        ? s.coords
                           : what == "plddt"       ? s.plddt
                           : what == "token_plddt" ? s.token_plddt
@@ -261,7 +262,7 @@ class PyPrediction {
         nb::list out;
         for (const auto& c : p_->chains)
             out.append(
-                nb::make_tuple(c.id, fold::entity_kind_name(c.kind), c.first_token, c.tokens));
+                nb::make_tuple(c.id, bio::molecule_type_name(c.type), c.first_token, c.tokens));
         return out;
     }
     // (chain index, residue number, residue name, one-letter code) per token.
@@ -278,9 +279,9 @@ class PyPrediction {
         return out;
     }
     std::string text(size_t k, const std::string& format) const {
-        const fold::Sample& s = sample(k);
+        const bio::Sample& s = sample(k);
         if (!boltz_) return structure_text(*p_, k, id_, format);
-        const io::BoltzStructureInfo info = runtime::boltz_structure_info(*p_);
+        const io::BoltzStructureInfo info = io::boltz_structure_info(*p_);
         const std::vector<float> xyz(s.coords.f32(), s.coords.f32() + s.coords.numel()),
             plddt(s.token_plddt.f32(), s.token_plddt.f32() + s.token_plddt.numel());
         return format == "pdb" ? io::boltz_pdb(info, xyz, plddt)
@@ -295,7 +296,7 @@ class PyPrediction {
 
   private:
     std::string id_;
-    std::shared_ptr<const fold::Prediction> p_;
+    std::shared_ptr<const bio::Prediction> p_;
     bool boltz_;
 };
 
@@ -353,13 +354,13 @@ class PyStructureModel {
         std::vector<PyPrediction> out;
         for (const fold::Input& in : prepared) {
             current = in.id;
-            std::shared_ptr<const fold::Prediction> p;
+            std::shared_ptr<const bio::Prediction> p;
             {
                 nb::gil_scoped_release release;
                 std::lock_guard<std::mutex> one_at_a_time(*run_mu_);
                 set_num_threads(threads_);
                 try {
-                    p = std::make_shared<const fold::Prediction>(model_->predict(in, o));
+                    p = std::make_shared<const bio::Prediction>(model_->predict(in, o));
                 } catch (const Interrupted&) {
                     nb::gil_scoped_acquire gil;
                     throw nb::python_error();

@@ -1,4 +1,4 @@
-// Boltz input files (YAML, FASTA) -> BoltzTarget, following boltz/data/parse/schema.py's grouping
+// Boltz input files (YAML, FASTA) -> bio::Target, following boltz/data/parse/schema.py's grouping
 // of chains into entities, and the MSA loading of boltz/main.py's process_input.
 #include "io/boltz_inputs.h"
 
@@ -15,28 +15,14 @@
 #include <set>
 #include <tuple>
 
+#include "bio/residues.h"
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/fasta.h"
 #include "io/limits.h"
-#include "models/boltz2/conformers.h"
 
 namespace bioinfer::io {
 namespace fs = std::filesystem;
-
-const char* boltz_entity_name(BoltzEntityType t) {
-    switch (t) {
-        case BoltzEntityType::Protein:
-            return "protein";
-        case BoltzEntityType::Dna:
-            return "dna";
-        case BoltzEntityType::Rna:
-            return "rna";
-        case BoltzEntityType::Ligand:
-            return "ligand";
-    }
-    return "?";
-}
 
 namespace {
 
@@ -47,7 +33,7 @@ std::string lower(std::string s) {
 
 // One entry of `sequences` (or one FASTA record), before entities are formed.
 struct Entry {
-    BoltzEntityType type = BoltzEntityType::Protein;
+    bio::MoleculeType type = bio::MoleculeType::Protein;
     std::vector<std::string> ids;
     std::vector<std::string> id_where;  // per id, for duplicate messages
     std::string sequence;
@@ -65,14 +51,24 @@ struct Entry {
     std::string seq_where;  // of the sequence value
 };
 
-const std::map<char, std::string>& alphabet(BoltzEntityType t) {
-    const auto& v = boltz2::vocab();
-    if (t == BoltzEntityType::Rna) return v.rna_letters;
-    if (t == BoltzEntityType::Dna) return v.dna_letters;
-    return v.protein_letters;
+// A polymer type's one-letter codes and their residues (bio::residue_of_letter), by letter.
+std::map<char, std::string> letters_of(bio::MoleculeType t) {
+    std::map<char, std::string> m;
+    for (int c = 1; c < 128; ++c)
+        if (const char* r = bio::residue_of_letter(t, char(c))) m.emplace(char(c), r);
+    return m;
 }
 
-std::string alphabet_text(BoltzEntityType t) {
+const std::map<char, std::string>& alphabet(bio::MoleculeType t) {
+    static const std::map<char, std::string> protein = letters_of(bio::MoleculeType::Protein),
+                                             rna = letters_of(bio::MoleculeType::Rna),
+                                             dna = letters_of(bio::MoleculeType::Dna);
+    if (t == bio::MoleculeType::Rna) return rna;
+    if (t == bio::MoleculeType::Dna) return dna;
+    return protein;
+}
+
+std::string alphabet_text(bio::MoleculeType t) {
     std::string s;
     for (const auto& [c, tok] : alphabet(t))
         if (c != '-') s.push_back(c);
@@ -91,7 +87,7 @@ std::vector<std::string> residue_tokens(const Entry& e, const std::string& chain
         const char c = e.sequence[i];
         auto it = map.find(c);
         BI_CHECK(it != map.end() && c != '-', e.seq_where, "chain ", chain, ": letter '", c,
-                 "' at position ", i + 1, " is not in the ", boltz_entity_name(e.type),
+                 "' at position ", i + 1, " is not in the ", bio::molecule_type_name(e.type),
                  " alphabet (", alphabet_text(e.type), ")");
         out.push_back(it->second);
     }
@@ -110,8 +106,8 @@ std::string resolve_msa_path(const std::string& msa, const std::string& source) 
 
 // Forms boltz's entities and chains from the entries (schema.py: group by (type, sequence) in
 // first-appearance order; chains of a group in entry order; one MSA per entity).
-BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& source) {
-    BoltzTarget t;
+bio::Target build_target(const std::vector<Entry>& entries, const std::string& source) {
+    bio::Target t;
     t.source = source;
     t.name = fs::path(source).stem().string();
     BI_CHECK(!entries.empty(), source, "no sequences: expected at least one chain");
@@ -125,7 +121,7 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
                      it->second, ")");
         }
 
-    std::vector<std::pair<std::pair<BoltzEntityType, std::string>, std::vector<const Entry*>>>
+    std::vector<std::pair<std::pair<bio::MoleculeType, std::string>, std::vector<const Entry*>>>
         groups;
     for (const Entry& e : entries) {
         auto key = std::make_pair(e.type, e.sequence);
@@ -143,9 +139,9 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
         const Entry& first = *items[0];
         const std::string first_chain = first.ids.at(0);
         // One MSA per entity, as boltz requires of proteins with the same sequence.
-        BoltzMsaKind kind = BoltzMsaKind::None;
+        bio::MsaKind kind = bio::MsaKind::None;
         std::string msa_path;
-        if (first.type == BoltzEntityType::Protein) {
+        if (first.type == bio::MoleculeType::Protein) {
             for (const Entry* e : items) {
                 BI_CHECK(e->has_msa == first.has_msa && e->msa == first.msa, e->where, "chain ",
                          e->ids.at(0), " gives the MSA '", e->msa, "' but chain ", first_chain,
@@ -157,14 +153,14 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
                      "single-sequence mode (boltz would query its MSA server here, which "
                      "this engine does not)");
             if (first.msa == "empty") {
-                kind = BoltzMsaKind::Empty;
+                kind = bio::MsaKind::Empty;
             } else {
-                kind = BoltzMsaKind::File;
+                kind = bio::MsaKind::File;
                 msa_path = resolve_msa_path(first.msa, source);
             }
         }
         std::vector<std::string> residues;
-        if (first.type != BoltzEntityType::Ligand) {
+        if (first.type != bio::MoleculeType::Ligand) {
             residues = residue_tokens(first, first_chain);
             // The first entry's modifications, as boltz applies them to the whole entity; MSE is
             // read as MET, a residue token as that standard residue.
@@ -182,7 +178,7 @@ BoltzTarget build_target(const std::vector<Entry>& entries, const std::string& s
         int sym = 0;
         for (const Entry* e : items)
             for (const std::string& id : e->ids) {
-                BoltzChain c;
+                bio::Chain c;
                 c.id = id;
                 c.type = e->type;
                 c.entity_id = int(ent);
@@ -257,7 +253,7 @@ void parse_yaml_ids(const YAML::Node& body, const std::string& source, const std
 // into entities by the SMILES text or by the Python text of the CCD value (`SAH`, or `['SAH',
 // 'ATP']` for a list), which the entry's sequence holds here.
 Entry parse_yaml_ligand(const YAML::Node& body, const std::string& source, Entry& e) {
-    e.type = BoltzEntityType::Ligand;
+    e.type = bio::MoleculeType::Ligand;
     BI_CHECK(body.IsMap(), mark(source, body), "ligand entry: expected a mapping with id and "
              "smiles or ccd");
     check_keys(body, source, "ligand entry", {"id", "smiles", "ccd"});
@@ -308,13 +304,13 @@ Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
     if (type == "ligand") return parse_yaml_ligand(body, source, e);
     BI_CHECK(type == "protein" || type == "dna" || type == "rna", e.where, "unknown entity type '",
              type, "' (expected protein, dna, rna or ligand)");
-    e.type = type == "protein" ? BoltzEntityType::Protein
-             : type == "dna"   ? BoltzEntityType::Dna
-                               : BoltzEntityType::Rna;
+    e.type = type == "protein" ? bio::MoleculeType::Protein
+             : type == "dna"   ? bio::MoleculeType::Dna
+                               : bio::MoleculeType::Rna;
     BI_CHECK(body.IsMap(), mark(source, body), type,
              " entry: expected a mapping with id and sequence");
     std::set<std::string> known = {"id", "sequence", "modifications", "cyclic"};
-    if (e.type == BoltzEntityType::Protein) known.insert("msa");
+    if (e.type == bio::MoleculeType::Protein) known.insert("msa");
     check_keys(body, source, type + " entry", known);
 
     parse_yaml_ids(body, source, type, e);
@@ -372,13 +368,13 @@ Entry parse_yaml_entry(const YAML::Node& item, const std::string& source) {
 }
 
 // `[chain, residue, atom]` (atom = true) or `[chain, residue-or-atom]`.
-BoltzRef parse_ref(const YAML::Node& n, const std::string& source, const std::string& what,
+bio::ConstraintRef parse_ref(const YAML::Node& n, const std::string& source, const std::string& what,
                    bool atom) {
     const std::string w = mark(source, n);
     const size_t want = atom ? 3 : 2;
     BI_CHECK(n.IsSequence() && n.size() == want, w, what, ": expected ",
              atom ? "[chain, residue number, atom name]" : "[chain, residue number or atom name]");
-    BoltzRef r;
+    bio::ConstraintRef r;
     r.where = w;
     r.chain = scalar(n[0], source, what + " chain");
     const std::string second = scalar(n[1], source, what);
@@ -414,7 +410,7 @@ bool parse_bool(const YAML::Node& n, const std::string& source, const std::strin
     return v == "true";
 }
 
-void parse_yaml_constraint(const YAML::Node& c, const std::string& source, BoltzTarget& t) {
+void parse_yaml_constraint(const YAML::Node& c, const std::string& source, bio::Target& t) {
     BI_CHECK(c.IsMap() && c.size() == 1, mark(source, c),
              "a constraint must be a mapping with one key: bond, pocket or contact");
     const std::string kind = scalar(c.begin()->first, source, "constraint");
@@ -431,7 +427,7 @@ void parse_yaml_constraint(const YAML::Node& c, const std::string& source, Boltz
         check_keys(b, source, "pocket constraint", {"binder", "contacts", "max_distance", "force"});
         BI_CHECK(b["binder"].IsDefined() && b["contacts"].IsDefined(), w,
                  "pocket constraint: needs binder and contacts");
-        BoltzPocketConstraint p;
+        bio::PocketConstraint p;
         p.where = w;
         p.binder = scalar(b["binder"], source, "pocket binder");
         BI_CHECK(b["contacts"].IsSequence() && b["contacts"].size() > 0, mark(source, b["contacts"]),
@@ -444,7 +440,7 @@ void parse_yaml_constraint(const YAML::Node& c, const std::string& source, Boltz
         check_keys(b, source, "contact constraint", {"token1", "token2", "max_distance", "force"});
         BI_CHECK(b["token1"].IsDefined() && b["token2"].IsDefined(), w,
                  "contact constraint: needs token1 and token2");
-        BoltzContactConstraint k;
+        bio::ContactConstraint k;
         k.where = w;
         k.token1 = parse_ref(b["token1"], source, "contact token1", false);
         k.token2 = parse_ref(b["token2"], source, "contact token2", false);
@@ -472,13 +468,13 @@ std::vector<std::string> id_list(const YAML::Node& n, const std::string& source,
 // boltz's checks (schema.py): a `cif` or `pdb` path; chain_id and template_id lists of one
 // length when both are given; query chains that are protein chains; `threshold` with `force`.
 // The template chains are checked against the file when it is read.
-BoltzTemplate parse_yaml_template(const YAML::Node& e, const std::string& source,
-                                  const BoltzTarget& t) {
+bio::Template parse_yaml_template(const YAML::Node& e, const std::string& source,
+                                  const bio::Target& t) {
     const std::string w = mark(source, e);
     BI_CHECK(e.IsMap(), w, "a template is a mapping with `cif` or `pdb`");
     check_keys(e, source, "template",
                {"cif", "pdb", "chain_id", "template_id", "force", "threshold"});
-    BoltzTemplate k;
+    bio::Template k;
     k.where = w;
     BI_CHECK(e["cif"].IsDefined() || e["pdb"].IsDefined(), w,
              "template: missing the structure path (`cif:` or `pdb:`)");
@@ -496,10 +492,10 @@ BoltzTemplate parse_yaml_template(const YAML::Node& e, const std::string& source
              w, "template ", k.name, ": chain_id lists ", k.chain_ids.size(),
              " chains and template_id ", k.template_ids.size(), "; the two must match");
     for (const std::string& id : k.chain_ids) {
-        const BoltzChain* c = nullptr;
-        for (const BoltzChain& x : t.chains)
+        const bio::Chain* c = nullptr;
+        for (const bio::Chain& x : t.chains)
             if (x.id == id) c = &x;
-        BI_CHECK(c && c->type == BoltzEntityType::Protein, w, "template ", k.name, ": chain ", id,
+        BI_CHECK(c && c->type == bio::MoleculeType::Protein, w, "template ", k.name, ": chain ", id,
                  " is not one of the protein chains of the input");
     }
     k.force = parse_bool(e["force"], source, "template force");
@@ -515,7 +511,7 @@ BoltzTemplate parse_yaml_template(const YAML::Node& e, const std::string& source
 
 }  // namespace
 
-BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
+bio::Target parse_boltz_yaml(std::string_view text, const std::string& source) {
     YAML::Node root;
     try {
         root = YAML::Load(std::string(text));
@@ -536,7 +532,7 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
              "expected `sequences:` with a list of entries");
     std::vector<Entry> entries;
     for (const auto& item : seqs) entries.push_back(parse_yaml_entry(item, source));
-    BoltzTarget t = build_target(entries, source);
+    bio::Target t = build_target(entries, source);
     const YAML::Node cons = root["constraints"];
     if (cons.IsDefined() && !cons.IsNull()) {
         BI_CHECK(cons.IsSequence(), mark(source, cons), "`constraints` must be a list");
@@ -574,16 +570,16 @@ BoltzTarget parse_boltz_yaml(std::string_view text, const std::string& source) {
     return t;
 }
 
-void check_affinity_binder(const BoltzTarget& t) {
+void check_affinity_binder(const bio::Target& t) {
     const std::string& w = t.affinity_where.empty() ? t.source : t.affinity_where;
-    const BoltzChain* binder = nullptr;
-    for (const BoltzChain& c : t.chains)
+    const bio::Chain* binder = nullptr;
+    for (const bio::Chain& c : t.chains)
         if (c.id == t.affinity_binder) binder = &c;
     BI_CHECK(binder, w, "affinity: the binder '", t.affinity_binder,
              "' is not a chain of the input");
-    BI_CHECK(binder->type == BoltzEntityType::Ligand, w, "affinity: chain ", binder->id,
+    BI_CHECK(binder->type == bio::MoleculeType::Ligand, w, "affinity: chain ", binder->id,
              " is not a ligand (affinity is predicted for ligands only)");
-    for (const BoltzChain& c : t.chains)
+    for (const bio::Chain& c : t.chains)
         BI_CHECK(&c == binder || c.entity_id != binder->entity_id, w, "affinity: the binder ",
                  binder->id, " has copies (chain ", c.id, "); affinity needs a single copy");
     BI_CHECK(binder->residues.size() == 1, w, "affinity: the binder ", binder->id, " has ",
@@ -592,7 +588,7 @@ void check_affinity_binder(const BoltzTarget& t) {
 
 // ---- FASTA --------------------------------------------------------------------------------------
 
-BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) {
+bio::Target parse_boltz_fasta(std::string_view text, const std::string& source) {
     std::vector<Entry> entries;
     for (const FastaRecord& r : parse_fasta(text, source)) {
         const std::string where = cat(source, ":", r.line);
@@ -613,10 +609,10 @@ BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) 
                  where, "chain ", f[0], ": invalid entity type '", f[1],
                  "' (expected protein, dna, rna, ccd or smiles)");
         Entry e;
-        e.type = type == "protein" ? BoltzEntityType::Protein
-                 : type == "dna"   ? BoltzEntityType::Dna
-                 : type == "rna"   ? BoltzEntityType::Rna
-                                   : BoltzEntityType::Ligand;
+        e.type = type == "protein" ? bio::MoleculeType::Protein
+                 : type == "dna"   ? bio::MoleculeType::Dna
+                 : type == "rna"   ? bio::MoleculeType::Rna
+                                   : bio::MoleculeType::Ligand;
         e.ids = {f[0]};
         e.id_where = {where};
         e.where = e.seq_where = where;
@@ -625,7 +621,7 @@ BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) 
         if (type == "smiles") e.smiles = r.sequence;
         if (type == "ccd") e.ccd = {r.sequence};
         if (f.size() == 3 && !f[2].empty()) {
-            BI_CHECK(e.type == BoltzEntityType::Protein, where, "chain ", f[0],
+            BI_CHECK(e.type == bio::MoleculeType::Protein, where, "chain ", f[0],
                      ": an MSA is only allowed for proteins");
             e.msa = f[2];
             e.has_msa = true;
@@ -635,7 +631,7 @@ BoltzTarget parse_boltz_fasta(std::string_view text, const std::string& source) 
     return build_target(entries, source);
 }
 
-BoltzTarget read_boltz_input(const std::string& path) {
+bio::Target read_boltz_input(const std::string& path) {
     const std::string ext = lower(fs::path(path).extension().string());
     std::error_code ec;
     BI_CHECK(!fs::is_directory(path, ec), path, "is a directory, expected a .yaml or .fasta file");
@@ -645,7 +641,7 @@ BoltzTarget read_boltz_input(const std::string& path) {
     fail(path, cat("unable to parse file type '", ext, "': expected a .fasta or .yaml file"));
 }
 
-void add_boltz_ligand(BoltzTarget& t, const std::string& id, const std::string& smiles,
+void add_boltz_ligand(bio::Target& t, const std::string& id, const std::string& smiles,
                       const std::string& where) {
     BI_CHECK(!smiles.empty(), where, "chain ", id, ": empty SMILES");
     BI_CHECK(!id.empty() && std::none_of(id.begin(), id.end(),
@@ -653,19 +649,19 @@ void add_boltz_ligand(BoltzTarget& t, const std::string& id, const std::string& 
              where, "chain id '", id, "' must be non-empty without spaces");
     int max_entity = -1, smiles_entities = 0;
     std::set<int> counted;
-    for (const BoltzChain& c : t.chains) {
+    for (const bio::Chain& c : t.chains) {
         BI_CHECK(c.id != id, where, "chain id '", id, "' is already used by ", t.source);
         max_entity = std::max(max_entity, c.entity_id);
         if (!c.smiles.empty() && counted.insert(c.entity_id).second) ++smiles_entities;
     }
-    BoltzChain c;
+    bio::Chain c;
     c.id = id;
-    c.type = BoltzEntityType::Ligand;
+    c.type = bio::MoleculeType::Ligand;
     c.smiles = c.sequence = smiles;
     c.where = where;
     size_t at = t.chains.size();
     for (size_t i = 0; i < t.chains.size(); ++i)
-        if (t.chains[i].type == BoltzEntityType::Ligand && t.chains[i].smiles == smiles) {
+        if (t.chains[i].type == bio::MoleculeType::Ligand && t.chains[i].smiles == smiles) {
             c.entity_id = t.chains[i].entity_id;
             c.residues = t.chains[i].residues;
             c.sym_id = t.chains[i].sym_id + 1;
@@ -685,10 +681,10 @@ namespace {
 // MSA files as read_msa reads them, kept for the next target that names the same file (each
 // ligand of a screening job reads the receptor's): a few of the latest, keyed by path, row
 // limit, size and modification time, so a changed file is read again.
-Msa read_msa_cached(const std::string& path, int64_t max_msa_seqs) {
+bio::Msa read_msa_cached(const std::string& path, int64_t max_msa_seqs) {
     using Key = std::tuple<std::string, int64_t, uintmax_t, int64_t>;
     static std::mutex mutex;
-    static std::deque<std::pair<Key, std::shared_ptr<const Msa>>> cache;
+    static std::deque<std::pair<Key, std::shared_ptr<const bio::Msa>>> cache;
     constexpr size_t kKeep = 4;
     std::error_code ec;
     const uintmax_t size = fs::file_size(path, ec);
@@ -701,7 +697,7 @@ Msa read_msa_cached(const std::string& path, int64_t max_msa_seqs) {
         for (const auto& [k, msa] : cache)
             if (k == key) return *msa;
     }
-    auto msa = std::make_shared<const Msa>(read_msa(path, max_msa_seqs));
+    auto msa = std::make_shared<const bio::Msa>(read_msa(path, max_msa_seqs));
     std::lock_guard<std::mutex> lock(mutex);
     cache.emplace_back(key, msa);
     if (cache.size() > kKeep) cache.pop_front();
@@ -710,24 +706,28 @@ Msa read_msa_cached(const std::string& path, int64_t max_msa_seqs) {
 
 }  // namespace
 
-void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
-    const auto& v = boltz2::vocab();
-    std::map<int, std::shared_ptr<const Msa>> by_entity;
-    for (BoltzChain& c : target.chains) {
-        if (c.msa_kind != BoltzMsaKind::File) continue;
+void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs) {
+    // an MSA letter's residue token (every letter A-Z, and '-', is one)
+    const auto msa_token = [](char l) -> std::string {
+        const char* r = bio::residue_of_letter(bio::MoleculeType::Protein, l);
+        return r ? r : "?";
+    };
+    std::map<int, std::shared_ptr<const bio::Msa>> by_entity;
+    for (bio::Chain& c : target.chains) {
+        if (c.msa_kind != bio::MsaKind::File) continue;
         auto it = by_entity.find(c.entity_id);
         if (it != by_entity.end()) {
             c.msa = it->second;
             continue;
         }
-        Msa msa;
+        bio::Msa msa;
         try {
             msa = read_msa_cached(c.msa_path, max_msa_seqs);
         } catch (const Error& ex) {
             fail(cat(target.source, ": chain ", c.id), cat("unreadable MSA: ", ex.what()));
         }
         // boltz's featurizer compares the first row with the chain's residues (by token).
-        MsaRow& q = msa.rows.at(0);
+        bio::MsaRow& q = msa.rows.at(0);
         const std::string where = cat(msa.source, ":", q.line);
         BI_CHECK(q.residues.size() == c.residues.size(), where, "chain ", c.id,
                  ": the MSA's first row must be the query: it has ", q.residues.size(),
@@ -735,18 +735,16 @@ void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
         // The structure's residue types: a modified residue (a CCD code) is UNK there.
         const auto structure_tok = [&](size_t i) -> std::string {
             const std::string& r = c.residues[i];
-            return std::find(v.tokens.begin(), v.tokens.end(), r) != v.tokens.end() ? r : "UNK";
+            return bio::residue_token(r) >= 0 ? r : "UNK";
         };
         std::vector<size_t> mism;
         for (size_t i = 0; i < c.residues.size(); ++i) {
-            auto lt = v.protein_letters.find(q.residues[i]);
-            const std::string tok = lt == v.protein_letters.end() ? "?" : lt->second;
-            if (tok != structure_tok(i)) mism.push_back(i);
+            if (msa_token(q.residues[i]) != structure_tok(i)) mism.push_back(i);
         }
         if (!mism.empty()) {
             bool met_unk = true, input_unk = true;
             for (size_t i : mism) {
-                const std::string msa_tok = v.protein_letters.at(q.residues[i]);
+                const std::string msa_tok = msa_token(q.residues[i]);
                 met_unk &= structure_tok(i) == "MET" && msa_tok == "UNK";
                 input_unk &= structure_tok(i) == "UNK";
             }
@@ -756,7 +754,7 @@ void load_boltz_msas(BoltzTarget& target, int64_t max_msa_seqs) {
             // Accepted as boltz does: the query row takes the input's residues.
             for (size_t i : mism) q.residues[i] = c.sequence[i];
         }
-        auto shared = std::make_shared<const Msa>(std::move(msa));
+        auto shared = std::make_shared<const bio::Msa>(std::move(msa));
         by_entity[c.entity_id] = shared;
         c.msa = shared;
     }

@@ -46,10 +46,6 @@ std::string ljust(const std::string& s, size_t w) {
     return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
 }
 
-bool is_polymer(BoltzMolType t) {
-    return t != BoltzMolType::NonPolymer;
-}
-
 // Per-atom B-factor source as boltz's writers walk the atoms: a polymer residue takes the pLDDT
 // of token (polymer residues before it + ligand atoms before it); a ligand atom takes the next
 // token after the previous polymer residue's plus the ligand atoms so far. Returns the token of
@@ -67,7 +63,7 @@ TokenMap token_map(const BoltzStructureInfo& s) {
     long res_num = 0, prev_polymer = -1, lig_offset = 0;
     size_t a = 0;
     for (size_t r = 0; r < s.residue_names.size(); ++r) {
-        const bool poly = is_polymer(s.chain_types[size_t(s.residue_chains[r])]);
+        const bool poly = bio::is_polymer(s.chain_types[size_t(s.residue_chains[r])]);
         m.residue_first[r] = size_t(poly ? res_num + lig_offset : prev_polymer + lig_offset + 1);
         size_t n = 0;
         for (; a < s.num_atoms() && size_t(s.atom_residues[a]) == r; ++a, ++n) {
@@ -186,18 +182,18 @@ constexpr AlphabetEntry kDna[] = {
     {"DG", "2'-DEOXYGUANOSINE-5'-MONOPHOSPHATE", "C10 H14 N5 O7 P", 347.221, "G"},
     {"DT", "THYMIDINE-5'-MONOPHOSPHATE", "C10 H15 N2 O8 P", 322.208, "T"}};
 
-ChemComp chem_comp(const std::string& res, BoltzMolType type, size_t entity_len) {
+ChemComp chem_comp(const std::string& res, bio::MoleculeType type, size_t entity_len) {
     ChemComp c;
     c.id = c.code = res;
     switch (type) {
-        case BoltzMolType::Protein:
+        case bio::MoleculeType::Protein:
             c.type = "L-peptide linking";
             c.canonical = "X";
             c.bond_leaving = 18.015;
             break;
-        case BoltzMolType::Rna:
-        case BoltzMolType::Dna: {
-            const bool rna = type == BoltzMolType::Rna;
+        case bio::MoleculeType::Rna:
+        case bio::MoleculeType::Dna: {
+            const bool rna = type == bio::MoleculeType::Rna;
             c.type = rna ? "RNA linking" : "DNA linking";
             c.canonical = "N";
             c.first_leaving = 62.972;
@@ -212,7 +208,7 @@ ChemComp chem_comp(const std::string& res, BoltzMolType type, size_t entity_len)
                 }
             break;
         }
-        case BoltzMolType::NonPolymer:
+        case bio::MoleculeType::Ligand:
             c.type = entity_len > 1 ? "saccharide" : "non-polymer";
             c.nonpolymer = entity_len <= 1;
             c.canonical = "?";
@@ -241,9 +237,9 @@ size_t BoltzStructureInfo::num_plddt_tokens() const {
     // polymer residues, plus the atoms of non-polymer residues
     size_t n = 0;
     for (size_t r = 0; r < residue_names.size(); ++r)
-        n += is_polymer(chain_types[size_t(residue_chains[r])]) ? 1 : 0;
+        n += bio::is_polymer(chain_types[size_t(residue_chains[r])]) ? 1 : 0;
     for (int32_t r : atom_residues)
-        n += is_polymer(chain_types[size_t(residue_chains[size_t(r)])]) ? 0 : 1;
+        n += bio::is_polymer(chain_types[size_t(residue_chains[size_t(r)])]) ? 0 : 1;
     return n;
 }
 
@@ -380,7 +376,7 @@ std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coo
     size_t a = 0;
     size_t r = 0;
     for (size_t c = 0; c < s.chain_names.size(); ++c) {
-        const bool het = !is_polymer(s.chain_types[c]);
+        const bool het = !bio::is_polymer(s.chain_types[c]);
         const std::string record = het ? "HETATM" : "ATOM";
         std::string res_name_3;
         int32_t residue_index = 0;
@@ -418,13 +414,28 @@ std::string boltz_pdb(const BoltzStructureInfo& s, const std::vector<float>& coo
     return out;
 }
 
-std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& coords,
-                        const std::vector<float>& plddt) {
-    s.validate("boltz_mmcif");
-    check_sample(s, coords, plddt, "boltz_mmcif");
-    const TokenMap tm = token_map(s);
-    const size_t C = s.chain_names.size();
+namespace {
 
+// ---- mmCIF as boltz's mmcif.py writes it through ihm/modelcif, step by step ----------------
+
+// An entity of the mmCIF: its components (the first chain's residues), its kind as ihm reads it
+// (a polymer: several polymer residues; branched: several ligand residues; else non-polymer),
+// and its chains.
+struct MmcifEntity {
+    std::vector<ChemComp> seq;
+    bio::MoleculeType type;
+    bool polymeric = false, branched = false;
+    std::vector<size_t> chains;
+    size_t id = 0;  // 1-based, in order of first use by a chain
+};
+struct MmcifEntities {
+    std::vector<MmcifEntity> entities;
+    std::vector<size_t> chain_entity;  // each chain's index into entities
+};
+
+// The entities of a structure: chains grouped by boltz's entity_id.
+MmcifEntities mmcif_entities(const BoltzStructureInfo& s) {
+    const size_t C = s.chain_names.size();
     // chains' residue ranges
     std::vector<size_t> res_begin(C, 0), res_end(C, 0);
     for (size_t r = s.residue_names.size(); r-- > 0;) res_begin[size_t(s.residue_chains[r])] = r;
@@ -433,26 +444,19 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
 
     // Entities in boltz's order (first appearance of entity_id), sequence from the first chain.
     // Ligands named LIG share one entity (mmcif.py's lig_entity).
-    struct Entity {
-        std::vector<ChemComp> seq;
-        BoltzMolType type;
-        bool polymeric = false, branched = false;
-        std::vector<size_t> chains;
-        size_t id = 0;  // 1-based, in order of first use by a chain
-    };
-    std::vector<Entity> entities;
+    std::vector<MmcifEntity> entities;
     std::map<int32_t, size_t> by_boltz_entity;
     std::vector<size_t> chain_entity(C);
     long lig_entity = -1;
     for (size_t c = 0; c < C; ++c) {
         auto it = by_boltz_entity.find(s.chain_entities[c]);
         if (it == by_boltz_entity.end()) {
-            Entity e;
+            MmcifEntity e;
             e.type = s.chain_types[c];
             const size_t n = res_end[c] - res_begin[c];
             for (size_t r = res_begin[c]; r < res_end[c]; ++r)
                 e.seq.push_back(chem_comp(s.residue_names[r], e.type, n));
-            const bool poly_comp = is_polymer(e.type);
+            const bool poly_comp = bio::is_polymer(e.type);
             e.polymeric = e.seq.size() > 1 && poly_comp;
             e.branched = e.seq.size() > 1 && !poly_comp;
             if (n == 1 && s.residue_names[res_begin[c]] == "LIG" && lig_entity >= 0) {
@@ -468,15 +472,12 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         entities[it->second].chains.push_back(c);
     }
     for (size_t i = 0; i < entities.size(); ++i) entities[i].id = i + 1;
+    return {std::move(entities), std::move(chain_entity)};
+}
 
-    std::string o =
-        "data_model\n_entry.id model\n_struct.entry_id model\n"
-        "_struct.pdbx_model_details .\n"
-        "_struct.pdbx_structure_determination_methodology computational\n"
-        "_struct.title .\n"
-        "_audit_conform.dict_location "
-        "https://raw.githubusercontent.com/ihmwg/ModelCIF/fece26d/dist/mmcif_ma.dic\n"
-        "_audit_conform.dict_name mmcif_ma.dic\n_audit_conform.dict_version 1.4.9\n";
+// The chemical components (_chem_comp) and the entities (_entity).
+void write_mmcif_components(std::string& o, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
     {
         std::map<std::string, const ChemComp*> comps;  // sorted by id
         for (const auto& e : entities)
@@ -488,7 +489,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             lp.row({cif_str(id), cif_str(c->type), c->name, c->formula,
                     c->weight > 0 ? cif_float(c->weight) : kOmit, "'CCD Core'"});
     }
-    auto entity_type = [](const Entity& e) {
+    auto entity_type = [](const MmcifEntity& e) {
         return e.polymeric ? "polymer" : e.branched ? "branched" : "non-polymer";
     };
     {
@@ -513,14 +514,20 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     known ? cif_float(w) : kOmit, std::to_string(e.chains.size()), kOmit});
         }
     }
-    auto strand_ids = [&](const Entity& e) {
+}
+
+// The polymer entities' sequences (_entity_poly, _entity_poly_seq) and the non-polymer entities
+// (_pdbx_entity_nonpoly).
+void write_mmcif_sequences(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    auto strand_ids = [&](const MmcifEntity& e) {
         std::string ids;
         for (size_t c : e.chains) ids += (ids.empty() ? "" : ",") + s.chain_names[c];
         return ids;
     };
     {
         const bool any = std::any_of(entities.begin(), entities.end(),
-                                     [](const Entity& e) { return e.polymeric; });
+                                     [](const MmcifEntity& e) { return e.polymeric; });
         CifLoop lp(o, "_entity_poly",
                    {"entity_id", "type", "nstd_linkage", "nstd_monomer", "pdbx_strand_id",
                     "pdbx_seq_one_letter_code", "pdbx_seq_one_letter_code_can"},
@@ -553,8 +560,9 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         }
     }
     {
-        const bool any = std::any_of(entities.begin(), entities.end(),
-                                     [](const Entity& e) { return !e.polymeric && !e.branched; });
+        const bool any =
+            std::any_of(entities.begin(), entities.end(),
+                        [](const MmcifEntity& e) { return !e.polymeric && !e.branched; });
         CifLoop lp(o, "_pdbx_entity_nonpoly", {"entity_id", "name", "comp_id", "ma_model_mode"},
                    any);
         for (const auto& e : entities)
@@ -563,7 +571,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
     }
     {
         const bool any = std::any_of(entities.begin(), entities.end(),
-                                     [](const Entity& e) { return e.polymeric; });
+                                     [](const MmcifEntity& e) { return e.polymeric; });
         CifLoop lp(o, "_entity_poly_seq", {"entity_id", "num", "mon_id", "hetero"}, any);
         for (const auto& e : entities)
             if (e.polymeric)
@@ -571,6 +579,14 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     lp.row(
                         {std::to_string(e.id), std::to_string(i + 1), cif_str(e.seq[i].id), kOmit});
     }
+}
+
+// The chains (_struct_asym) and their residue schemes (_pdbx_poly_seq_scheme,
+// _pdbx_nonpoly_scheme).
+void write_mmcif_chains(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
+    const size_t C = s.chain_names.size();
     {
         CifLoop lp(o, "_struct_asym", {"id", "entity_id", "details"}, true);
         for (size_t c = 0; c < C; ++c)
@@ -585,7 +601,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     "pdb_mon_id", "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
                    any);
         for (size_t c = 0; c < C; ++c) {
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             if (!e.polymeric) continue;
             for (size_t i = 0; i < e.seq.size(); ++i) {
                 const std::string n = std::to_string(i + 1), id = cif_str(e.seq[i].id);
@@ -604,7 +620,7 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     "auth_mon_id", "pdb_strand_id", "pdb_ins_code"},
                    any);
         for (size_t c = 0; c < C; ++c) {
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             if (e.polymeric || e.branched) continue;
             for (size_t i = 0; i < e.seq.size(); ++i) {
                 const std::string n = std::to_string(i + 1), id = cif_str(e.seq[i].id);
@@ -613,6 +629,13 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             }
         }
     }
+}
+
+// ModelCIF's data, target and model records (_ma_data .. _ma_model_group_link).
+void write_mmcif_model(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
+    const size_t C = s.chain_names.size();
     const size_t model_data = entities.size() + 1;
     {
         CifLoop lp(o, "_ma_data", {"id", "name", "content_type", "content_type_other_details"},
@@ -646,6 +669,14 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         CifLoop lp(o, "_ma_model_group_link", {"group_id", "model_id"}, true);
         lp.row({"1", "1"});
     }
+}
+
+// The atoms (_atom_site, pLDDT x 100 as B_iso) and their elements (_atom_type).
+void write_mmcif_atoms(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m,
+                       const TokenMap& tm, const std::vector<float>& coords,
+                       const std::vector<float>& plddt) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
     std::set<std::string> types;
     {
         CifLoop lp(
@@ -657,8 +688,8 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
             true);
         for (size_t a = 0; a < s.num_atoms(); ++a) {
             const size_t r = size_t(s.atom_residues[a]), c = size_t(s.residue_chains[r]);
-            const Entity& e = entities[chain_entity[c]];
-            const bool het = !is_polymer(s.chain_types[c]);
+            const MmcifEntity& e = entities[chain_entity[c]];
+            const bool het = !bio::is_polymer(s.chain_types[c]);
             const int32_t seq_id = s.residue_numbers[r];
             // the component comes from the entity's sequence at seq_id (its first chain's)
             const size_t k = size_t(std::clamp<int32_t>(seq_id, 1, int32_t(e.seq.size())) - 1);
@@ -679,6 +710,13 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
         CifLoop lp(o, "_atom_type", {"symbol"}, true);
         for (const auto& t : types) lp.row({cif_str(t)});
     }
+}
+
+// The per-residue pLDDT (_ma_qa_metric, _ma_qa_metric_local).
+void write_mmcif_plddt(std::string& o, const BoltzStructureInfo& s, const MmcifEntities& m,
+                       const TokenMap& tm, const std::vector<float>& plddt) {
+    const std::vector<MmcifEntity>& entities = m.entities;
+    const std::vector<size_t>& chain_entity = m.chain_entity;
     {
         CifLoop lp(o, "_ma_qa_metric",
                    {"id", "name", "description", "type", "mode", "type_other_details",
@@ -693,11 +731,11 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                    true);
         for (size_t r = 0; r < s.residue_names.size(); ++r) {
             const size_t c = size_t(s.residue_chains[r]);
-            const Entity& e = entities[chain_entity[c]];
+            const MmcifEntity& e = entities[chain_entity[c]];
             const int32_t seq_id = s.residue_numbers[r];
             const size_t k = size_t(std::clamp<int32_t>(seq_id, 1, int32_t(e.seq.size())) - 1);
             double v;
-            if (is_polymer(s.chain_types[c])) {
+            if (bio::is_polymer(s.chain_types[c])) {
                 v = std::stod(fmt("%.3f", double(plddt[tm.residue_first[r]]) * 100));
             } else {
                 // torch's float32 mean over the residue's atom tokens, rounded to 2 decimals
@@ -711,6 +749,30 @@ std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& c
                     cif_str(e.seq[k].id), "1", cif_float(v)});
         }
     }
+}
+
+}  // namespace
+
+std::string boltz_mmcif(const BoltzStructureInfo& s, const std::vector<float>& coords,
+                        const std::vector<float>& plddt) {
+    s.validate("boltz_mmcif");
+    check_sample(s, coords, plddt, "boltz_mmcif");
+    const TokenMap tm = token_map(s);
+    const MmcifEntities m = mmcif_entities(s);
+    std::string o =
+        "data_model\n_entry.id model\n_struct.entry_id model\n"
+        "_struct.pdbx_model_details .\n"
+        "_struct.pdbx_structure_determination_methodology computational\n"
+        "_struct.title .\n"
+        "_audit_conform.dict_location "
+        "https://raw.githubusercontent.com/ihmwg/ModelCIF/fece26d/dist/mmcif_ma.dic\n"
+        "_audit_conform.dict_name mmcif_ma.dic\n_audit_conform.dict_version 1.4.9\n";
+    write_mmcif_components(o, m);
+    write_mmcif_sequences(o, s, m);
+    write_mmcif_chains(o, s, m);
+    write_mmcif_model(o, s, m);
+    write_mmcif_atoms(o, s, m, tm, coords, plddt);
+    write_mmcif_plddt(o, s, m, tm, plddt);
     return o;
 }
 
@@ -747,6 +809,74 @@ std::string boltz_affinity_json(const std::vector<std::pair<std::string, double>
         o += cat(i ? "," : "", "\n    \"", values[i].first,
                  "\": ", python_float_repr(values[i].second));
     return o + (values.empty() ? "}" : "\n}");
+}
+
+BoltzStructureInfo boltz_structure_info(const bio::Prediction& p) {
+    BoltzStructureInfo info;
+    for (const bio::PredictedChain& c : p.chains) {
+        info.chain_names.push_back(c.id);
+        info.chain_types.push_back(c.type);
+        info.chain_entities.push_back(c.entity);
+    }
+    // Residues: a polymer's tokens one each; a ligand residue's atom tokens (consecutive, one
+    // chain and residue number) together.
+    std::vector<int32_t> token_residue(p.tokens.size());
+    for (size_t i = 0; i < p.tokens.size(); ++i) {
+        const bio::Token& t = p.tokens[i];
+        const bool same = i > 0 && p.tokens[i - 1].chain == t.chain &&
+                          p.tokens[i - 1].residue == t.residue &&
+                          p.chains[size_t(t.chain)].type == bio::MoleculeType::Ligand;
+        if (!same) {
+            info.residue_chains.push_back(t.chain);
+            info.residue_names.push_back(t.name);
+            info.residue_numbers.push_back(t.residue);
+        }
+        token_residue[i] = int32_t(info.residue_names.size()) - 1;
+    }
+    for (const bio::Atom& a : p.atoms) {
+        info.atom_residues.push_back(token_residue[size_t(a.token)]);
+        info.atom_names.push_back(a.name);
+    }
+    for (const auto& [i, j] : p.bonds) info.bonds.emplace_back(int32_t(i), int32_t(j));
+    return info;
+}
+
+std::vector<BoltzSample> boltz_samples(const bio::Prediction& p) {
+    const auto values = [](const Tensor& t) {
+        return t.defined() ? std::vector<float>(t.f32(), t.f32() + t.numel())
+                           : std::vector<float>{};
+    };
+    std::vector<BoltzSample> samples;
+    for (const bio::Sample& s : p.samples) {
+        BoltzSample b;
+        b.coords = values(s.coords);
+        b.plddt = values(s.token_plddt);
+        b.pae = values(s.pae);
+        b.pde = values(s.pde);
+        const auto score = [&](const char* k) {
+            auto it = s.scores.find(k);
+            return it == s.scores.end() ? 0.0f : float(it->second);
+        };
+        BoltzConfidence& c = b.confidence;
+        c.confidence_score = score("confidence_score");
+        c.ptm = score("ptm");
+        c.iptm = score("iptm");
+        c.ligand_iptm = score("ligand_iptm");
+        c.protein_iptm = score("protein_iptm");
+        c.complex_plddt = score("complex_plddt");
+        c.complex_iplddt = score("complex_iplddt");
+        c.complex_pde = score("complex_pde");
+        c.complex_ipde = score("complex_ipde");
+        if (auto it = s.chain_pair_scores.find("pair_chains_iptm");
+            it != s.chain_pair_scores.end()) {
+            const Tensor& m = it->second;
+            for (int64_t i = 0; i < m.size(0); ++i)
+                c.pair_chains_iptm.emplace_back(m.f32() + i * m.size(1),
+                                                m.f32() + (i + 1) * m.size(1));
+        }
+        samples.push_back(std::move(b));
+    }
+    return samples;
 }
 
 std::string boltz_results_dir(const std::string& out_dir, const std::string& input_path) {

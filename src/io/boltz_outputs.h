@@ -7,17 +7,17 @@
 #include <utility>
 #include <vector>
 
-namespace bioinfer::io {
+#include "bio/molecule.h"
+#include "bio/prediction.h"
 
-// boltz's chain types (boltz.data.const.chain_type_ids).
-enum class BoltzMolType : int32_t { Protein = 0, Dna = 1, Rna = 2, NonPolymer = 3 };
+namespace bioinfer::io {
 
 // The structure as boltz's writer sees it (StructureV2 after remove_invalid_chains): chains hold
 // contiguous residues, residues contiguous atoms, in file order. Plain vectors, one entry per
 // chain / residue / atom.
 struct BoltzStructureInfo {
     std::vector<std::string> chain_names;  // "A", "B": the YAML ids, written as chain ids
-    std::vector<BoltzMolType> chain_types;
+    std::vector<bio::MoleculeType> chain_types;  // boltz's chain_type_ids
     std::vector<int32_t>
         chain_entities;  // boltz's entity_id: chains sharing one share the mmCIF entity
     std::vector<int32_t> residue_chains;     // chain index of each residue (non-decreasing)
@@ -70,6 +70,14 @@ struct BoltzWriteOptions {
     // affinity_<name>.json when given.
     std::vector<std::pair<std::string, double>> affinity = {};
 };
+
+// What boltz's writers take from a prediction: its chains, residues (a ligand's atom tokens,
+// consecutive with one chain and residue number, grouped into their residue), atoms and bonds.
+BoltzStructureInfo boltz_structure_info(const bio::Prediction& p);
+// Its samples, in the prediction's order: coordinates, per-token pLDDT, PAE and PDE (empty when
+// undefined), and the confidence summary from the sample's named scores (0 when one is absent)
+// and its "pair_chains_iptm".
+std::vector<BoltzSample> boltz_samples(const bio::Prediction& p);
 
 // boltz's ranking: rank[sample] = position of the sample when sorted by confidence_score,
 // highest first (ties keep sample order, as torch.argsort's stable CPU sort does for these

@@ -37,7 +37,7 @@ void for_each_line(std::string_view text, F&& f) {
 // insertion too. Both stop after max_seqs kept rows; add returns false when the limit is reached.
 class RowCollector {
   public:
-    RowCollector(Msa& msa, int64_t max_seqs, bool esm = false)
+    RowCollector(bio::Msa& msa, int64_t max_seqs, bool esm = false)
         : msa_(msa), max_seqs_(max_seqs), esm_(esm) {}
 
     bool add(std::string_view seq, int64_t taxonomy, int lineno) {
@@ -50,7 +50,7 @@ class RowCollector {
             if (!seen_.insert(key).second) return true;
         }
 
-        MsaRow row;
+        bio::MsaRow row;
         row.taxonomy = taxonomy;
         row.line = lineno;
         int32_t count = 0;
@@ -80,7 +80,7 @@ class RowCollector {
     }
 
   private:
-    Msa& msa_;
+    bio::Msa& msa_;
     int64_t max_seqs_;
     bool esm_;
     std::unordered_set<std::string> seen_;
@@ -117,8 +117,8 @@ std::vector<std::string> split_csv(std::string_view line) {
 
 }  // namespace
 
-Msa parse_a3m(std::string_view text, const std::string& source, int64_t max_seqs) {
-    Msa msa;
+bio::Msa parse_a3m(std::string_view text, const std::string& source, int64_t max_seqs) {
+    bio::Msa msa;
     msa.source = source;
     RowCollector rows(msa, max_seqs);
     bool more = true;
@@ -132,8 +132,8 @@ Msa parse_a3m(std::string_view text, const std::string& source, int64_t max_seqs
     return msa;
 }
 
-Msa parse_a3m_esm(std::string_view text, const std::string& source, int64_t max_seqs) {
-    Msa msa;
+bio::Msa parse_a3m_esm(std::string_view text, const std::string& source, int64_t max_seqs) {
+    bio::Msa msa;
     msa.source = source;
     RowCollector rows(msa, max_seqs, /*esm=*/true);
     static const std::regex key(R"(key=(-?\d+))");
@@ -171,8 +171,8 @@ Msa parse_a3m_esm(std::string_view text, const std::string& source, int64_t max_
     return msa;
 }
 
-Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_seqs) {
-    Msa msa;
+bio::Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_seqs) {
+    bio::Msa msa;
     msa.source = source;
     RowCollector rows(msa, max_seqs);
     int key_col = -1, seq_col = -1;
@@ -223,7 +223,7 @@ Msa parse_msa_csv(std::string_view text, const std::string& source, int64_t max_
     return msa;
 }
 
-Msa read_msa(const std::string& path, int64_t max_seqs) {
+bio::Msa read_msa(const std::string& path, int64_t max_seqs) {
     auto ends_with = [&](const char* suf) {
         const std::string s(suf);
         return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0;

@@ -11,9 +11,9 @@
 #include <stb/stb_image_write.h>
 #include <stb/stb_easy_font.h>
 
+#include "bio/prediction.h"
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
-#include "models/structure_model.h"
 
 namespace bioinfer::io {
 
@@ -137,10 +137,10 @@ void write_confidence_png(const std::string& path, const std::string& title,
 }
 
 void write_confidence_png(const std::string& path, const std::string& title,
-                          const fold::Prediction& p, size_t sample) {
+                          const bio::Prediction& p, size_t sample) {
     BI_CHECK(sample < p.samples.size() && p.samples[sample].pae.defined(), path,
              "the prediction has no sample ", sample, " with a PAE matrix");
-    const fold::Sample& s = p.samples[sample];
+    const bio::Sample& s = p.samples[sample];
     const int64_t n = int64_t(p.tokens.size());
     std::vector<float> plddt(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) plddt[size_t(i)] = 100.0f * s.token_plddt.f32()[i];

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace bioinfer::fold {
+namespace bioinfer::bio {
 struct Prediction;
 }
 
@@ -19,6 +19,6 @@ void write_confidence_png(const std::string& path, const std::string& title,
 // The same plot for sample `sample` of a prediction: per-token pLDDT and PAE (which it must
 // have), a line where each chain after the first starts.
 void write_confidence_png(const std::string& path, const std::string& title,
-                          const fold::Prediction& p, size_t sample);
+                          const bio::Prediction& p, size_t sample);
 
 }  // namespace bioinfer::io

@@ -13,10 +13,10 @@
 #include <gemmi/to_pdb.hpp>
 #include <sstream>
 
+#include "bio/prediction.h"
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/limits.h"
-#include "models/structure_model.h"
 
 namespace bioinfer::io {
 
@@ -62,14 +62,14 @@ void write_structure(const std::vector<AtomSite>& atoms, const std::string& name
     write_file_atomic(path, os.str());
 }
 
-std::vector<AtomSite> atom_sites(const fold::Prediction& p, size_t sample) {
+std::vector<AtomSite> atom_sites(const bio::Prediction& p, size_t sample) {
     BI_CHECK(sample < p.samples.size(), "atom_sites", "sample ", sample, " of ", p.samples.size());
-    const fold::Sample& s = p.samples[sample];
+    const bio::Sample& s = p.samples[sample];
     std::vector<AtomSite> atoms;
     atoms.reserve(p.atoms.size());
     for (size_t a = 0; a < p.atoms.size(); ++a) {
-        const fold::Atom& at = p.atoms[a];
-        const fold::Token& t = p.tokens[size_t(at.token)];
+        const bio::Atom& at = p.atoms[a];
+        const bio::Token& t = p.tokens[size_t(at.token)];
         const float* xyz = s.coords.f32() + a * 3;
         atoms.push_back({p.chains[size_t(t.chain)].id, t.residue, t.name, at.name, at.element, xyz[0],
                          xyz[1], xyz[2], 100.0f * s.plddt.f32()[a]});
@@ -77,7 +77,7 @@ std::vector<AtomSite> atom_sites(const fold::Prediction& p, size_t sample) {
     return atoms;
 }
 
-void write_structure(const fold::Prediction& p, size_t sample, const std::string& name,
+void write_structure(const bio::Prediction& p, size_t sample, const std::string& name,
                      const std::string& format, const std::string& path) {
     write_structure(atom_sites(p, sample), name, format, path);
 }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace bioinfer::fold {
+namespace bioinfer::bio {
 struct Prediction;
 }
 
@@ -29,8 +29,8 @@ void write_structure(const std::vector<AtomSite>& atoms, const std::string& name
                      const std::string& format, const std::string& path);
 
 // The atoms of sample `sample` of a prediction, as above, with pLDDT (0-100) as B-factors.
-std::vector<AtomSite> atom_sites(const fold::Prediction& p, size_t sample);
-void write_structure(const fold::Prediction& p, size_t sample, const std::string& name,
+std::vector<AtomSite> atom_sites(const bio::Prediction& p, size_t sample);
+void write_structure(const bio::Prediction& p, size_t sample, const std::string& name,
                      const std::string& format, const std::string& path);
 
 struct CaResidue {

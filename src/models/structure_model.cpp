@@ -13,46 +13,27 @@ namespace bioinfer::fold {
 
 std::string input_key(const Input& in) {
     std::string key;
-    for (const Entity& e : in.entities)  // '\n' separates fields: no field holds one
-        key += cat(entity_kind_name(e.kind), '\n', e.chain_id, '\n', e.sequence, '\n', e.ccd, '\n',
-                   e.smiles, '\n', e.msa, "\n\n");
+    for (const bio::Chain& c : in.target.chains)  // '\n' separates fields: no field holds one
+        key += cat(bio::molecule_type_name(c.type), '\n', c.id, '\n', c.sequence, '\n',
+                   c.ccd.empty() ? std::string() : c.ccd.front(), '\n', c.smiles, '\n', c.msa_path,
+                   "\n\n");
     if (!in.affinity_binder.empty()) key += cat("affinity\n", in.affinity_binder, '\n');
     if (!in.variant.empty()) key += cat("variant\n", in.variant, '\n');
     return key;
 }
 
-const char* entity_kind_name(EntityKind k) {
-    switch (k) {
-        case EntityKind::Protein:
-            return "protein";
-        case EntityKind::Dna:
-            return "dna";
-        case EntityKind::Rna:
-            return "rna";
-        case EntityKind::Ligand:
-            return "ligand";
-    }
-    return "?";
-}
-
-std::string chain_id(int32_t c) {
-    static const std::string k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    if (c < int32_t(k.size())) return std::string(1, k[size_t(c)]);
-    return std::string(1, k[size_t(c / int32_t(k.size()) - 1)]) + k[size_t(c % int32_t(k.size()))];
-}
-
-void ModelSpec::check_entities(const Input& in) const {
-    BI_CHECK(!in.entities.empty(), in.where, "holds no chain");
-    const std::vector<EntityKind> kinds = entity_kinds();
-    for (const Entity& e : in.entities) {
-        if (std::find(kinds.begin(), kinds.end(), e.kind) == kinds.end()) {
+void ModelSpec::check_chains(const Input& in) const {
+    BI_CHECK(!in.target.chains.empty(), in.where, "holds no chain");
+    const std::vector<bio::MoleculeType> types = molecule_types();
+    for (const bio::Chain& c : in.target.chains) {
+        if (std::find(types.begin(), types.end(), c.type) == types.end()) {
             std::string takes;
-            for (EntityKind k : kinds)
-                takes += (takes.empty() ? "" : ", ") + std::string(entity_kind_name(k));
-            fail(in.where, cat("chain ", e.chain_id, " is a ", entity_kind_name(e.kind), ", but ",
+            for (bio::MoleculeType t : types)
+                takes += (takes.empty() ? "" : ", ") + std::string(bio::molecule_type_name(t));
+            fail(in.where, cat("chain ", c.id, " is a ", bio::molecule_type_name(c.type), ", but ",
                                architecture(), " takes only ", takes));
         }
-        BI_CHECK(e.msa.empty() || takes_msa(), in.where, "chain ", e.chain_id, " has an MSA, but ",
+        BI_CHECK(c.msa_path.empty() || takes_msa(), in.where, "chain ", c.id, " has an MSA, but ",
                  architecture(), " takes none");
     }
 }
@@ -68,12 +49,13 @@ Input protein_chains_from_fasta(const io::FastaRecord& rec, const std::string& w
         in.sequence += char(std::toupper((unsigned char)c));
     }
     size_t start = 0;
+    std::vector<bio::Chain>& chains = in.target.chains;
     for (size_t i = 0; i <= in.sequence.size(); ++i)
         if (i == in.sequence.size() || in.sequence[i] == ':') {
-            Entity e;
-            e.chain_id = chain_id(int32_t(in.entities.size()));
-            e.sequence = in.sequence.substr(start, i - start);
-            in.entities.push_back(std::move(e));
+            bio::Chain c;
+            c.id = bio::chain_id(int32_t(chains.size()));
+            c.sequence = in.sequence.substr(start, i - start);
+            chains.push_back(std::move(c));
             start = i + 1;
         }
     return in;
@@ -84,8 +66,12 @@ bool ModelSpec::takes_option(const std::string& name) const {
     return std::find(o.begin(), o.end(), name) != o.end();
 }
 
-Input ModelSpec::from_file(const std::string& path) const {
+Input ModelSpec::from_file(const std::string& path, const ReadOptions&) const {
     fail(path, cat(architecture(), " reads FASTA records, not whole input files"));
+}
+
+std::shared_ptr<const bio::Msa> ModelSpec::read_msa(const std::string& path) const {
+    fail(path, cat(architecture(), " reads no MSA files"));
 }
 
 std::string detect_architecture(const io::ModelDir& dir) {

@@ -1,6 +1,6 @@
-// What `bioinfer predict` needs from a structure model (ESMFold, ESMFold2, Boltz-2): inputs as
-// entities, a memory estimate, the options it takes, and a prediction as named atoms with
-// confidences.
+// What `bioinfer predict` needs from a structure model (ESMFold, ESMFold2, Boltz-2): a target
+// (bio/target.h) read once, a memory estimate, the options it takes, and a prediction
+// (bio/prediction.h) as named atoms with confidences.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,36 +10,27 @@
 #include <utility>
 #include <vector>
 
+#include "bio/msa.h"
+#include "bio/prediction.h"
+#include "bio/target.h"
 #include "bioinfer/tensor.h"
 #include "io/fasta.h"
 #include "io/model_dir.h"
 
 namespace bioinfer::fold {
 
-enum class EntityKind { Protein, Dna, Rna, Ligand };
-// "protein", "dna", "rna", "ligand"
-const char* entity_kind_name(EntityKind k);
-
-// One chain of the input. Chains with the same kind and sequence are copies of one entity in
-// the AlphaFold 3 sense; models that need entity ids derive them from that.
-struct Entity {
-    EntityKind kind = EntityKind::Protein;
-    std::string chain_id;     // "A", "B", ... (chain_id(k) for the k-th chain by default)
-    std::string sequence;     // polymers: one-letter codes, upper case
-    std::string ccd, smiles;  // ligands: a CCD code or a SMILES string (no model takes them yet)
-    std::string msa;          // path of an MSA (a3m) for this chain; empty: single sequence
-};
-
-// One target as a model reads it.
+// One target as a model reads it: the target io read (its chains; for a whole input file also
+// its constraints, templates and MSAs), carried whole from the reader to predict.
 struct Input {
     std::string id;        // record id: names the output files
     std::string where;     // "file:line: record 'id'": errors about this input start with it
     std::string sequence;  // the input as written, normalised (upper case, ':' between chains)
-    std::string path;      // the input file, for models that read a whole file as one target
-    std::vector<Entity> entities;
-    // Chains added to the input file's (a screening job's ligand), after them; also in entities
-    // once prepared.
-    std::vector<Entity> extra;
+    // The chains in target.chains (proteins of a FASTA record: ids A, B, ... by bio::chain_id);
+    // target.source is the input file of a model that reads whole files.
+    bio::Target target;
+    // Chains added to the input file's (a screening job's ligand), after them; added to
+    // target.chains by ModelSpec::prepare.
+    std::vector<bio::Chain> extra;
     // Boltz-2: the ligand chain whose binding affinity is predicted after the structure (the
     // input's `properties: - affinity: binder`, or a screening job's ligand); empty: none.
     std::string affinity_binder;
@@ -51,23 +42,27 @@ struct Input {
     int64_t tokens = 0, residues = 0;
 };
 
-// What makes two inputs the same prediction: every entity's kind, chain id, sequence, CCD code,
-// SMILES and MSA, in order (predict folds identical inputs once; the id is not part of it).
+// What makes two inputs the same prediction: every chain's type, id, sequence, (first) CCD code,
+// SMILES and MSA file, in order (predict folds identical inputs once; the id is not part of it).
 std::string input_key(const Input& in);
 
-// Chain ids in input order: A..Z, then a..z, then 0..9, then two characters.
-std::string chain_id(int32_t k);
-
 // A FASTA record of protein chains separated by ':' (letters in either case, upper-cased): the
-// input with one protein entity per chain, not yet prepared. Another character, or an empty
-// chain, is an error naming `where`.
+// input with one protein chain per ':'-separated part, not yet prepared. Another character, or
+// an empty chain, is an error naming `where`.
 Input protein_chains_from_fasta(const io::FastaRecord& rec, const std::string& where);
+
+// What predict's options say about reading inputs: set before they are read, since each input
+// is read once (Boltz-2 reads its MSAs with its input file).
+struct ReadOptions {
+    int64_t max_msa_seqs = -1;  // MSA rows kept per file as it is read; -1: the model's default
+};
 
 struct Options {
     int num_recycles = -1;  // extra passes through the trunk; -1: the model's default
     int num_samples = 1;    // structures to draw (diffusion models); ESMFold makes one
     // Diffusion models: sampler steps, samples per denoiser batch, step scale (-1: the model's
-    // defaults), the seed of every random draw, and MSA rows kept per chain (-1: default).
+    // defaults), the seed of every random draw, and MSA rows kept per chain (-1: default; the
+    // rows ESMFold2 featurises; Boltz-2 keeps rows as its MSAs are read, by ReadOptions).
     int sampling_steps = -1;
     int max_parallel_samples = -1;
     double step_scale = -1;
@@ -94,74 +89,28 @@ struct Options {
     std::map<std::string, double>* trunk_profile = nullptr;
 };
 
-// The predicted model's topology, shared by all samples. Tokens are the units of per-token
-// confidences and of PAE: a residue of a polymer, an atom of a ligand.
-struct Chain {
-    std::string id;
-    EntityKind kind = EntityKind::Protein;
-    int64_t first_token = 0, tokens = 0;
-    int32_t entity = 0;  // chains with the same entity are copies of one molecule
-};
-struct Token {
-    int32_t chain = 0;                  // index into Prediction::chains
-    int32_t residue = 0;                // residue number written out (1-based within the chain)
-    std::string name;                   // residue name: "ALA", "DA", "U", a CCD code
-    char letter = 'X';                  // one-letter code (X when none)
-    int64_t first_atom = 0, atoms = 0;  // its atoms are [first_atom, first_atom + atoms)
-    int64_t rep_atom = -1;              // Calpha of an amino acid (C1' of a nucleotide); -1: none
-};
-struct Atom {
-    int64_t token = 0;
-    std::string name;     // "CA"
-    std::string element;  // "C"
-};
-
-// One predicted structure with its confidences.
-struct Sample {
-    Tensor coords;       // (atoms, 3) Angstrom
-    Tensor plddt;        // (atoms) in [0, 1]
-    Tensor token_plddt;  // (tokens) in [0, 1]
-    Tensor pae, pde;     // (tokens, tokens) Angstrom; undefined when the model has no such head
-    // Named scalars: "ptm", and for complexes "iptm", "confidence_score", ... Written into the
-    // confidence JSON under these names, which must not be one of its own keys.
-    std::map<std::string, double> scores;
-    // Named (chains, chains) scores, e.g. "pair_chains_iptm".
-    std::map<std::string, Tensor> chain_pair_scores;
-};
-
-struct Prediction {
-    std::vector<Chain> chains;
-    std::vector<Token> tokens;
-    std::vector<Atom> atoms;
-    // Bonds between atoms (indices into atoms) a structure file records: ligands' own bonds,
-    // written as PDB CONECT records as boltz writes them.
-    std::vector<std::pair<int64_t, int64_t>> bonds;
-    std::vector<Sample> samples;  // best first, by the model's own ranking
-    int num_recycles = 0;         // what the run used
-    // Per-target predictions beside the structure, in the model's order (Boltz-2's affinity:
-    // affinity_pred_value, affinity_probability_binary, then per ensemble member).
-    std::vector<std::pair<std::string, double>> properties;
-    std::vector<std::pair<std::string, double>> stage_seconds;  // in run order
-};
-
 // What is known from a model's config alone, before any weight is read: what it accepts, how it
 // reads a FASTA record, and how much memory an input needs.
 class ModelSpec {
 public:
     virtual ~ModelSpec() = default;
     virtual std::string architecture() const = 0;  // "esmfold"
-    virtual std::vector<EntityKind> entity_kinds() const = 0;
+    virtual std::vector<bio::MoleculeType> molecule_types() const = 0;
     virtual bool takes_msa() const = 0;
     virtual int default_num_recycles() const = 0;
     // A FASTA record as this model reads it (ESMFold: protein chains separated by ':'), prepared;
     // an error naming `where` when it cannot run.
     virtual Input from_fasta(const io::FastaRecord& rec, const std::string& where) const = 0;
     // Models whose target is a whole file (Boltz-2: boltz's YAML, or FASTA with one record per
-    // chain) read it here; the default refuses, naming the file.
+    // chain) read it here, with every file it names (MSAs), once; the default refuses, naming
+    // the file.
     virtual bool reads_whole_files() const { return false; }
-    virtual Input from_file(const std::string& path) const;
-    // Checks an input given as entities (kinds, MSAs, letters) against what the model takes and
-    // fills in tokens and residues; errors name in.where.
+    virtual Input from_file(const std::string& path, const ReadOptions& opts = {}) const;
+    // An MSA file named for a chain from outside the input (predict's --msa-dir), read by this
+    // model's rules; the default refuses, naming the file.
+    virtual std::shared_ptr<const bio::Msa> read_msa(const std::string& path) const;
+    // Checks an input's chains (types, MSAs, letters) against what the model takes, adds
+    // in.extra to them, and fills in tokens and residues; errors name in.where. Once per input.
     virtual void prepare(Input& in) const = 0;
     // Bytes a prediction of `in` needs at most beyond the weights.
     virtual int64_t memory_bytes(const Input& in) const = 0;
@@ -178,8 +127,8 @@ public:
     virtual std::string default_output_format() const { return "pdb"; }
 
 protected:
-    // The error for an entity whose kind or MSA this model does not take.
-    void check_entities(const Input& in) const;
+    // The error for a chain whose type or MSA this model does not take.
+    void check_chains(const Input& in) const;
 };
 
 class StructureModel {
@@ -187,7 +136,7 @@ public:
     virtual ~StructureModel() = default;
     virtual const ModelSpec& spec() const = 0;
     // in: prepared by spec(). Thread-safe: workers share one model.
-    virtual Prediction predict(const Input& in, const Options& opts = {}) const = 0;
+    virtual bio::Prediction predict(const Input& in, const Options& opts = {}) const = 0;
 
     // What a run's targets need beside the weights, loaded once before the first target
     // (Boltz-2's affinity model when a target names a binder). `given`: the model's own options

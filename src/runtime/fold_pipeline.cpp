@@ -45,7 +45,8 @@ static void read_record_input(FoldRecord& r, F read) {
 
 // Whole-file targets: INPUT a file, or a folder of input files.
 static std::vector<FoldRecord> collect_file_records(const std::string& input,
-                                                    const fold::ModelSpec& spec) {
+                                                    const fold::ModelSpec& spec,
+                                                    const fold::ReadOptions& ro) {
     static const std::set<std::string> exts = {".yaml", ".yml", ".fasta", ".fa", ".fas", ".faa"};
     std::error_code ec;
     std::vector<std::string> files;
@@ -71,7 +72,7 @@ static std::vector<FoldRecord> collect_file_records(const std::string& input,
             r.error = cat("[", f, "] another input file has the name '", r.id, "'");
         } else {
             read_record_input(r, [&] {
-                fold::Input in = spec.from_file(f);
+                fold::Input in = spec.from_file(f, ro);
                 in.id = r.id;
                 return in;
             });
@@ -81,8 +82,9 @@ static std::vector<FoldRecord> collect_file_records(const std::string& input,
     return out;
 }
 
-std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec) {
-    if (spec.reads_whole_files()) return collect_file_records(input, spec);
+std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec,
+                                             const fold::ReadOptions& ro) {
+    if (spec.reads_whole_files()) return collect_file_records(input, spec, ro);
     std::vector<FoldRecord> out;
     for (const InputRecord& f : collect_fasta(input)) {
         const std::string where = cat(f.source, ":", f.line, ": record '", f.id, "'");
@@ -106,18 +108,26 @@ int64_t available_memory_bytes() {
     return 0;
 }
 
-void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir) {
+void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir,
+                    const fold::ModelSpec& spec) {
     for (FoldRecord& r : records) {
-        auto& ents = r.input.entities;
-        for (fold::Entity& e : ents) {
-            if (!e.msa.empty()) continue;
-            const std::string base = dir + "/" + r.input.id;
-            for (const std::string& p : {ents.size() == 1 ? base + ".a3m" : std::string(),
-                                         base + "_" + e.chain_id + ".a3m"})
-                if (!p.empty() && std::filesystem::is_regular_file(p)) {
-                    e.msa = p;
-                    break;
-                }
+        if (!r.error.empty()) continue;
+        std::vector<bio::Chain>& chains = r.input.target.chains;
+        try {
+            for (bio::Chain& c : chains) {
+                if (!c.msa_path.empty()) continue;
+                const std::string base = dir + "/" + r.input.id;
+                for (const std::string& p : {chains.size() == 1 ? base + ".a3m" : std::string(),
+                                             base + "_" + c.id + ".a3m"})
+                    if (!p.empty() && std::filesystem::is_regular_file(p)) {
+                        c.msa_kind = bio::MsaKind::File;
+                        c.msa_path = p;
+                        c.msa = spec.read_msa(p);
+                        break;
+                    }
+            }
+        } catch (const std::exception& e) {
+            r.error = error_line(e);
         }
     }
 }
@@ -135,7 +145,7 @@ namespace {
 
 // A target's prediction and the seconds it took.
 struct Folded {
-    fold::Prediction out;
+    bio::Prediction out;
     double seconds = 0;
 };
 
@@ -155,9 +165,9 @@ Folded fold_one(const fold::StructureModel& model, const FoldRecord& rec, const 
 
 // A prediction holding NaN or Inf (weights loaded with --allow-nonfinite, an overflow) fails
 // its target alone, before anything of it is written.
-void require_finite(const fold::Prediction& p, const std::string& id) {
+void require_finite(const bio::Prediction& p, const std::string& id) {
     for (size_t k = 0; k < p.samples.size(); ++k) {
-        const fold::Sample& s = p.samples[k];
+        const bio::Sample& s = p.samples[k];
         const std::pair<const char*, const Tensor*> arrays[] = {{"coords", &s.coords},
                                                                 {"plddt", &s.plddt},
                                                                 {"token_plddt", &s.token_plddt},
@@ -182,9 +192,9 @@ json matrix_json(const Tensor& m) {
 
 // Writes sample k's structure, PAE (and PDE) and plot under `stem`; returns its confidences
 // (mean pLDDT over atoms, per-token pLDDT, the model's named scores) and adds its files to `files`.
-json write_sample(const fold::Prediction& out, size_t k, const std::string& id, const std::string& stem,
+json write_sample(const bio::Prediction& out, size_t k, const std::string& id, const std::string& stem,
                   const PredictOptions& opts, json& files) {
-    const fold::Sample& s = out.samples[k];
+    const bio::Sample& s = out.samples[k];
     const std::string structure_file = stem + "." + opts.format;
     io::write_structure(out, k, id, opts.format, structure_file);
     files["structure"] = fs::path(structure_file).filename().string();
@@ -233,91 +243,17 @@ json boltz_files(const std::string& id, const PredictOptions& opts, bool affinit
     if (affinity) files["affinity"] = dir + "affinity_" + stem + ".json";
     return files;
 }
-io::BoltzMolType boltz_mol_type(fold::EntityKind k) {
-    switch (k) {
-        case fold::EntityKind::Protein: return io::BoltzMolType::Protein;
-        case fold::EntityKind::Dna: return io::BoltzMolType::Dna;
-        case fold::EntityKind::Rna: return io::BoltzMolType::Rna;
-        case fold::EntityKind::Ligand: return io::BoltzMolType::NonPolymer;
-    }
-    return io::BoltzMolType::Protein;
-}
-std::vector<float> values(const Tensor& t) {
-    return t.defined() ? std::vector<float>(t.f32(), t.f32() + t.numel()) : std::vector<float>{};
-}
+
 // Writes a target as boltz predict does (its folder replaced in one step), then the pLDDT/PAE plot
 // of the best sample beside it; returns the files relative to out_dir.
-}  // namespace
-
-io::BoltzStructureInfo boltz_structure_info(const fold::Prediction& out) {
-    io::BoltzStructureInfo info;
-    for (const fold::Chain& c : out.chains) {
-        info.chain_names.push_back(c.id);
-        info.chain_types.push_back(boltz_mol_type(c.kind));
-        info.chain_entities.push_back(c.entity);
-    }
-    // Residues: a polymer's tokens one each; a ligand residue's atom tokens (consecutive, one
-    // chain and residue number) together.
-    std::vector<int32_t> token_residue(out.tokens.size());
-    for (size_t i = 0; i < out.tokens.size(); ++i) {
-        const fold::Token& t = out.tokens[i];
-        const bool same = i > 0 && out.tokens[i - 1].chain == t.chain &&
-                          out.tokens[i - 1].residue == t.residue &&
-                          out.chains[size_t(t.chain)].kind == fold::EntityKind::Ligand;
-        if (!same) {
-            info.residue_chains.push_back(t.chain);
-            info.residue_names.push_back(t.name);
-            info.residue_numbers.push_back(t.residue);
-        }
-        token_residue[i] = int32_t(info.residue_names.size()) - 1;
-    }
-    for (const fold::Atom& a : out.atoms) {
-        info.atom_residues.push_back(token_residue[size_t(a.token)]);
-        info.atom_names.push_back(a.name);
-    }
-    for (const auto& [i, j] : out.bonds) info.bonds.emplace_back(int32_t(i), int32_t(j));
-    return info;
-}
-
-namespace {
-
-json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out,
+json write_boltz_target(const FoldRecord& rec, const bio::Prediction& out,
                         const PredictOptions& opts, const std::string& out_dir) {
     BI_CHECK(!out.samples.empty(), rec.input.where, "the model returned no structure");
-    const io::BoltzStructureInfo info = boltz_structure_info(out);
-    std::vector<io::BoltzSample> samples;
-    for (const fold::Sample& s : out.samples) {
-        io::BoltzSample b;
-        b.coords = values(s.coords);
-        b.plddt = values(s.token_plddt);
-        b.pae = values(s.pae);
-        b.pde = values(s.pde);
-        const auto score = [&](const char* k) {
-            auto it = s.scores.find(k);
-            return it == s.scores.end() ? 0.0f : float(it->second);
-        };
-        io::BoltzConfidence& c = b.confidence;
-        c.confidence_score = score("confidence_score");
-        c.ptm = score("ptm");
-        c.iptm = score("iptm");
-        c.ligand_iptm = score("ligand_iptm");
-        c.protein_iptm = score("protein_iptm");
-        c.complex_plddt = score("complex_plddt");
-        c.complex_iplddt = score("complex_iplddt");
-        c.complex_pde = score("complex_pde");
-        c.complex_ipde = score("complex_ipde");
-        if (auto it = s.chain_pair_scores.find("pair_chains_iptm"); it != s.chain_pair_scores.end()) {
-            const Tensor& m = it->second;
-            for (int64_t i = 0; i < m.size(0); ++i)
-                c.pair_chains_iptm.emplace_back(m.f32() + i * m.size(1), m.f32() + (i + 1) * m.size(1));
-        }
-        samples.push_back(std::move(b));
-    }
     io::BoltzWriteOptions wo;
     wo.output_format = opts.format == "pdb" ? "pdb" : "mmcif";
     wo.affinity = out.properties;
     io::write_boltz_prediction((fs::path(out_dir) / "predictions").string(), safe_file_stem(rec.id),
-                               info, samples, wo);
+                               io::boltz_structure_info(out), io::boltz_samples(out), wo);
     json files = boltz_files(rec.id, opts, !out.properties.empty());
     if (out.samples[0].pae.defined())
         io::write_confidence_png((fs::path(out_dir) / files["plot"].get<std::string>()).string(),
@@ -330,7 +266,7 @@ json write_boltz_target(const FoldRecord& rec, const fold::Prediction& out,
 // Writes a target's files (per sample a structure, PAE and plot; the confidence JSON last);
 // returns their names. Sample 0, the model's best, is <id>.<format>; sample k > 0 is
 // <id>_sample<k>.<format>.
-json write_target(const FoldRecord& rec, const fold::Prediction& out,
+json write_target(const FoldRecord& rec, const bio::Prediction& out,
                   double seconds, const PredictOptions& opts, const std::string& out_dir) {
     BI_CHECK(!out.samples.empty(), rec.input.where, "the model returned no structure");
     const std::string stem = (fs::path(out_dir) / safe_file_stem(rec.id)).string();
@@ -344,7 +280,7 @@ json write_target(const FoldRecord& rec, const fold::Prediction& out,
     json files = json::object();
     json conf = write_sample(out, 0, rec.id, stem, opts, files);
     json chains = json::array();
-    for (const fold::Chain& c : out.chains) chains.push_back({{"id", c.id}, {"length", c.tokens}});
+    for (const bio::PredictedChain& c : out.chains) chains.push_back({{"id", c.id}, {"length", c.tokens}});
     json runtime = {{"total", seconds}};
     for (const auto& [stage, s] : out.stage_seconds) runtime[stage] = s;
     conf.update({{"id", rec.id},

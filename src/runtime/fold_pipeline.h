@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "io/boltz_outputs.h"
 #include "models/structure_model.h"
 #include "runtime/jobs.h"
 #include "runtime/progress.h"
@@ -26,15 +25,16 @@ struct FoldRecord {
 // upstream; ':' between chains). A bad record carries its error. For a model that reads whole
 // files (Boltz-2), INPUT is one input file or a folder of them (.yaml, .yml, .fasta, .fa, .fas,
 // .faa; sorted by name), each a target named after its file; a bad file fails alone.
-std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec);
+// Each input is read once, as `ro` says (Boltz-2's MSAs with its file).
+std::vector<FoldRecord> collect_fold_records(const std::string& input, const fold::ModelSpec& spec,
+                                             const fold::ReadOptions& ro = {});
 // Names each chain's MSA from a folder (ESMFold2's --msa-dir): ID.a3m for a one-chain record,
-// else ID_<chain>.a3m; a chain without a file keeps none (single sequence). Done as records are
-// collected, so the MSAs are part of a target's identity and its memory estimate.
-void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir);
-
-// What boltz's writers (io/boltz_outputs.h) take from a prediction: chains, residues (a ligand's
-// atom tokens grouped into their residue), atoms and bonds.
-io::BoltzStructureInfo boltz_structure_info(const fold::Prediction& out);
+// else ID_<chain>.a3m, read by the model's rules (ModelSpec::read_msa); a chain without a file
+// keeps none (single sequence). Done as records are collected, so the MSAs are part of a
+// target's identity and its memory estimate, and read once; a file that cannot be read fails
+// its record.
+void attach_msa_dir(std::vector<FoldRecord>& records, const std::string& dir,
+                    const fold::ModelSpec& spec);
 
 // One record for a predict run, filled by the CLI and by the Python module. The files are laid
 // out as the model's spec says (ModelSpec::output_layout): <id>.<format>, <id>.json, ... in

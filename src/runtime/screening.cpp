@@ -44,17 +44,29 @@ std::vector<ScreeningLigand> read_screening_ligands(const std::string& path) {
     return out;
 }
 
-std::string free_ligand_chain(const std::string& input_path, const fold::ModelSpec& spec) {
-    const fold::Input in = spec.from_file(input_path);
+ScreeningInput read_screening_input(const std::string& path, const fold::ModelSpec& spec,
+                                    const fold::ReadOptions& ro) {
+    ScreeningInput s;
+    try {
+        s.input = spec.from_file(path, ro);
+    } catch (...) {
+        s.error = std::current_exception();
+    }
+    return s;
+}
+
+std::string free_ligand_chain(const ScreeningInput& s) {
+    if (s.error) std::rethrow_exception(s.error);
     std::set<std::string> used;
-    for (const fold::Entity& e : in.entities) used.insert(e.chain_id);
+    for (const bio::Chain& c : s.input.target.chains) used.insert(c.id);
     for (const char* order : {"LMNOPQRSTUVWXYZ", "ABCDEFGHIJK"})
         for (const char* c = order; *c; ++c)
             if (!used.count(std::string(1, *c))) return std::string(1, *c);
-    fail(input_path, "uses every one-letter chain id: give the ligand's with --ligand-chain");
+    fail(s.input.target.source,
+         "uses every one-letter chain id: give the ligand's with --ligand-chain");
 }
 
-std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
+std::vector<FoldRecord> collect_screening_records(const ScreeningInput& s,
                                                   const std::vector<ScreeningLigand>& ligands,
                                                   const std::string& chain,
                                                   const fold::ModelSpec& spec, bool affinity) {
@@ -64,13 +76,13 @@ std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
         r.id = l.name;
         r.source = l.where;
         try {
-            fold::Input in;
+            if (s.error) std::rethrow_exception(s.error);
+            fold::Input in = s.input;  // the file as read, its MSAs shared
             in.id = l.name;
             in.where = cat(l.where, ": ligand ", l.name);
-            in.path = input_path;
-            fold::Entity e;
-            e.kind = fold::EntityKind::Ligand;
-            e.chain_id = chain;
+            bio::Chain e;
+            e.type = bio::MoleculeType::Ligand;
+            e.id = chain;
             e.smiles = l.smiles;
             in.extra.push_back(e);
             if (affinity) in.affinity_binder = chain;

@@ -3,6 +3,7 @@
 // run as one job (weights resident, sharding and resume as for any folder of inputs), and a
 // summary table of every ligand's scores.
 #pragma once
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -21,13 +22,24 @@ struct ScreeningLigand {
 // name used twice, a name that is not a safe file name.
 std::vector<ScreeningLigand> read_screening_ligands(const std::string& path);
 
-// The first chain id of L..Z, then A..K, that the input file does not use.
-std::string free_ligand_chain(const std::string& input_path, const fold::ModelSpec& spec);
+// The input file every ligand's target copies, read once (ModelSpec::from_file, with the MSAs it
+// names), or why it could not be read.
+struct ScreeningInput {
+    fold::Input input;
+    std::exception_ptr error;  // null when read
+};
+ScreeningInput read_screening_input(const std::string& path, const fold::ModelSpec& spec,
+                                    const fold::ReadOptions& ro = {});
+
+// The first chain id of L..Z, then A..K, that the input file does not use; the reading error
+// when it could not be read.
+std::string free_ligand_chain(const ScreeningInput& in);
 
 // One target per ligand: the input file with the ligand added as chain `chain`, named after the
 // ligand, and with `affinity` the affinity binder. A ligand the model cannot take (a SMILES RDKit
-// refuses, one too large for the affinity module) carries its error and fails alone.
-std::vector<FoldRecord> collect_screening_records(const std::string& input_path,
+// refuses, one too large for the affinity module) carries its error and fails alone; an input
+// file that could not be read is every ligand's error.
+std::vector<FoldRecord> collect_screening_records(const ScreeningInput& in,
                                                   const std::vector<ScreeningLigand>& ligands,
                                                   const std::string& chain,
                                                   const fold::ModelSpec& spec,

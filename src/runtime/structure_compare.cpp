@@ -126,13 +126,13 @@ double superposed_rmsd(const std::vector<Pos>& a, const std::vector<Pos>& b) {
     return std::sqrt(sum / double(a.size()));
 }
 
-std::vector<io::CaResidue> ca_residues(const fold::Prediction& p, size_t sample) {
+std::vector<io::CaResidue> ca_residues(const bio::Prediction& p, size_t sample) {
     BI_CHECK(sample < p.samples.size(), "ca_residues", "sample ", sample, " of ", p.samples.size());
-    const fold::Sample& s = p.samples[sample];
+    const bio::Sample& s = p.samples[sample];
     std::vector<io::CaResidue> out;
-    for (const fold::Token& t : p.tokens) {
+    for (const bio::Token& t : p.tokens) {
         // amino acids with a Calpha, as read_ca_residues takes them
-        if (t.rep_atom < 0 || p.chains[size_t(t.chain)].kind != fold::EntityKind::Protein) continue;
+        if (t.rep_atom < 0 || p.chains[size_t(t.chain)].type != bio::MoleculeType::Protein) continue;
         const float* xyz = s.coords.f32() + t.rep_atom * 3;
         io::CaResidue r;
         r.chain = p.chains[size_t(t.chain)].id;

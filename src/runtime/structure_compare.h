@@ -25,7 +25,7 @@ struct Comparison {
 // The residues of sample `sample` of a prediction with a representative atom (Calpha), in
 // order, as read_ca_residues reads them from the structure file written from it (B-factor: pLDDT
 // 0-100).
-std::vector<io::CaResidue> ca_residues(const fold::Prediction& p, size_t sample);
+std::vector<io::CaResidue> ca_residues(const bio::Prediction& p, size_t sample);
 
 // Index pairs (pred, truth) of matched residues.
 std::vector<std::pair<size_t, size_t>> match_residues(const std::vector<io::CaResidue>& pred,

@@ -11,7 +11,7 @@ using namespace bioinfer;
 BIOINFER_FUZZ_TARGET(boltz_input) {
     io::input_limits().smiles_heavy_atoms = 48;
     for (const bool yaml : {true, false}) {
-        io::BoltzTarget t;
+        bio::Target t;
         bool parsed = false;
         attempt([&] {
             t = yaml ? io::parse_boltz_yaml(data, "input.yaml") : io::parse_boltz_fasta(data, "input.fasta");
@@ -20,7 +20,7 @@ BIOINFER_FUZZ_TARGET(boltz_input) {
         });
         if (!parsed) continue;
         bool small = true;
-        for (const io::BoltzChain& c : t.chains)
+        for (const bio::Chain& c : t.chains)
             if (!c.smiles.empty()) attempt([&] {
                     small = false;
                     io::check_smiles_size(c.smiles, c.where);

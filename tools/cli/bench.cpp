@@ -214,7 +214,7 @@ int bench_fold(const Args& a) {
     peaks.enter("");
     for (const auto& rec : records) {
         double best = 1e300;
-        fold::Prediction keep;
+        bio::Prediction keep;
         std::map<std::string, double> profile, best_profile;
         peaks.mb.clear();
         for (int r = 0; r < repeat; ++r) {
@@ -222,7 +222,7 @@ int bench_fold(const Args& a) {
             fo.trunk_profile = &profile;
             fo.progress = [&](const std::string& stage, int, int) { peaks.enter(stage); };
             const auto t0 = std::chrono::steady_clock::now();
-            fold::Prediction out = model->predict(rec.input, fo);
+            bio::Prediction out = model->predict(rec.input, fo);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             peaks.enter("");
             if (s < best) {

@@ -190,17 +190,21 @@ int predict_main(int argc, char** argv) {
                  "--affinity-checkpoint", a.get("affinity-checkpoint"), " is not a file");
     std::vector<runtime::ScreeningLigand> ligands;
     std::vector<runtime::FoldRecord> records;
+    // every input is read once, here, as the options say (Boltz-2's MSA rows)
+    fold::ReadOptions read;
+    read.max_msa_seqs = fo.max_msa_seqs;
     if (a.has("ligands")) {
         ligands = runtime::read_screening_ligands(a.get("ligands"));
-        const std::string input = a.positional[0];
+        const runtime::ScreeningInput input =
+            runtime::read_screening_input(a.positional[0], *spec, read);
         const std::string chain =
-            a.has("ligand-chain") ? a.get("ligand-chain") : runtime::free_ligand_chain(input, *spec);
+            a.has("ligand-chain") ? a.get("ligand-chain") : runtime::free_ligand_chain(input);
         records =
             runtime::collect_screening_records(input, ligands, chain, *spec, a.has("affinity"));
     } else {
-        records = runtime::collect_fold_records(a.positional[0], *spec);
+        records = runtime::collect_fold_records(a.positional[0], *spec, read);
     }
-    if (!opts.msa_dir.empty()) runtime::attach_msa_dir(records, opts.msa_dir);
+    if (!opts.msa_dir.empty()) runtime::attach_msa_dir(records, opts.msa_dir, *spec);
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
         const long long gib = a.get_int_in("max-memory", 0, 1, 1 << 20);  // GiB

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes src/models/boltz2/conformers_data.cpp: boltz's residue vocabulary (boltz.data.const: the
-33 tokens, one-letter maps, reference atom lists, centre/representative atoms, backbone names,
-chirality and method ids) and the canonical residue molecules boltz's featurizer reads
+"""Writes src/models/boltz2/conformers_data.cpp: boltz's residue vocabulary (boltz.data.const:
+reference atom lists, centre/representative atoms, backbone names, chirality and method ids; its
+33 tokens and one-letter maps are src/bio/residues.cpp's, which conformers.cpp adds) and the
+canonical residue molecules boltz's featurizer reads
 (`mols/<RES>.pkl`: RDKit molecules with CCD atom names and conformers), reduced to what the
 featurizer uses: for each residue its heavy atoms in the molecule's order (name, atomic number,
 symbol, formal charge, chirality id) and every conformer's coordinates (Angstrom, as stored).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,6 +31,17 @@ def strlist(xs) -> str:
     return "{" + ", ".join(cstr(x) for x in xs) + "}"
 
 
+def check_bio_tokens(const) -> None:
+    """The residue tokens src/bio/residues.cpp tabulates must be boltz's, in boltz's order."""
+    text = (ROOT / "src/bio/residues.cpp").read_text()
+    body = text[text.index("kResidueTokens[kNumResidueTokens] = {"):]
+    body = body[body.index("{") + 1:body.index("};")]
+    tokens = re.findall(r'"([^"]*)"', body)
+    if tokens != list(const.tokens):
+        raise SystemExit(f"src/bio/residues.cpp's kResidueTokens {tokens} differ from boltz's "
+                         f"const.tokens {list(const.tokens)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mols", default=str(ROOT / "tests/fixtures/boltz2_tiny/mols"))
@@ -38,6 +51,7 @@ def main() -> None:
     from boltz.data import const
     from rdkit import Chem
 
+    check_bio_tokens(const)
     Chem.SetDefaultPickleProperties(Chem.PropertyPickleOptions.AllProps)
     unk_chir = const.chirality_type_ids[const.unk_chirality_type]
 
@@ -52,14 +66,6 @@ def main() -> None:
     w("")
     w("Vocab make_builtin_vocab() {")
     w("    Vocab v;")
-    w(f"    v.tokens = {strlist(const.tokens)};")
-    for name, table in (("protein_letters", const.prot_letter_to_token),
-                        ("rna_letters", const.rna_letter_to_token),
-                        ("dna_letters", const.dna_letter_to_token)):
-        items = ", ".join("{'%s', %s}" % (k, cstr(v)) for k, v in table.items())
-        w(f"    v.{name} = {{{items}}};")
-    w("    v.unk_token = {%s};" % ", ".join("{%s, %s}" % (cstr(k), cstr(v))
-                                          for k, v in const.unk_token.items()))
     for res, names in const.ref_atoms.items():
         w(f"    v.ref_atoms[{cstr(res)}] = {strlist(names)};")
     w("    v.center_atom = {%s};" % ", ".join("{%s, %s}" % (cstr(k), cstr(v))

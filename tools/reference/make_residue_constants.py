@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Writes src/models/esmfold/residue_constants_data.cpp: AlphaFold's residue-constant tables (atom
 names, atom14/atom37 maps, rigid-group default frames and literature atom positions) exactly as
-the reference implementation (transformers' vendored openfold) computes them, as float32.
+the reference implementation (transformers' vendored openfold) computes them, as float32. The
+residue order they follow is src/bio/residues.h's (kAminoAcidLetters, kAminoAcidNames), checked
+against the reference's here.
 
     .venv-reference/bin/python tools/reference/make_residue_constants.py
 """
 import os
+import re
 
 import numpy as np
 from transformers.models.esm.openfold_utils import residue_constants as rc
@@ -34,7 +37,20 @@ def strs(a, per_line):
     return rows(np.array(a, dtype=object), lambda x: '"%s"' % x, per_line)
 
 
+def check_bio_order():
+    """bio's amino acids (src/bio/residues.h) must be the reference's restypes, in its order."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "bio", "residues.h")) as f:
+        text = f.read()
+    letters = re.search(r'kAminoAcidLetters\[kNumAminoAcids \+ 1\] = "([A-Z]*)"', text).group(1)
+    names = re.findall(r'"([A-Z]{3})"', text[text.index("kAminoAcidNames["):])[:21]
+    want = [rc.restype_1to3[r] for r in rc.restypes] + ["UNK"]
+    if letters != "".join(rc.restypes) or names != want:
+        raise SystemExit(f"src/bio/residues.h's amino acids ({letters}, {names}) differ from the "
+                         f"reference's ({''.join(rc.restypes)}, {want})")
+
+
 def main():
+    check_bio_order()
     # atom37 maps as make_atom14_masks builds them (UNK: all zeros)
     a37_to_a14 = np.zeros([21, 37], dtype=int)
     a37_mask = np.zeros([21, 37], dtype=np.float32)
@@ -60,8 +76,6 @@ def main():
 // clang-format off
 namespace bioinfer::esmfold::rc {{
 
-const char kRestypes[21] = "{''.join(rc.restypes)}";
-const char* const kResnames[21] = {{{strs([rc.restype_1to3[r] for r in rc.restypes] + ['UNK'], 21)}}};
 const char* const kAtomTypes[37] = {{{strs(rc.atom_types, 37)}}};
 const char* const kAtom14Names[21][14] = {{{strs(a14_names, 14)}}};
 const int8_t kAtom14ToAtom37[21][14] = {{{ints(a14_to_a37, 14)}}};

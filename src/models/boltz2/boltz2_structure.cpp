@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "bio/residues.h"
 #include "io/boltz_inputs.h"
 #include "models/boltz2/constraint_refs.h"
 #include "models/boltz2/featurizer.h"
@@ -17,30 +18,12 @@
 namespace bioinfer::boltz2 {
 namespace {
 
-fold::EntityKind kind_of(io::BoltzEntityType t) {
-    switch (t) {
-        case io::BoltzEntityType::Protein: return fold::EntityKind::Protein;
-        case io::BoltzEntityType::Dna: return fold::EntityKind::Dna;
-        case io::BoltzEntityType::Rna: return fold::EntityKind::Rna;
-        case io::BoltzEntityType::Ligand: return fold::EntityKind::Ligand;
-    }
-    return fold::EntityKind::Protein;
-}
-
-fold::EntityKind kind_of(const std::string& type) {
-    if (type == "dna") return fold::EntityKind::Dna;
-    if (type == "rna") return fold::EntityKind::Rna;
-    if (type == "protein") return fold::EntityKind::Protein;
-    return fold::EntityKind::Ligand;
-}
-
-// One-letter code of a residue token: amino acids by their letter, nucleotides by their base.
-char letter_of(const std::string& res) {
-    for (const auto& [letter, token] : vocab().protein_letters)
-        if (token == res && res != "UNK") return letter;
-    if (res.size() == 1) return res[0];                   // A C G U N
-    if (res.size() == 2 && res[0] == 'D') return res[1];  // DA DC DG DT DN
-    return 'X';
+// A featurizer chain's type from its name (bio::molecule_type_name).
+bio::MoleculeType molecule_type(const std::string& type) {
+    if (type == "dna") return bio::MoleculeType::Dna;
+    if (type == "rna") return bio::MoleculeType::Rna;
+    if (type == "protein") return bio::MoleculeType::Protein;
+    return bio::MoleculeType::Ligand;
 }
 
 // The two seeds of a run (the per-residue conformer motions, the sampler) from the user's one.
@@ -55,32 +38,24 @@ std::string mols_dir_of(const io::ModelDir& dir) {
     return fs::is_directory(mols) ? mols.string() : std::string();
 }
 
-std::vector<fold::EntityKind> Boltz2Spec::entity_kinds() const {
-    return {fold::EntityKind::Protein, fold::EntityKind::Dna, fold::EntityKind::Rna,
-            fold::EntityKind::Ligand};
+std::vector<bio::MoleculeType> Boltz2Spec::molecule_types() const {
+    return {bio::MoleculeType::Protein, bio::MoleculeType::Dna, bio::MoleculeType::Rna,
+            bio::MoleculeType::Ligand};
 }
 
 fold::Input Boltz2Spec::from_fasta(const io::FastaRecord&, const std::string& where) const {
     fail(where, "Boltz-2 reads whole input files (boltz's YAML, or FASTA with one record per chain)");
 }
 
-fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) const {
-    io::load_boltz_msas(t);  // every MSA readable and headed by its query, before any work
+fold::Input Boltz2Spec::input_of(bio::Target t) const {
+    const std::string path = t.source;
     fold::Input in;
     in.id = t.name;
     in.where = path;
-    in.path = path;
-    for (const io::BoltzChain& c : t.chains) {
-        fold::Entity& e = in.entities.emplace_back();
-        e.kind = kind_of(c.type);
-        e.chain_id = c.id;
-        e.sequence = c.sequence;
-        if (c.msa_kind == io::BoltzMsaKind::File) e.msa = c.msa_path;
-        if (!c.ccd.empty()) e.ccd = c.ccd.front();
-        e.smiles = c.smiles;
+    for (const bio::Chain& c : t.chains) {
         in.sequence += (in.sequence.empty() ? "" : ":") + c.sequence;
         const int64_t before = in.tokens;
-        if (c.type != io::BoltzEntityType::Ligand) {
+        if (c.type != bio::MoleculeType::Ligand) {
             in.tokens += int64_t(c.residues.size());
             // a modified residue's CCD code must name a molecule, found before any work
             for (const std::string& res : c.residues)
@@ -107,17 +82,17 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
     }
     // every template file readable and its chains resolvable, and every constraint's chain,
     // residue and atom there, before any work
-    for (const io::BoltzTemplate& e : t.templates)
+    for (const bio::Template& e : t.templates)
         template_records(e, t, read_template(e, ConformerLibrary::builtin(), mols_dir_));
     check_constraint_references(t, ConformerLibrary::builtin(), mols_dir_);
     in.residues = in.tokens;
     in.affinity_binder = t.affinity_binder;
-    // What the entities do not say: modified residues, cyclic chains, constraints.
+    // What input_key's chain fields do not say: modified residues, cyclic chains, constraints.
     std::string v;
-    const auto ref = [](const io::BoltzRef& r) {
+    const auto ref = [](const bio::ConstraintRef& r) {
         return cat(r.chain, '/', r.residue, '/', r.atom);
     };
-    for (const io::BoltzChain& c : t.chains) {
+    for (const bio::Chain& c : t.chains) {
         v += cat(c.id, c.cyclic ? " cyclic" : "", ':');
         for (const std::string& r : c.residues) v += cat(r, ' ');
         v += '\n';
@@ -140,23 +115,28 @@ fold::Input Boltz2Spec::input_of(io::BoltzTarget& t, const std::string& path) co
         v += cat("template ", e.path, ' ', e.name, ' ', list(e.chain_ids), ' ', list(e.template_ids),
                  ' ', e.force, ' ', e.threshold, '\n');
     in.variant = v;
+    in.target = std::move(t);
     return in;
 }
 
-fold::Input Boltz2Spec::from_file(const std::string& path) const {
-    io::BoltzTarget t = io::read_boltz_input(path);
-    fold::Input in = input_of(t, path);
-    check_entities(in);
+fold::Input Boltz2Spec::from_file(const std::string& path, const fold::ReadOptions& opts) const {
+    bio::Target t = io::read_boltz_input(path);
+    // every MSA readable and headed by its query, before any work; read here once, with the
+    // run's row limit (boltz's --max_msa_seqs)
+    io::load_boltz_msas(t, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192);
+    fold::Input in = input_of(std::move(t));
+    check_chains(in);
     return in;
 }
 
-// The input file's target with the input's extra chains (screening ligands) added.
-static io::BoltzTarget read_target(const fold::Input& in) {
-    io::BoltzTarget t = io::read_boltz_input(in.path);
-    for (const fold::Entity& e : in.extra) {
-        BI_CHECK(e.kind == fold::EntityKind::Ligand && !e.smiles.empty(), in.where,
-                 "chain ", e.chain_id, ": only SMILES ligands can be added to an input file");
-        io::add_boltz_ligand(t, e.chain_id, e.smiles, in.where);
+void Boltz2Spec::prepare(fold::Input& in) const {
+    BI_CHECK(!in.target.source.empty(), in.where, "Boltz-2 inputs are files");
+    // the input file's target (from_file) with the input's extra chains (screening ligands)
+    bio::Target t = in.target;
+    for (const bio::Chain& e : in.extra) {
+        BI_CHECK(e.type == bio::MoleculeType::Ligand && !e.smiles.empty(), in.where, "chain ",
+                 e.id, ": only SMILES ligands can be added to an input file");
+        io::add_boltz_ligand(t, e.id, e.smiles, in.where);
     }
     // a screening job's ligand as the affinity binder
     if (!in.affinity_binder.empty() && t.affinity_binder != in.affinity_binder) {
@@ -166,19 +146,13 @@ static io::BoltzTarget read_target(const fold::Input& in) {
         t.affinity_where = in.where;
         io::check_affinity_binder(t);
     }
-    return t;
-}
-
-void Boltz2Spec::prepare(fold::Input& in) const {
-    BI_CHECK(!in.path.empty(), in.where, "Boltz-2 inputs are files");
-    io::BoltzTarget t = read_target(in);
     const std::string id = in.id, where = in.where;
-    const std::vector<fold::Entity> extra = in.extra;
-    in = input_of(t, in.path);  // the binder: the file's, or the job's (read_target)
+    std::vector<bio::Chain> extra = std::move(in.extra);
+    in = input_of(std::move(t));  // the binder: the file's, or the job's
     in.id = id;
     in.where = where;
-    in.extra = extra;
-    check_entities(in);
+    in.extra = std::move(extra);
+    check_chains(in);
 }
 
 int64_t Boltz2Spec::memory_bytes(const fold::Input& in) const {
@@ -254,9 +228,9 @@ const Boltz2Model& Boltz2StructureModel::affinity_model() const {
     return *affinity_model_;
 }
 
-fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold::Options& opts) const {
+bio::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold::Options& opts) const {
     using clock = std::chrono::steady_clock;
-    fold::Prediction p;
+    bio::Prediction p;
     auto t_stage = clock::now();
     std::string stage = "featurize";
     const auto next_stage = [&](const std::string& name) {
@@ -266,8 +240,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
         t_stage = now;
     };
     if (opts.progress) opts.progress("featurize", 0, 0);
-    io::BoltzTarget target = read_target(in);
-    io::load_boltz_msas(target, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192);
+    const bio::Target& target = in.target;  // as read (its MSAs with it) and prepared
     FeaturizeOptions fo;
     fo.seed = opts.seed;
     fo.conformers = &conformers_.library;
@@ -309,13 +282,14 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
     // host-side: topology from the featurizer's metadata
     const StructureMeta& meta = fz.meta;
     for (const ChainMeta& c : meta.chains)
-        p.chains.push_back({c.id, kind_of(c.type), c.token_begin, c.token_count, c.entity_id});
+        p.chains.push_back(
+            {c.id, molecule_type(c.type), c.token_begin, c.token_count, c.entity_id});
     for (const TokenMeta& t : meta.tokens) {
-        fold::Token tok;
+        bio::Token tok;
         tok.chain = t.chain;
         tok.residue = t.res_idx + 1;
         tok.name = t.res_name;
-        tok.letter = letter_of(t.res_name);
+        tok.letter = bio::residue_letter(t.res_name);
         tok.first_atom = t.atom_begin;
         tok.atoms = t.atom_count;
         tok.rep_atom = t.center_atom;
@@ -332,7 +306,7 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
             return r.confidence_score[size_t(a)] > r.confidence_score[size_t(b)];
         });
     for (int64_t s : order) {
-        fold::Sample out;
+        bio::Sample out;
         // the real atoms come first; the featurizer pads at the end
         out.coords = r.coords.narrow0(s, s + 1).reshape({r.coords.size(1), 3}).narrow0(0, A).clone();
         out.token_plddt = Tensor::zeros({N});
@@ -391,8 +365,8 @@ fold::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold
         };
         double mw = 0;
         if (opts.affinity_mw_correction) {
-            const io::BoltzChain* binder = nullptr;
-            for (const io::BoltzChain& c : target.chains)
+            const bio::Chain* binder = nullptr;
+            for (const bio::Chain& c : target.chains)
                 if (c.id == target.affinity_binder) binder = &c;
             mw = binder->smiles.empty()
                      ? ccd_molecular_weight(binder->residues.front(), spec_->mols_dir(), in.where)

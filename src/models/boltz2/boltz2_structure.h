@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "io/boltz_inputs.h"
+#include "bio/target.h"
 #include "models/boltz2/boltz2.h"
 #include "models/boltz2/conformers.h"
 #include "models/structure_model.h"
@@ -22,15 +22,19 @@ public:
     const std::string& mols_dir() const { return mols_dir_; }
     const Config& config() const { return cfg_; }
     std::string architecture() const override { return "boltz2"; }
-    std::vector<fold::EntityKind> entity_kinds() const override;
+    std::vector<bio::MoleculeType> molecule_types() const override;
     bool takes_msa() const override { return true; }
     int default_num_recycles() const override { return 3; }
     // FASTA records are chains of one target here: inputs are whole files.
     fold::Input from_fasta(const io::FastaRecord& rec, const std::string& where) const override;
     bool reads_whole_files() const override { return true; }
-    // The file parsed (schema, alphabets, MSA paths); every error names the file, line and chain.
-    fold::Input from_file(const std::string& path) const override;
-    // Reads and checks every MSA (first row is the query, readable), counts tokens.
+    // The file parsed (schema, alphabets, MSA paths) and every MSA read and checked (first row is
+    // the query) with opts.max_msa_seqs rows (boltz's default 8192), tokens counted: the target
+    // predict runs. Every error names the file, line and chain.
+    fold::Input from_file(const std::string& path,
+                          const fold::ReadOptions& opts = {}) const override;
+    // Adds in.extra (screening ligands) to the target from_file read, and the job's affinity
+    // binder; checks and counts tokens as from_file.
     void prepare(fold::Input& in) const override;
     // Pair states of the trunk and confidence stacks, the token transformer's per-layer biases,
     // the atom windows' biases and the dense atom <-> token maps, at in.tokens tokens.
@@ -51,9 +55,9 @@ public:
     int64_t bytes_per_parallel_sample(int64_t tokens) const;
 
 private:
-    // The input of a parsed target, its MSAs read and checked, its tokens counted (a ligand's
-    // heavy atoms: RDKit's parse of a SMILES, a CCD code's molecule): the file is read once.
-    fold::Input input_of(io::BoltzTarget& t, const std::string& path) const;
+    // The input of a read target, its tokens counted (a ligand's heavy atoms: RDKit's parse of a
+    // SMILES, a CCD code's molecule), its templates and constraints checked.
+    fold::Input input_of(bio::Target t) const;
 
     Config cfg_;
     std::string mols_dir_;
@@ -72,7 +76,7 @@ public:
     // featurize" and the affinity model's own stages prefixed "affinity " (boltz's second
     // stage: the best sample cropped around the binder and featurised again), whose results are
     // the prediction's properties.
-    fold::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
+    bio::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
     const Boltz2Model& model() const { return *model_; }
     // Where the canonical residue conformers come from: the model folder's mols/ (boltz's cache
     // layout) or the built-in table.

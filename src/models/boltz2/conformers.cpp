@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <gemmi/elem.hpp>
 
+#include "bio/residues.h"
 #include "bioinfer/error.h"
 #include "io/rdkit_pickle.h"
 #include "io/torch_checkpoint.h"
@@ -13,7 +14,23 @@
 namespace bioinfer::boltz2 {
 
 const Vocab& vocab() {
-    static const Vocab v = make_builtin_vocab();
+    static const Vocab v = [] {
+        Vocab v = make_builtin_vocab();
+        v.tokens.assign(bio::kResidueTokens, bio::kResidueTokens + bio::kNumResidueTokens);
+        for (int c = 1; c < 128; ++c) {
+            const char l = char(c);
+            if (const char* r = bio::residue_of_letter(bio::MoleculeType::Protein, l))
+                v.protein_letters[l] = r;
+            if (const char* r = bio::residue_of_letter(bio::MoleculeType::Rna, l))
+                v.rna_letters[l] = r;
+            if (const char* r = bio::residue_of_letter(bio::MoleculeType::Dna, l))
+                v.dna_letters[l] = r;
+        }
+        v.unk_token = {{"PROTEIN", bio::unknown_residue(bio::MoleculeType::Protein)},
+                       {"DNA", bio::unknown_residue(bio::MoleculeType::Dna)},
+                       {"RNA", bio::unknown_residue(bio::MoleculeType::Rna)}};
+        return v;
+    }();
     return v;
 }
 

@@ -1,6 +1,7 @@
 // Boltz-2's residue vocabulary (boltz.data.const) and the canonical residue molecules its
 // featurizer reads (boltz's mols/<RES>.pkl), reduced to heavy atoms with names, elements, charges,
-// chirality and conformer coordinates. The built-in tables are generated (conformers_data.cpp).
+// chirality and conformer coordinates. The built-in tables are generated (conformers_data.cpp);
+// the residue tokens and one-letter codes are bio's (bio/residues.h).
 #pragma once
 #include <array>
 #include <map>
@@ -9,8 +10,10 @@
 
 namespace bioinfer::boltz2 {
 
-// boltz.data.const, as the input parser and featurizer use it.
+// boltz.data.const, as the featurizer uses it.
 struct Vocab {
+    // bio's residue vocabulary in boltz's spelling (bio::kResidueTokens, bio::residue_of_letter,
+    // bio::unknown_residue):
     std::vector<std::string>
         tokens;  // 33 residue tokens: <pad>, -, ALA..VAL, UNK, A G C U N, DA..DN
     std::map<char, std::string> protein_letters, rna_letters, dna_letters;  // one letter -> token
@@ -131,7 +134,7 @@ struct CacheConformers {
 };
 CacheConformers load_cache_conformers(const std::string& cache_dir);
 
-// Generated (conformers_data.cpp).
+// Generated (conformers_data.cpp): the vocabulary but its residue tokens and one-letter maps.
 Vocab make_builtin_vocab();
 ConformerLibrary make_builtin_conformers();
 

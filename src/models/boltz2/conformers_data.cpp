@@ -7,11 +7,6 @@ namespace bioinfer::boltz2 {
 
 Vocab make_builtin_vocab() {
     Vocab v;
-    v.tokens = {"<pad>", "-", "ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE", "PRO", "SER", "THR", "TRP", "TYR", "VAL", "UNK", "A", "G", "C", "U", "N", "DA", "DG", "DC", "DT", "DN"};
-    v.protein_letters = {{'A', "ALA"}, {'R', "ARG"}, {'N', "ASN"}, {'D', "ASP"}, {'C', "CYS"}, {'E', "GLU"}, {'Q', "GLN"}, {'G', "GLY"}, {'H', "HIS"}, {'I', "ILE"}, {'L', "LEU"}, {'K', "LYS"}, {'M', "MET"}, {'F', "PHE"}, {'P', "PRO"}, {'S', "SER"}, {'T', "THR"}, {'W', "TRP"}, {'Y', "TYR"}, {'V', "VAL"}, {'X', "UNK"}, {'J', "UNK"}, {'B', "UNK"}, {'Z', "UNK"}, {'O', "UNK"}, {'U', "UNK"}, {'-', "-"}};
-    v.rna_letters = {{'A', "A"}, {'G', "G"}, {'C', "C"}, {'U', "U"}, {'N', "N"}};
-    v.dna_letters = {{'A', "DA"}, {'G', "DG"}, {'C', "DC"}, {'T', "DT"}, {'N', "DN"}};
-    v.unk_token = {{"PROTEIN", "UNK"}, {"DNA", "DN"}, {"RNA", "N"}};
     v.ref_atoms["PAD"] = {};
     v.ref_atoms["UNK"] = {"N", "CA", "C", "O", "CB"};
     v.ref_atoms["-"] = {};

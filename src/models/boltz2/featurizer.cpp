@@ -52,16 +52,16 @@ struct ChainMsa {
     std::vector<std::pair<size_t, size_t>> del_range;
 };
 
-ChainMsa chain_msa(const io::BoltzChain& c, const std::vector<int>& query_tokens) {
+ChainMsa chain_msa(const bio::Chain& c, const std::vector<int>& query_tokens) {
     const Vocab& v = vocab();
     ChainMsa m;
-    if (c.msa_kind != io::BoltzMsaKind::File) {  // boltz's dummy_msa: the query alone
+    if (c.msa_kind != bio::MsaKind::File) {  // boltz's dummy_msa: the query alone
         m.rows.push_back(query_tokens);
         m.taxonomy.push_back(-1);
         m.del_range.push_back({0, 0});
         return m;
     }
-    for (const io::MsaRow& r : c.msa->rows) {
+    for (const bio::MsaRow& r : c.msa->rows) {
         std::vector<int> toks;
         toks.reserve(r.residues.size());
         for (char ch : r.residues) toks.push_back(v.token_id(v.protein_letters.at(ch)));
@@ -166,12 +166,12 @@ struct Tokenized {
 // Ligand molecules by residue name: injected ones first, then SMILES through RDKit (once per
 // entity: copies share LIG<k>), then CCD codes from the canonical set or boltz's mols folder.
 struct LigandMols {
-    const io::BoltzTarget& target;
+    const bio::Target& target;
     const FeaturizeOptions& opt;
     const ConformerLibrary& lib;
     std::map<std::string, ResidueMol> mols;
 
-    const ResidueMol& get(const io::BoltzChain& c, const std::string& res) {
+    const ResidueMol& get(const bio::Chain& c, const std::string& res) {
         auto it = mols.find(res);
         if (it != mols.end()) return it->second;
         const std::string where = cat(target.source, ": chain ", c.id);
@@ -313,7 +313,7 @@ void add_residue_bonds(const ResidueMol& mol, const std::vector<int>& mol_atoms,
 // Tokens and atoms of the residues `keep` marks (by global residue index; null: all), and the
 // structure's metadata (`meta`, made again). Skipped residues draw no conformer and take no
 // ref_space_uid, as in boltz's crop.
-Tokenized tokenize(const io::BoltzTarget& target, const FeaturizeOptions& opt,
+Tokenized tokenize(const bio::Target& target, const FeaturizeOptions& opt,
                    const ConformerLibrary& lib, LigandMols& ligand_mols,
                    const std::vector<char>* keep, StructureMeta& meta) {
     const Vocab& v = vocab();
@@ -325,15 +325,15 @@ Tokenized tokenize(const io::BoltzTarget& target, const FeaturizeOptions& opt,
     int64_t full_atom = 0;
     int next_uid = 0;
     for (size_t ci = 0; ci < target.chains.size(); ++ci) {
-        const io::BoltzChain& c = target.chains[ci];
-        const bool ligand = c.type == io::BoltzEntityType::Ligand;
-        const std::string type_upper = c.type == io::BoltzEntityType::Protein ? "PROTEIN"
-                                       : c.type == io::BoltzEntityType::Dna   ? "DNA"
-                                       : c.type == io::BoltzEntityType::Rna   ? "RNA"
+        const bio::Chain& c = target.chains[ci];
+        const bool ligand = c.type == bio::MoleculeType::Ligand;
+        const std::string type_upper = c.type == bio::MoleculeType::Protein ? "PROTEIN"
+                                       : c.type == bio::MoleculeType::Dna   ? "DNA"
+                                       : c.type == bio::MoleculeType::Rna   ? "RNA"
                                                                               : "NONPOLYMER";
         ChainMeta cm;
         cm.id = c.id;
-        cm.type = io::boltz_entity_name(c.type);
+        cm.type = bio::molecule_type_name(c.type);
         cm.asym_id = int(ci);
         cm.entity_id = c.entity_id;
         cm.sym_id = c.sym_id;
@@ -379,20 +379,20 @@ Tokenized tokenize(const io::BoltzTarget& target, const FeaturizeOptions& opt,
 // ---- the affinity stage's crop ---------------------------------------------------------------
 
 // The affinity binder's chain (its asym id), which must be a ligand chain of the input.
-int affinity_binder_chain(const io::BoltzTarget& target, const AffinityInputs& aff) {
+int affinity_binder_chain(const bio::Target& target, const AffinityInputs& aff) {
     int binder_chain = -1;
     for (size_t ci = 0; ci < target.chains.size(); ++ci)
         if (target.chains[ci].id == aff.binder) binder_chain = int(ci);
     BI_CHECK(binder_chain >= 0, kWhere, target.source, ": the affinity binder '", aff.binder,
              "' is not a chain of the input");
-    BI_CHECK(target.chains[size_t(binder_chain)].type == io::BoltzEntityType::Ligand, kWhere,
+    BI_CHECK(target.chains[size_t(binder_chain)].type == bio::MoleculeType::Ligand, kWhere,
              target.source, ": the affinity binder '", aff.binder, "' is not a ligand");
     return binder_chain;
 }
 
 // boltz's AffinityCropper on the predicted coordinates picks the tokens, whole residues always:
 // the residues it keeps (by global residue index), and in `num_tokens` how many tokens it picked.
-std::vector<char> affinity_crop_residues(const io::BoltzTarget& target, const AffinityInputs& aff,
+std::vector<char> affinity_crop_residues(const bio::Target& target, const AffinityInputs& aff,
                                          int binder_chain, const Tokenized& tk,
                                          size_t& num_tokens) {
     BI_CHECK(int64_t(aff.coords.size()) == tk.num_atoms, kWhere, target.source,
@@ -461,21 +461,21 @@ struct ConstraintTables {
 
 // A constraint's references (chain, residue, atom) resolved on the tokenised target.
 struct RefResolver {
-    const io::BoltzTarget& target;
+    const bio::Target& target;
     const std::vector<ResAtoms>& res_atoms;
     const std::vector<std::string>& atom_names;
     const std::vector<AtomMeta>& atoms;
 
-    int chain_of(const io::BoltzRef& r) const { return constraint_chain(target, r); }
+    int chain_of(const bio::ConstraintRef& r) const { return constraint_chain(target, r); }
     // The referenced residue's global residue index.
-    size_t residue_of(int ci, const io::BoltzRef& r) const {
+    size_t residue_of(int ci, const bio::ConstraintRef& r) const {
         const int n = constraint_residue(target.chains[size_t(ci)], r);
         for (size_t g = 0; g < res_atoms.size(); ++g)
             if (res_atoms[g].chain == ci && res_atoms[g].res == n) return g;
         fail(r.where, "constraint: residue not found");
     }
     // A residue the affinity crop left out has no atoms: constraints on it are dropped (-1).
-    int64_t atom_in(size_t g, const io::BoltzRef& r) const {
+    int64_t atom_in(size_t g, const bio::ConstraintRef& r) const {
         const ResAtoms& ra = res_atoms[g];
         if (ra.count == 0) return -1;
         for (int64_t a = ra.begin; a < ra.begin + ra.count; ++a)
@@ -484,11 +484,11 @@ struct RefResolver {
     }
     // A pocket or contact token: a polymer residue's token, or a ligand atom's (in the chain's
     // first residue, where boltz looks names up).
-    int64_t token_of(const io::BoltzRef& r) const {
+    int64_t token_of(const bio::ConstraintRef& r) const {
         const int ci = chain_of(r);
-        const io::BoltzChain& c = target.chains[size_t(ci)];
+        const bio::Chain& c = target.chains[size_t(ci)];
         if (token_names_atom(c, r)) {
-            io::BoltzRef first = r;
+            bio::ConstraintRef first = r;
             first.residue = "1";
             const int64_t a = atom_in(residue_of(ci, first), r);
             return a < 0 ? -1 : atoms[size_t(a)].token;
@@ -502,7 +502,7 @@ struct RefResolver {
 // own bonds, a connection when it joins two chains, and its residues when within one chain.
 void add_bond_constraints(const RefResolver& refs, std::vector<std::array<int64_t, 3>>& bonds,
                           ConstraintTables& ct) {
-    for (const io::BoltzBondConstraint& b : refs.target.bonds) {
+    for (const bio::BondConstraint& b : refs.target.bonds) {
         const int c1 = refs.chain_of(b.atom1), c2 = refs.chain_of(b.atom2);
         const size_t g1 = refs.residue_of(c1, b.atom1), g2 = refs.residue_of(c2, b.atom2);
         const int64_t a1 = refs.atom_in(g1, b.atom1), a2 = refs.atom_in(g2, b.atom2);
@@ -523,8 +523,8 @@ void add_pocket_constraints(const RefResolver& refs, const std::vector<Token>& t
                             const StructureMeta& meta, ConstraintTables& ct) {
     const Vocab& v = vocab();
     const int64_t N = int64_t(tokens.size());
-    for (const io::BoltzPocketConstraint& pk : refs.target.pockets) {
-        io::BoltzRef b;
+    for (const bio::PocketConstraint& pk : refs.target.pockets) {
+        bio::ConstraintRef b;
         b.chain = pk.binder;
         b.where = pk.where;
         const int bc = refs.chain_of(b);
@@ -532,7 +532,7 @@ void add_pocket_constraints(const RefResolver& refs, const std::vector<Token>& t
         for (int64_t i = 0; i < N; ++i)
             if (tokens[size_t(i)].chain == bc) binder.push_back(i);
         std::vector<bool> pocket(size_t(N), false);
-        for (const io::BoltzRef& r : pk.contacts) {
+        for (const bio::ConstraintRef& r : pk.contacts) {
             const int64_t t = refs.token_of(r);
             if (t < 0) continue;
             pocket[size_t(t)] = true;
@@ -555,7 +555,7 @@ void add_pocket_constraints(const RefResolver& refs, const std::vector<Token>& t
 void add_contact_constraints(const RefResolver& refs, const std::vector<Token>& tokens,
                              ConstraintTables& ct) {
     const Vocab& v = vocab();
-    for (const io::BoltzContactConstraint& k : refs.target.contacts) {
+    for (const bio::ContactConstraint& k : refs.target.contacts) {
         const int64_t a = refs.token_of(k.token1), b = refs.token_of(k.token2);
         if (a < 0 || b < 0) continue;
         const int cls = v.contact_conditioning.at("CONTACT");
@@ -571,12 +571,12 @@ void add_contact_constraints(const RefResolver& refs, const std::vector<Token>& 
 // ---- token features (process_token_features) --------------------------------------------------
 
 // Each token's cyclic_period: parse_polymer's, the sequence length for `cyclic: true` ...
-std::vector<float> cyclic_periods(const io::BoltzTarget& target, const std::vector<Token>& tokens,
+std::vector<float> cyclic_periods(const bio::Target& target, const std::vector<Token>& tokens,
                                   const ConstraintTables& ct) {
     const int64_t N = int64_t(tokens.size());
     std::vector<float> cyclic(N, 0.f);
     for (int64_t i = 0; i < N; ++i) {
-        const io::BoltzChain& c = target.chains[size_t(tokens[size_t(i)].chain)];
+        const bio::Chain& c = target.chains[size_t(tokens[size_t(i)].chain)];
         cyclic[i] = c.cyclic ? float(c.residues.size()) : 0.f;
     }
     // ... and a bond within a chain (of over 2 residues) between the global residue indices
@@ -584,7 +584,7 @@ std::vector<float> cyclic_periods(const io::BoltzTarget& target, const std::vect
     // indices with chain-local ones, so only the first chain can match.
     for (size_t ci = 0; ci < target.chains.size(); ++ci) {
         const int64_t n = int64_t(target.chains[ci].residues.size());
-        if (n <= 2 || target.chains[ci].type == io::BoltzEntityType::Ligand) continue;
+        if (n <= 2 || target.chains[ci].type == bio::MoleculeType::Ligand) continue;
         for (const auto& [bc, g1, g2] : ct.bond_residues)
             if (bc == int64_t(ci) && g1 != g2 && std::min(g1, g2) == 0 && std::max(g1, g2) == n - 1)
                 for (int64_t i = 0; i < N; ++i)
@@ -633,7 +633,7 @@ void set_contact_conditioning(const std::vector<CondPair>& conditioning, int64_t
 // The per-token features, token bonds (the atom bonds also go to meta.bonds), masks, contact
 // conditioning, method, modified residues and the affinity binder's mask (binder_chain; -1:
 // none). `aff`: the affinity stage, whose distogram centres are the prediction's.
-void process_token_features(const io::BoltzTarget& target, const Tokenized& tk,
+void process_token_features(const bio::Target& target, const Tokenized& tk,
                             const ConstraintTables& ct, const AffinityInputs* aff, int binder_chain,
                             int method, StructureMeta& meta, Features& f) {
     const Vocab& v = vocab();
@@ -644,7 +644,7 @@ void process_token_features(const io::BoltzTarget& target, const Tokenized& tk,
         res_type(size_t(N * num_classes), 0.f);
     for (int64_t i = 0; i < N; ++i) {
         const Token& t = tokens[size_t(i)];
-        const io::BoltzChain& c = target.chains[size_t(t.chain)];
+        const bio::Chain& c = target.chains[size_t(t.chain)];
         token_index[i] = float(i);
         residue_index[i] = float(t.res_idx);
         asym[i] = float(t.chain);
@@ -747,7 +747,7 @@ void process_residue_constraint_features(const ResidueConstraints& rc, Features&
 
 // process_chain_feature_constraints: the covalent bonds between chains, and the pairs of chains
 // of one entity.
-void process_chain_feature_constraints(const io::BoltzTarget& target, const ConstraintTables& ct,
+void process_chain_feature_constraints(const bio::Target& target, const ConstraintTables& ct,
                                        Features& f) {
     f.set("connected_chain_index", index_rows(ct.connected_chains));
     f.set("connected_atom_index", index_rows(ct.connected_atoms));
@@ -963,7 +963,7 @@ void process_ensemble_features(Features& f) {
 
 // Each chain's MSA. Only the chains with tokens take part in the pairing (a crop can leave some
 // out): the others get none.
-std::vector<ChainMsa> chain_msas(const io::BoltzTarget& target, const Tokenized& tk) {
+std::vector<ChainMsa> chain_msas(const bio::Target& target, const Tokenized& tk) {
     const int C = int(target.chains.size());
     std::vector<ChainMsa> msas;
     std::vector<bool> present(size_t(C), false);
@@ -1117,7 +1117,7 @@ std::map<std::tuple<int, int, int>, int> msa_deletions(const std::vector<ChainMs
 
 // process_msa_features on the joint MSA: prepare_msa_arrays' per-token rows (msa, msa_paired,
 // deletions), the profile and deletion mean; the affinity stage adds its own profile.
-void process_msa_features(const io::BoltzTarget& target, const Tokenized& tk, bool affinity,
+void process_msa_features(const bio::Target& target, const Tokenized& tk, bool affinity,
                           Features& f) {
     const Vocab& v = vocab();
     const int num_classes = int(v.tokens.size());  // 33
@@ -1197,7 +1197,7 @@ void load_dummy_templates_features(int64_t N, Features& f) {
 
 // The input's templates' features (none in the affinity stage), or the dummy set when they
 // give none.
-void process_template_features(const io::BoltzTarget& target, const FeaturizeOptions& opt,
+void process_template_features(const bio::Target& target, const FeaturizeOptions& opt,
                                const ConformerLibrary& lib, const StructureMeta& meta, int64_t N,
                                Features& f) {
     if (!target.templates.empty() && !opt.affinity) {
@@ -1205,7 +1205,7 @@ void process_template_features(const io::BoltzTarget& target, const FeaturizeOpt
         structures.reserve(target.templates.size());
         std::map<std::string, const TemplateStructure*> by_name;  // the last file of a name
         std::vector<TemplateRecord> records;
-        for (const io::BoltzTemplate& e : target.templates) {
+        for (const bio::Template& e : target.templates) {
             structures.push_back(read_template(e, lib, opt.mols_dir));
             by_name[e.name] = &structures.back();
             for (TemplateRecord& r : template_records(e, target, structures.back()))
@@ -1240,7 +1240,7 @@ AugmentationSource seeded_augmentation(uint64_t seed) {
     };
 }
 
-Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& opt) {
+Featurized featurize(const bio::Target& target_in, const FeaturizeOptions& opt) {
     const Vocab& v = vocab();
     const ConformerLibrary& lib = opt.conformers ? *opt.conformers : ConformerLibrary::builtin();
     BI_CHECK(opt.atoms_per_window > 0, kWhere, "atoms_per_window must be positive, got ",
@@ -1248,10 +1248,10 @@ Featurized featurize(const io::BoltzTarget& target_in, const FeaturizeOptions& o
     auto method_it = v.method_types.find(opt.affinity ? std::string("other") : opt.method);
     BI_CHECK(method_it != v.method_types.end(), kWhere, "unknown method '", opt.method, "'");
 
-    io::BoltzTarget target = target_in;
+    bio::Target target = target_in;
     BI_CHECK(!target.chains.empty(), kWhere, target.source, ": no chains");
     bool need_msas = false;
-    for (const auto& c : target.chains) need_msas |= c.msa_kind == io::BoltzMsaKind::File && !c.msa;
+    for (const auto& c : target.chains) need_msas |= c.msa_kind == bio::MsaKind::File && !c.msa;
     if (need_msas) io::load_boltz_msas(target, opt.max_msa_seqs);
 
     LigandMols ligand_mols{target, opt, lib, {}};

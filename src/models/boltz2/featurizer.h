@@ -1,4 +1,4 @@
-// Boltz-2's featurizer for polymers (proteins, DNA, RNA): a BoltzTarget -> the feature tensors
+// Boltz-2's featurizer for polymers (proteins, DNA, RNA): a bio::Target -> the feature tensors
 // boltz 2.2.1's inference pipeline hands the model (tokenizer boltz2.py + featurizerv2.py as
 // inferencev2.py calls them), and the per-token/per-atom metadata a structure writer needs.
 #pragma once
@@ -112,6 +112,6 @@ struct Featurized {
 // template set (template_* (1,N,...), query_to_template, visibility_ids) and ensemble_ref_idxs.
 // A is padded to a multiple of options.atoms_per_window. Ligands (SMILES, CCD codes) are one token
 // per heavy atom, each ligand residue one ref_space_uid, its bonds token bonds.
-Featurized featurize(const io::BoltzTarget& target, const FeaturizeOptions& options = {});
+Featurized featurize(const bio::Target& target, const FeaturizeOptions& options = {});
 
 }  // namespace bioinfer::boltz2

@@ -431,7 +431,7 @@ TemplateStructure read_template_structure(const std::string& path, bool pdb,
     return out;
 }
 
-TemplateStructure read_template(const io::BoltzTemplate& entry, const ConformerLibrary& canonical,
+TemplateStructure read_template(const bio::Template& entry, const ConformerLibrary& canonical,
                                 const std::string& mols_dir) {
     std::error_code ec;
     // (a path that exists but is no regular file is refused by read_template_structure)
@@ -443,14 +443,14 @@ TemplateStructure read_template(const io::BoltzTemplate& entry, const ConformerL
 
 // ---- records --------------------------------------------------------------------------------
 
-std::vector<TemplateRecord> template_records(const io::BoltzTemplate& entry,
-                                             const io::BoltzTarget& target,
+std::vector<TemplateRecord> template_records(const bio::Template& entry,
+                                             const bio::Target& target,
                                              const TemplateStructure& structure) {
     const std::string& w = entry.where;
     std::map<std::string, std::string> query_seq;
     std::vector<std::string> query_ids = entry.chain_ids;
-    for (const io::BoltzChain& c : target.chains)
-        if (c.type == io::BoltzEntityType::Protein) {
+    for (const bio::Chain& c : target.chains)
+        if (c.type == bio::MoleculeType::Protein) {
             query_seq[c.id] = c.sequence;
             if (entry.chain_ids.empty()) query_ids.push_back(c.id);
         }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "io/boltz_inputs.h"
+#include "bio/target.h"
 #include "models/boltz2/conformers.h"
 #include "models/boltz2/features.h"
 
@@ -69,7 +69,7 @@ TemplateStructure read_template_structure(const std::string& path, bool pdb,
                                           const std::string& mols_dir);
 
 // The structure of a `templates:` entry; a missing file is an error naming the entry.
-TemplateStructure read_template(const io::BoltzTemplate& entry, const ConformerLibrary& canonical,
+TemplateStructure read_template(const bio::Template& entry, const ConformerLibrary& canonical,
                                 const std::string& mols_dir);
 
 // ---- records and features -------------------------------------------------------------------
@@ -90,8 +90,8 @@ struct TemplateRecord {
 // ungapped local alignment of each pair. A template chain that is not a protein chain of the file
 // is an error naming the entry. (boltz lists omitted chains from Python sets, whose order only
 // matters when two assignments score alike.)
-std::vector<TemplateRecord> template_records(const io::BoltzTemplate& entry,
-                                             const io::BoltzTarget& target,
+std::vector<TemplateRecord> template_records(const bio::Template& entry,
+                                             const bio::Target& target,
                                              const TemplateStructure& structure);
 
 // The query's tokens as the template features need them: per token its chain name and residue

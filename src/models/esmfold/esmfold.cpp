@@ -108,7 +108,7 @@ std::unique_ptr<EsmFoldModel> EsmFoldModel::load(const io::ModelDir& m) {
     // AlphaFold residue order (+1, 0 = padding) to ESM tokens.
     model->af2_to_esm_.push_back(esm::kPad);
     for (int r = 0; r < rc::kNumRestypes; ++r)
-        model->af2_to_esm_.push_back(esm::tokenize(std::string(1, rc::kRestypes[r] ? rc::kRestypes[r] : 'X'), "af2_to_esm")[0]);
+        model->af2_to_esm_.push_back(esm::tokenize(std::string(1, bio::kAminoAcidLetters[r] ? bio::kAminoAcidLetters[r] : 'X'), "af2_to_esm")[0]);
     const Tensor combine = m.get_f32("esm_s_combine", {NL + 1});
     // host-side: the softmax of NL + 1 layer weights, once at load
     float mx = -INFINITY, sum = 0;
@@ -304,7 +304,7 @@ EncodedTarget encode_sequence(const std::string& seq, const std::string& record)
             BI_CHECK(!chain_empty, record, "chain ", chain + 1, " is empty (at position ", i + 1, ")");
             if (end) break;
             for (int k = 0; k < kLinkerLength; ++k) {  // the linker numbers with the chain before it
-                e.target.aatype.push_back(rc::restype_index('G'));
+                e.target.aatype.push_back(bio::amino_acid_index('G'));
                 e.target.residue_index.push_back(number++ + chain * kChainOffset);
                 e.is_linker.push_back(1);
                 e.chain.push_back(chain);
@@ -313,7 +313,7 @@ EncodedTarget encode_sequence(const std::string& seq, const std::string& record)
             chain_empty = true;
             continue;
         }
-        e.target.aatype.push_back(rc::restype_index(seq[i]));
+        e.target.aatype.push_back(bio::amino_acid_index(seq[i]));
         e.target.residue_index.push_back(number++ + chain * kChainOffset);
         e.is_linker.push_back(0);
         e.chain.push_back(chain);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "bio/residues.h"
 #include "bioinfer/error.h"
 #include "models/esmfold/residue_constants.h"
 
@@ -18,17 +19,17 @@ fold::Input EsmFoldSpec::from_fasta(const io::FastaRecord& rec, const std::strin
 
 EncodedTarget encode_input(const fold::Input& in) {
     std::string joined;
-    for (size_t k = 0; k < in.entities.size(); ++k)
-        joined += (k ? ":" : "") + in.entities[k].sequence;
+    const std::vector<bio::Chain>& chains = in.target.chains;
+    for (size_t k = 0; k < chains.size(); ++k) joined += (k ? ":" : "") + chains[k].sequence;
     return encode_sequence(joined, in.where);
 }
 
 void EsmFoldSpec::prepare(fold::Input& in) const {
-    check_entities(in);
-    for (const fold::Entity& e : in.entities)
-        for (size_t i = 0; i < e.sequence.size(); ++i)
-            BI_CHECK(e.sequence[i] >= 'A' && e.sequence[i] <= 'Z', in.where, "chain ", e.chain_id,
-                     ": character '", e.sequence[i], "' at position ", i + 1,
+    check_chains(in);
+    for (const bio::Chain& c : in.target.chains)
+        for (size_t i = 0; i < c.sequence.size(); ++i)
+            BI_CHECK(c.sequence[i] >= 'A' && c.sequence[i] <= 'Z', in.where, "chain ", c.id,
+                     ": character '", c.sequence[i], "' at position ", i + 1,
                      " is not an upper-case amino-acid letter");
     const EncodedTarget enc = encode_input(in);
     in.tokens = int64_t(enc.target.aatype.size());
@@ -62,7 +63,7 @@ std::unique_ptr<EsmFoldStructureModel> EsmFoldStructureModel::load(const io::Mod
 EsmFoldStructureModel::EsmFoldStructureModel(std::unique_ptr<EsmFoldModel> model)
     : model_(std::move(model)), spec_(model_->config()) {}
 
-fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
+bio::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
                                                 const fold::Options& opts) const {
     BI_CHECK(opts.num_samples == 1, in.where, "esmfold predicts one structure per target, not ",
              opts.num_samples);
@@ -82,7 +83,7 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
     if (opts.progress) opts.progress("language model", 0, 0);
     const FoldOutput out = model_->fold(enc.target, fo);
 
-    fold::Prediction p;
+    bio::Prediction p;
     p.num_recycles = opts.num_recycles < 0 ? spec_.default_num_recycles() : opts.num_recycles;
     p.stage_seconds = {{"language_model", out.seconds_stem},
                        {"trunk", out.seconds_trunk},
@@ -104,16 +105,16 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
         if (enc.is_linker[size_t(i)]) continue;
         const int32_t ch = enc.chain[size_t(i)];
         if (p.chains.empty() || ch != int32_t(p.chains.size()) - 1) {
-            p.chains.push_back({in.entities[size_t(ch)].chain_id, fold::EntityKind::Protein,
+            p.chains.push_back({in.target.chains[size_t(ch)].id, bio::MoleculeType::Protein,
                                 int64_t(p.tokens.size()), 0});
         }
-        fold::Chain& chain = p.chains.back();
+        bio::PredictedChain& chain = p.chains.back();
         const int r = aatype[size_t(i)];
-        fold::Token t;
+        bio::Token t;
         t.chain = ch;
         t.residue = int32_t(++chain.tokens);
-        t.name = rc::kResnames[r];
-        t.letter = rc::kRestypes[r] ? rc::kRestypes[r] : 'X';
+        t.name = bio::kAminoAcidNames[r];
+        t.letter = bio::kAminoAcidLetters[r] ? bio::kAminoAcidLetters[r] : 'X';
         t.first_atom = int64_t(p.atoms.size());
         for (int a = 0; a < rc::kNumAtom37; ++a) {
             if (exists[i * 37 + a] == 0.0f) continue;
@@ -133,7 +134,7 @@ fold::Prediction EsmFoldStructureModel::predict(const fold::Input& in,
     for (int64_t a = 0; a < n; ++a)
         for (int64_t b = 0; b < n; ++b)
             kept_pae[size_t(a * n + b)] = pae[keep[size_t(a)] * L + keep[size_t(b)]];
-    fold::Sample s;
+    bio::Sample s;
     s.coords = Tensor::of(xyz, {na, 3});
     s.plddt = Tensor::of(plddt, {na});
     s.token_plddt = Tensor::of(token_plddt, {n});

@@ -14,8 +14,8 @@ public:
     explicit EsmFoldSpec(EsmFoldConfig c) : cfg_(std::move(c)) {}
     const EsmFoldConfig& config() const { return cfg_; }
     std::string architecture() const override { return "esmfold"; }
-    std::vector<fold::EntityKind> entity_kinds() const override {
-        return {fold::EntityKind::Protein};
+    std::vector<bio::MoleculeType> molecule_types() const override {
+        return {bio::MoleculeType::Protein};
     }
     bool takes_msa() const override { return false; }
     int default_num_recycles() const override { return int(cfg_.trunk.max_recycles) - 1; }
@@ -41,7 +41,7 @@ public:
     const fold::ModelSpec& spec() const override { return spec_; }
     // Stages "language model", "trunk pass" (per pass), "structure module and heads"; taps and
     // the trunk profile as EsmFoldModel::fold.
-    fold::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
+    bio::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
     const EsmFoldModel& model() const { return *model_; }
 
 private:

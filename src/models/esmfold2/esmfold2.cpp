@@ -24,7 +24,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::vector<std::string> chains_of(const fold::Input& in) {
     std::vector<std::string> c;
-    for (const fold::Entity& e : in.entities) c.push_back(e.sequence);
+    for (const bio::Chain& x : in.target.chains) c.push_back(x.sequence);
     return c;
 }
 
@@ -93,16 +93,20 @@ fold::Input EsmFold2Spec::from_fasta(const io::FastaRecord& rec, const std::stri
     return in;
 }
 
+std::shared_ptr<const bio::Msa> EsmFold2Spec::read_msa(const std::string& path) const {
+    return std::make_shared<const bio::Msa>(io::parse_a3m_esm(io::read_input_file(path), path, 0));
+}
+
 void EsmFold2Spec::prepare(fold::Input& in) const {
-    check_entities(in);
+    check_chains(in);
     in.tokens = 0;
-    for (const fold::Entity& e : in.entities) {
-        BI_CHECK(!e.sequence.empty(), in.where, "chain ", e.chain_id, " is empty");
-        for (size_t i = 0; i < e.sequence.size(); ++i)
-            BI_CHECK(e.sequence[i] >= 'A' && e.sequence[i] <= 'Z', in.where, "chain ", e.chain_id,
-                     ": character '", e.sequence[i], "' at position ", i + 1,
+    for (const bio::Chain& c : in.target.chains) {
+        BI_CHECK(!c.sequence.empty(), in.where, "chain ", c.id, " is empty");
+        for (size_t i = 0; i < c.sequence.size(); ++i)
+            BI_CHECK(c.sequence[i] >= 'A' && c.sequence[i] <= 'Z', in.where, "chain ", c.id,
+                     ": character '", c.sequence[i], "' at position ", i + 1,
                      " is not an upper-case amino-acid letter");
-        in.tokens += int64_t(e.sequence.size());
+        in.tokens += int64_t(c.sequence.size());
     }
     in.residues = in.tokens;
 }
@@ -127,16 +131,11 @@ int64_t EsmFold2Spec::memory_bytes(const fold::Input& in) const {
                          c.sampler.samples * A * (c.diff_atom.hidden * 16 + 160 * 4 * 4);
     // the MSA encoder (once, before the loops): its rows' activations (the MSA, its normalised
     // copy, the pair-weighted average's values, gate and output, a transition chunk) and the outer
-    // product's pair; rows as the chains' a3m files hold them, up to the default row limit
+    // product's pair; rows as the chains' MSAs hold them, up to the default row limit
     if (c.msa.enabled) {
         int64_t rows = 1;
-        for (const fold::Entity& e : in.entities) {
-            if (e.msa.empty()) continue;
-            const std::string text = io::read_input_file(e.msa);
-            int64_t n = text.compare(0, 1, ">") == 0;
-            for (size_t p = text.find("\n>"); p != std::string::npos; p = text.find("\n>", p + 1)) ++n;
-            rows += std::max<int64_t>(n - 1, 0);
-        }
+        for (const bio::Chain& x : in.target.chains)
+            if (x.msa) rows += std::max<int64_t>(int64_t(x.msa->rows.size()) - 1, 0);
         rows = std::min(rows, kMsaMaxRows);
         trunk += rows * L * c.msa.hidden * 4 * 6 + pair * 2;
     }
@@ -152,19 +151,18 @@ std::unique_ptr<EsmFold2StructureModel> EsmFold2StructureModel::load(const io::M
 EsmFold2StructureModel::EsmFold2StructureModel(std::unique_ptr<EsmFold2Model> model)
     : model_(std::move(model)), spec_(model_->config()) {}
 
-fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
+bio::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
                                                  const fold::Options& opts) const {
     Inputs feats = featurize(chains_of(in), in.where);
-    // MSAs: the chains' a3m files (predict's --msa-dir names them as records are collected)
-    std::vector<io::Msa> msas(in.entities.size());
-    std::vector<const io::Msa*> per_chain(in.entities.size(), nullptr);
+    // MSAs: the chains' a3m files, read as records are collected (predict's --msa-dir)
+    std::vector<const bio::Msa*> per_chain(in.target.chains.size(), nullptr);
     bool any = false;
-    for (size_t c = 0; c < in.entities.size(); ++c) {
-        const std::string& path = in.entities[c].msa;
-        if (path.empty()) continue;
-        msas[c] = io::parse_a3m_esm(io::read_input_file(path), path, 0);
-        per_chain[c] = &msas[c];
-        any = true;
+    for (size_t c = 0; c < in.target.chains.size(); ++c) {
+        const bio::Chain& x = in.target.chains[c];
+        BI_CHECK(x.msa || x.msa_path.empty(), in.where, "chain ", x.id, ": the MSA ", x.msa_path,
+                 " was not read");
+        per_chain[c] = x.msa.get();
+        any |= x.msa != nullptr;
     }
     if (any)
         attach_msas(feats, per_chain, in.where,
@@ -181,7 +179,7 @@ fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
     const FoldOutput out = model_->fold(feats, fo);
     const ConfidenceOutput& cf = out.confidence;
 
-    fold::Prediction p;
+    bio::Prediction p;
     p.num_recycles = int(opts.num_recycles < 0 ? model_->config().num_loops : opts.num_recycles);
     p.stage_seconds = out.stage_seconds;
     const std::vector<ProteinResidue>& table = protein_residues();
@@ -190,7 +188,7 @@ fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
     for (int64_t t = 0; t < feats.tokens; ++t) {
         const int32_t c = feats.asym_id[size_t(t)];
         if (p.chains.empty() || c != int32_t(p.chains.size()) - 1)
-            p.chains.push_back({in.entities[size_t(c)].chain_id, fold::EntityKind::Protein, t, 0,
+            p.chains.push_back({in.target.chains[size_t(c)].id, bio::MoleculeType::Protein, t, 0,
                                 feats.entity_id[size_t(t)]});
         ++p.chains.back().tokens;
         const ProteinResidue* r = nullptr;
@@ -198,7 +196,7 @@ fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
             if (x.res_type == feats.res_type[size_t(t)]) r = &x;
         BI_CHECK(r != nullptr, in.where, "token ", t, ": no residue of type ",
                  feats.res_type[size_t(t)]);
-        fold::Token tok;
+        bio::Token tok;
         tok.chain = c;
         tok.residue = feats.residue_index[size_t(t)] + 1;
         tok.name = r->name;
@@ -221,7 +219,7 @@ fold::Prediction EsmFold2StructureModel::predict(const fold::Input& in,
     const Tensor coords = out.coords.to(kHost);
     const int64_t Af = af.atoms, C = cf.pair_chains_iptm.size(1);
     for (int64_t s : order) {
-        fold::Sample smp;
+        bio::Sample smp;
         // host-side: one sample's real atoms and per-token tables copied out for the writers
         smp.coords = Tensor::of(
             std::vector<float>(coords.f32() + s * Af * 3, coords.f32() + s * Af * 3 + A * 3),

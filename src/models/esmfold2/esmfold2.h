@@ -57,8 +57,8 @@ class EsmFold2Spec : public fold::ModelSpec {
   public:
     explicit EsmFold2Spec(Config c) : cfg_(std::move(c)) {}
     std::string architecture() const override { return "esmfold2"; }
-    std::vector<fold::EntityKind> entity_kinds() const override {
-        return {fold::EntityKind::Protein};
+    std::vector<bio::MoleculeType> molecule_types() const override {
+        return {bio::MoleculeType::Protein};
     }
     bool takes_msa() const override { return false; }
     // ESMFold2's recycling is its loop count: the trunk runs num_loops + 1 times.
@@ -66,6 +66,8 @@ class EsmFold2Spec : public fold::ModelSpec {
     // Letters A-Z in either case (those outside the 20 amino acids fold as UNK), ':' between
     // chains.
     fold::Input from_fasta(const io::FastaRecord& rec, const std::string& where) const override;
+    // A chain's a3m file (--msa-dir) by the esm package's rules, every row kept.
+    std::shared_ptr<const bio::Msa> read_msa(const std::string& path) const override;
     void prepare(fold::Input& in) const override;
     // The language model's hidden states, the loop's pair tensors and the pair stacks'
     // temporaries, the diffusion module's per-sample atoms and token biases.
@@ -86,7 +88,7 @@ class EsmFold2StructureModel : public fold::StructureModel {
     explicit EsmFold2StructureModel(std::unique_ptr<EsmFold2Model> model);
     const fold::ModelSpec& spec() const override { return spec_; }
     // Stages "language model", "trunk", "diffusion step" (per step), "confidence".
-    fold::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
+    bio::Prediction predict(const fold::Input& in, const fold::Options& opts = {}) const override;
 
   private:
     std::unique_ptr<EsmFold2Model> model_;

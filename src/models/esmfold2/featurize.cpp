@@ -7,9 +7,22 @@
 #include <map>
 #include <set>
 
+#include "bio/residues.h"
 #include "bioinfer/error.h"
 
 namespace bioinfer::esmfold2 {
+
+const std::vector<ProteinResidue>& protein_residues() {
+    static const std::vector<ProteinResidue> table = [] {
+        std::vector<ProteinResidue> t = protein_residue_table();
+        for (ProteinResidue& r : t) {
+            r.letter = bio::residue_letter(r.name);
+            r.res_type = bio::residue_token(r.name);
+        }
+        return t;
+    }();
+    return table;
+}
 
 namespace {
 
@@ -105,7 +118,7 @@ Inputs featurize(const std::vector<std::string>& chains, const std::string& wher
     return in;
 }
 
-void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const std::string& where,
+void attach_msas(Inputs& in, const std::vector<const bio::Msa*>& per_chain, const std::string& where,
                  int64_t max_rows) {
     constexpr size_t kMaxPaired = 8192, kMaxRows = 16384;
     BI_CHECK(max_rows >= 1, where, "MSA row limit ", max_rows, " must be at least 1");
@@ -132,10 +145,10 @@ void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const
             m.key = {-1};
             continue;
         }
-        const io::Msa& msa = *per_chain[size_t(c)];
+        const bio::Msa& msa = *per_chain[size_t(c)];
         m.width = int64_t(msa.rows[0].residues.size());
         BI_CHECK(m.width > 0, msa.source, "the MSA's query row has no aligned columns");
-        for (const io::MsaRow& row : msa.rows) {
+        for (const bio::MsaRow& row : msa.rows) {
             for (char l : row.residues) m.res.push_back(l == '-' ? 1 : letters.of(l).res_type);
             const size_t base = m.del.size();
             m.del.resize(base + size_t(m.width), 0.f);

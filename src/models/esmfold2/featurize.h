@@ -21,13 +21,17 @@ struct ProteinAtom {
 };
 struct ProteinResidue {
     const char* name;  // "ALA", ..., "UNK"
-    char letter;       // one-letter code ('X' for UNK)
-    int res_type;      // boltz's 33-class vocabulary (ALA 2 ... VAL 21, UNK 22)
     int esm_token;     // ESM C's token (UNK: <unk>)
     std::vector<ProteinAtom> atoms;
+    // bio's (bio/residues.h): the one-letter code ('X' for UNK) and boltz's 33-class token id
+    // (ALA 2 ... VAL 21, UNK 22)
+    char letter = 'X';
+    int res_type = 0;
 };
-// The 20 amino acids and UNK (generated: protein_data.cpp).
+// The 20 amino acids and UNK, each with its bio letter and token id.
 const std::vector<ProteinResidue>& protein_residues();
+// The same without them (generated: protein_data.cpp).
+std::vector<ProteinResidue> protein_residue_table();
 
 // The inputs of protein chains (upper-case one-letter codes; letters outside the 20 amino acids
 // are UNK, whose atoms N, CA, C, O sit at the origin as the reference's table has them).
@@ -48,7 +52,7 @@ constexpr int64_t kMsaMaxRows = 1024;
 // deletion_value = pi/2 atan(d / 3) and its mean over the rows (the esm package's transform).
 // The first max_rows rows are kept (the query row first): the official model reads at most 1024
 // rows per loop (a random subset, redrawn each loop); transformers' port reads them all.
-void attach_msas(Inputs& in, const std::vector<const io::Msa*>& per_chain, const std::string& where,
+void attach_msas(Inputs& in, const std::vector<const bio::Msa*>& per_chain, const std::string& where,
                  int64_t max_rows = kMsaMaxRows);
 
 }  // namespace bioinfer::esmfold2

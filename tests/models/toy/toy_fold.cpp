@@ -16,7 +16,9 @@ public:
     explicit ToySpec(double plddt) : plddt_(plddt) {}
     double plddt() const { return plddt_; }
     std::string architecture() const override { return kArch; }
-    std::vector<fold::EntityKind> entity_kinds() const override { return {fold::EntityKind::Protein}; }
+    std::vector<bio::MoleculeType> molecule_types() const override {
+        return {bio::MoleculeType::Protein};
+    }
     bool takes_msa() const override { return false; }
     int default_num_recycles() const override { return 0; }
     fold::Input from_fasta(const io::FastaRecord& rec, const std::string& where) const override {
@@ -25,9 +27,9 @@ public:
         return in;
     }
     void prepare(fold::Input& in) const override {
-        check_entities(in);
+        check_chains(in);
         in.tokens = in.residues = 0;
-        for (const fold::Entity& e : in.entities) in.tokens += int64_t(e.sequence.size());
+        for (const bio::Chain& c : in.target.chains) in.tokens += int64_t(c.sequence.size());
         in.residues = in.tokens;
     }
     int64_t memory_bytes(const fold::Input& in) const override { return in.tokens * 64; }
@@ -43,12 +45,12 @@ public:
         radius_ = g.f32()[0], rise_ = g.f32()[1], twist_ = g.f32()[2] * M_PI / 180;
     }
     const fold::ModelSpec& spec() const override { return spec_; }
-    fold::Prediction predict(const fold::Input& in, const fold::Options& opts) const override {
+    bio::Prediction predict(const fold::Input& in, const fold::Options& opts) const override {
         BI_CHECK(opts.num_samples == 1, in.where, "toy_helix predicts one structure");
-        fold::Prediction p;
-        for (const fold::Entity& e : in.entities) {
+        bio::Prediction p;
+        for (const bio::Chain& e : in.target.chains) {
             const int32_t chain = int32_t(p.chains.size());
-            p.chains.push_back({e.chain_id, fold::EntityKind::Protein, int64_t(p.tokens.size()),
+            p.chains.push_back({e.id, bio::MoleculeType::Protein, int64_t(p.tokens.size()),
                                 int64_t(e.sequence.size()), chain});
             for (size_t r = 0; r < e.sequence.size(); ++r) {
                 const int64_t atom = int64_t(p.atoms.size());
@@ -57,7 +59,7 @@ public:
             }
         }
         const int64_t n = int64_t(p.atoms.size());
-        fold::Sample s;
+        bio::Sample s;
         s.coords = Tensor::empty({n, 3});
         s.plddt = Tensor::empty({n});
         s.token_plddt = Tensor::empty({n});
