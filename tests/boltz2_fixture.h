@@ -17,6 +17,7 @@
 #include "models/boltz2/features.h"
 #include "models/boltz2/featurizer.h"
 #include "models/boltz2/ligands.h"
+#include "models/boltz2/trunk.h"
 #include "test_util.h"
 
 namespace bioinfer::test {
@@ -34,6 +35,15 @@ inline const io::ModelDir& boltz2_weights() {
 inline const boltz2::Config& boltz2_config() {
     static const boltz2::Config c = boltz2::Config::load(boltz2_weights());
     return c;
+}
+// The tiny model's trunk, loaded once (the trunk and template tests share it).
+inline const boltz2::Trunk& boltz2_trunk() {
+    static const boltz2::Trunk t = boltz2::Trunk::load(boltz2_weights(), boltz2_config());
+    return t;
+}
+// A fixture case's input file (inputs/NAME/NAME.yaml, as boltz read it).
+inline std::string boltz2_case_yaml(const std::string& name) {
+    return boltz2_fixture_dir() + "/inputs/" + name + "/" + name + ".yaml";
 }
 #endif
 

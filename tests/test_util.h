@@ -2,7 +2,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -33,6 +36,26 @@ std::string error_of(F f) {
     ADD_FAILURE() << "expected an error";
     return "";
 }
+
+// `s` contains `part`.
+inline void expect_contains(const std::string& s, const std::string& part) {
+    EXPECT_NE(s.find(part), std::string::npos) << "'" << s << "' lacks '" << part << "'";
+}
+
+// A fresh folder under the system's temporary folder, removed with everything in it at scope end.
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        static int counter = 0;
+        path = std::filesystem::temp_directory_path() /
+               ("bioinfer_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string operator/(const std::string& n) const { return (path / n).string(); }
+};
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary) << bytes;

@@ -73,7 +73,7 @@ TEST_P(Boltz2Atoms, InputEmbedder) {
     const Tensor s = embedder().forward(c.feats, &tr);
     parity(tr.atoms.c, c.get("atoms.embedder.c"), c.name + " embedder atom c");
     parity(tr.atoms.q, c.get("atoms.embedder.c"), c.name + " embedder atom q (= c)");
-    // p (K, 32, 128, atom_z) is not stored: it reaches a only through the attention's bias
+    // p (K, window_queries, window_keys, atom_z) is not stored: it reaches a only through the attention's bias
     parity(tr.a, c.get("atoms.embedder.a"), c.name + " embedder atom attention a (from p)");
     parity(s, c.get0("trunk.s_inputs"), c.name + " s_inputs");
     EXPECT_EQ(s.shape(), (Shape{c.feats.num_tokens(), test::boltz2_config().token_s}));
@@ -90,9 +90,10 @@ TEST_P(Boltz2Atoms, DiffusionConditioning) {
     parity(o.c, c.get0("diffusion.cond.c"), c.name + " conditioning c");
     parity(o.token_trans_bias, c.get0("diffusion.cond.token_trans_bias"),
                   c.name + " token_trans_bias");
-    const int64_t K = c.feats.num_atoms() / 32;
-    EXPECT_EQ(o.atom_enc_bias.shape(),
-              (Shape{K, 32, 128, test::boltz2_config().atom_encoder_depth * test::boltz2_config().atom_encoder_heads}));
+    const boltz2::Config& cfg = test::boltz2_config();
+    const int64_t K = c.feats.num_atoms() / cfg.window_queries;
+    EXPECT_EQ(o.atom_enc_bias.shape(), (Shape{K, cfg.window_queries, cfg.window_keys,
+                                              cfg.atom_encoder_depth * cfg.atom_encoder_heads}));
 }
 
 // The per-layer head-major token biases Boltz2Model::run takes (made from the conditioning's z a

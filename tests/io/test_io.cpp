@@ -15,9 +15,6 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "io/torch_checkpoint.h"
-#include "models/esm_alphabet.h"
-#include "runtime/batching.h"
-#include "runtime/embed_pipeline.h"
 #include "test_util.h"
 
 using namespace bioinfer;
@@ -25,26 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("bioinfer_test_" + std::to_string(getpid()) + "_" +
-                                            std::to_string(counter()++));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    static int& counter() {
-        static int c = 0;
-        return c;
-    }
-    std::string operator/(const std::string& n) const { return (path / n).string(); }
-};
-
 using test::error_of;
-
-void expect_contains(const std::string& s, const std::string& part) {
-    EXPECT_NE(s.find(part), std::string::npos) << "'" << s << "' lacks '" << part << "'";
-}
+using test::expect_contains;
+using test::TempDir;
 
 using test::write_bytes;
 
@@ -144,16 +124,6 @@ TEST(Fasta, ReadsSharedData) {
     for (auto& x : r) EXPECT_FALSE(x.sequence.empty()) << x.id;
 }
 
-TEST(Alphabet, TokenizeAndErrors) {
-    auto t = esm::tokenize("mk<mask>XBUZO.-", "r1");
-    std::vector<int32_t> want{20, 15, 32, 24, 25, 26, 27, 28, 29, 30};
-    EXPECT_EQ(t, want);
-    expect_contains(error_of([] { esm::tokenize("MKJ", "r1"); }),
-                    "[record 'r1'] residue 'J' at position 3 is not in the ESM alphabet");
-    expect_contains(error_of([] { esm::tokenize("MK<eos>", "r2"); }), "special token '<eos>'");
-    expect_contains(error_of([] { esm::tokenize("MK1", "r3"); }), "residue '1'");
-}
-
 TEST(Npz, RoundTrip) {
     TempDir d;
     Tensor a = test::random_tensor({3, 7}, 2), b = test::random_tensor({5}, 3);
@@ -234,52 +204,6 @@ TEST(H5, RoundTripAndAtomic) {
     EXPECT_TRUE(fs::is_empty(d.path) || !fs::exists(d / ".f.h5.tmp"));
 }
 
-TEST(Batching, BudgetAndCoverage) {
-    std::vector<int64_t> len{10, 300, 20, 300, 5, 1000};
-    auto b = runtime::make_batches(len, 700);
-    std::vector<int> seen(len.size(), 0);
-    for (auto& batch : b) {
-        int64_t sum = 0;
-        for (size_t i : batch) {
-            seen[i]++;
-            sum += len[i];
-        }
-        EXPECT_TRUE(batch.size() == 1 || sum <= 700);  // real tokens: batches run packed
-    }
-    for (int s : seen) EXPECT_EQ(s, 1);
-    EXPECT_EQ(b[0], std::vector<size_t>{5});  // longest first, alone over budget
-    // 300 + 300 + 20 + 10 + 5 = 635 fits one packed batch (padded it would count 5 x 300).
-    EXPECT_EQ(b.size(), 2u);
-}
-
-TEST(EmbedPipeline, LayersIncludeAndInputs) {
-    EXPECT_EQ(runtime::resolve_layers({-1, 0, 2, -4}, 3), (std::vector<int>{3, 0, 2}));
-    expect_contains(error_of([] { runtime::resolve_layers({4}, 3); }), "layer 4 outside");
-    runtime::EmbedOptions o;
-    runtime::parse_include("per_tok,contacts", o);
-    EXPECT_TRUE(o.per_tok && o.contacts && !o.mean);
-    expect_contains(error_of([&] { runtime::parse_include("mean,foo", o); }), "unknown output 'foo'");
-    EXPECT_EQ(runtime::safe_file_stem("sp|P1/x"), "sp|P1_x");
-    EXPECT_EQ(runtime::safe_file_stem(".."), "_.");
-    TempDir d;
-    write_bytes(d / "dup.fa", ">a\nMK\n>a\nMV\n");
-    // a duplicate does not stop the others: it carries its error
-    auto dup = runtime::collect_records(d / "dup.fa", 1022);
-    ASSERT_EQ(dup.size(), 2u);
-    EXPECT_EQ(dup[0].error, "");
-    expect_contains(dup[1].error, "duplicate record id 'a'");
-    write_bytes(d / "bad.fa", ">a\nMK\n>b\nMKJ\n");
-    expect_contains(runtime::collect_records(d / "bad.fa", 1022)[1].error, "residue 'J' at position 3");
-    write_bytes(d / "long.fa", ">x\nMKVLA\n");
-    auto r = runtime::collect_records(d / "long.fa", 3);
-    EXPECT_EQ(r[0].tokens.size(), 3u);
-    EXPECT_EQ(r[0].original_length, 5);
-    auto bare = runtime::collect_records("MKV", 1022);
-    EXPECT_EQ(bare[0].id, "seq");
-    expect_contains(error_of([&] { runtime::collect_records(d / "nothing.fa", 1022); }),
-                    "no such file");
-}
-
 // The restricted unpickler: a real torch.save state dict loads (bf16 views, names as saved); a
 // pickle that calls os.system is refused before anything runs; damaged archives name the problem.
 TEST(TorchCheckpoint, ReadsStateDictAndRefusesHostilePickles) {
@@ -357,13 +281,6 @@ TEST(Io, ErrorMessagesShowRawBytesAsHex) {
     // every error message goes through it: one printable line whatever the input held
     const bioinfer::Error e("file\n", std::string("record 'x\x01y' at \xff"));
     EXPECT_STREQ(e.what(), "[file\\x0a] record 'x\\x01y' at \\xff");
-    try {
-        bioinfer::esm::tokenize(std::string("MK\x02T"), "r");
-        FAIL() << "a control byte was tokenized";
-    } catch (const bioinfer::Error& err) {
-        EXPECT_NE(std::string(err.what()).find("residue '\\x02' at position 3"), std::string::npos)
-            << err.what();
-    }
 }
 
 TEST(Io, AViewOfMisalignedDataIsAnAlignedCopy) {

@@ -1,6 +1,6 @@
-// Boltz-2 trunk and confidence module against the reference's own forward (fixture parts `trunk`
-// and `confidence`, tools/reference/boltz2_dump_{trunk,confidence}.py), module by module on every
-// case, plus checks that a wrong chain-bucket rule or OPM count placement fails the bar.
+// Boltz-2 trunk against the reference's own forward (fixture part `trunk`,
+// tools/reference/boltz2_dump_trunk.py), module by module on every case, plus checks that a wrong
+// chain-bucket rule or OPM count placement fails the bar.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +8,6 @@
 #include <string>
 
 #include "boltz2_fixture.h"
-#include "models/boltz2/confidence.h"
 #include "models/boltz2/trunk.h"
 #include "nn/pairformer.h"
 #include "ops/ops.h"
@@ -19,11 +18,6 @@ namespace {
 using namespace boltz2;
 
 #ifdef BIOINFER_FIXTURES
-
-const Trunk& tiny_trunk() {
-    static const Trunk t = Trunk::load(boltz2_weights(), boltz2_config());
-    return t;
-}
 
 Tensor plus(const Tensor& a, const Tensor& b) {
     Tensor out = Tensor::empty(a.shape());
@@ -49,7 +43,7 @@ class Boltz2TrunkCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const Trunk& t = tiny_trunk();
+    const Trunk& t = boltz2_trunk();
     const Tensor s_inputs = c.get0("trunk.s_inputs");
     const Tensor rp = t.relpos(c.feats);
     expect_parity(rp, c.get0("trunk.relpos"), "relpos");
@@ -70,7 +64,7 @@ TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
 // (one entity, several sym_ids), each against the reference modules on the same variant.
 TEST_P(Boltz2TrunkCase, PairInputVariants) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const Trunk& t = tiny_trunk();
+    const Trunk& t = boltz2_trunk();
     Features f = c.feats;
     f.set("contact_conditioning", c.get0("trunk.variant.contact_conditioning"));
     f.set("contact_threshold", c.get0("trunk.variant.contact_threshold"));
@@ -93,7 +87,7 @@ TEST_P(Boltz2TrunkCase, PairInputVariants) {
 
 TEST_P(Boltz2TrunkCase, MsaModule) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const Trunk& t = tiny_trunk();
+    const Trunk& t = boltz2_trunk();
     const Tensor s_inputs = c.get0("trunk.s_inputs");
     const Tensor m0 = c.get0("trunk.pass0.msa.m0");
     expect_parity(t.msa.embed(c.feats, s_inputs), m0, "msa embedding");
@@ -137,7 +131,7 @@ TEST_P(Boltz2TrunkCase, MsaModule) {
 
 TEST_P(Boltz2TrunkCase, PairformerBlocks) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const Trunk& t = tiny_trunk();
+    const Trunk& t = boltz2_trunk();
     // The first block's sub-modules in the first pass, each from the reference's own input.
     {
         const nn::PairformerLayer& b0 = t.pairformer.layers[0];
@@ -185,7 +179,7 @@ TEST_P(Boltz2TrunkCase, PairformerBlocks) {
 
 TEST_P(Boltz2TrunkCase, HeadsOnReferenceTrunk) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const Trunk& t = tiny_trunk();
+    const Trunk& t = boltz2_trunk();
     const Tensor z = c.get0("trunk.z"), s = c.get0("trunk.s");
     expect_parity(t.distogram(z), c.get0("trunk.pdistogram"), "distogram");
     Tensor b = Tensor::empty({s.size(0), t.bfactor.out_features()});
@@ -195,7 +189,7 @@ TEST_P(Boltz2TrunkCase, HeadsOnReferenceTrunk) {
 
 TEST_P(Boltz2TrunkCase, WholeTrunk) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    const Trunk& t = tiny_trunk();
+    const Trunk& t = boltz2_trunk();
     std::map<std::string, Tensor> seen;
     const TrunkOutput out = t.run(c.feats, c.get0("trunk.s_inputs"), 1,
                                   [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
@@ -217,136 +211,18 @@ TEST_P(Boltz2TrunkCase, WholeTrunk) {
 // entities) must fail the bar on every case: a single chain gets class 2, not 5.
 TEST_P(Boltz2TrunkCase, WrongChainBucketFailsTheBar) {
     const Boltz2Case c = load_boltz2_case(GetParam());
-    nn::ChainRelativePosition wrong = tiny_trunk().pair_inputs.rel_pos;
+    nn::ChainRelativePosition wrong = boltz2_trunk().pair_inputs.rel_pos;
     wrong.chain_bucket = nn::ChainRelativePosition::ChainBucket::SameChain;
     EXPECT_TRUE(fails_bar(wrong(relpos_tokens(c.feats)), c.get0("trunk.relpos")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Boltz2TrunkCase, ::testing::ValuesIn(boltz2_cases()));
 
-// The template module on the case with two templates (7ROA for chain A, 9OBN's nanobody for B,
-// chain C untemplated), from each pass's z; its pair features are rebuilt per template.
-TEST(Boltz2Templates, TemplateModuleMatchesReference) {
-    const Boltz2Case c = load_boltz2_case("template");
-    const Trunk& t = tiny_trunk();
-    ASSERT_TRUE(t.templates.defined());
-    ASSERT_TRUE(TemplateModule::any_template(c.feats));
-    for (int p = 0; p < 2; ++p) {
-        const std::string pre = "trunk.pass" + std::to_string(p) + ".";
-        expect_parity(t.templates.run(c.get0(pre + "z"), c.feats), c.get0(pre + "template_out"),
-                      pre + "template_out");
-    }
-}
-
-// Each template alone, and a wrong visibility rule (every pair visible), move the output off
-// the bar: both templates and the group mask reach the result.
-TEST(Boltz2Templates, DroppedTemplateOrVisibilityFailsTheBar) {
-    const Boltz2Case c = load_boltz2_case("template");
-    const Trunk& t = tiny_trunk();
-    const Tensor z = c.get0("trunk.pass0.z"), ref = c.get0("trunk.pass0.template_out");
-    for (int drop = 0; drop < 2; ++drop) {
-        Features f = c.feats;
-        Tensor mask = f.at("template_mask").clone();
-        std::fill(mask.f32() + drop * mask.size(1), mask.f32() + (drop + 1) * mask.size(1), 0.0f);
-        f.set("template_mask", mask);
-        EXPECT_TRUE(fails_bar(t.templates.run(z, f), ref)) << "template " << drop << " dropped";
-    }
-    Features f = c.feats;
-    f.set("visibility_ids", Tensor::zeros(f.at("visibility_ids").shape()));
-    EXPECT_TRUE(fails_bar(t.templates.run(z, f), ref));
-}
-
-// The whole trunk with templates: every pass's template output and the trunk's result.
-TEST(Boltz2Templates, WholeTrunkWithTemplates) {
-    const Boltz2Case c = load_boltz2_case("template");
-    const Trunk& t = tiny_trunk();
-    std::map<std::string, Tensor> seen;
-    const TrunkOutput out =
-        t.run(c.feats, c.get0("trunk.s_inputs"), 1,
-              [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
-    for (int p = 0; p < 2; ++p) {
-        const std::string pre = "pass" + std::to_string(p) + ".";
-        for (const char* n : {"z", "template_out", "msa_out", "pf.block1.z"})
-            expect_parity(seen.at(pre + n), c.get0("trunk." + pre + n), pre + n);
-    }
-    expect_parity(out.z, c.get0("trunk.z"), "trunk z");
-    expect_parity(out.pdistogram, c.get0("trunk.pdistogram"), "pdistogram");
-}
-
-const ConfidenceModule& tiny_confidence() {
-    static const ConfidenceModule c = ConfidenceModule::load(boltz2_weights(), boltz2_config());
-    return c;
-}
-
-// Sample k of a (samples, ...) reference tensor.
-Tensor sample(const Tensor& t, int64_t k) {
-    Shape s = t.shape();
-    s.erase(s.begin());
-    return t.narrow0(k, k + 1).reshape(s).clone();
-}
-
-// Aggregates: within 1e-4 absolute of the reference, element by element.
-void expect_close(const Tensor& got, const Tensor& ref, const std::string& what) {
-    ASSERT_EQ(got.numel(), ref.numel()) << what;
-    const Tensor g = got.to_f32(), r = ref.to_f32();
-    for (int64_t i = 0; i < g.numel(); ++i)
-        EXPECT_NEAR(g.f32()[i], r.f32()[i], 1e-4) << what << " [" << i << "]";
-}
-
-class Boltz2ConfidenceCase : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(Boltz2ConfidenceCase, MatchesReference) {
-    const Boltz2Case c = load_boltz2_case(GetParam());
-    const ConfidenceModule& cm = tiny_confidence();
-    const Tensor x = c.get("confidence.x_pred");
-    const int64_t S = x.size(0), L = c.feats.num_tokens();
-    ASSERT_EQ(S, 2);
-    std::map<std::string, Tensor> seen;
-    const Tensor dist = c.get0("trunk.pdistogram").reshape({L, L, boltz2_config().num_bins});
-    const ConfidenceOutput out =
-        cm.run(c.feats, c.get0("trunk.s_inputs"), c.get0("trunk.s"), c.get0("trunk.z"), x, dist,
-               [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
-    for (int64_t k = 0; k < S; ++k)
-        for (const char* n : {"s_embed", "z_embed", "s_stack", "z_stack"}) {
-            const std::string key = std::to_string(k) + "." + n;
-            expect_parity(seen.at(key), sample(c.get(std::string("confidence.") + n), k), key);
-        }
-    // pae_logits and pde_logits (samples, N, N, 64) are not stored: pae and pde, their softmax
-    // expectations over the bins, are checked
-    expect_parity(out.plddt_logits, c.get("confidence.plddt_logits"), "plddt_logits");
-    expect_parity(out.resolved_logits, c.get("confidence.resolved_logits"), "resolved_logits");
-    expect_parity(out.pae, c.get("confidence.pae"), "pae");
-    expect_parity(out.pde, c.get("confidence.pde"), "pde");
-    expect_parity(out.plddt, c.get("confidence.plddt"), "plddt");
-    for (const auto& [name, got] : std::vector<std::pair<std::string, Tensor>>{
-             {"complex_plddt", out.complex_plddt}, {"complex_iplddt", out.complex_iplddt},
-             {"complex_pde", out.complex_pde}, {"complex_ipde", out.complex_ipde},
-             {"ptm", out.ptm}, {"iptm", out.iptm}, {"ligand_iptm", out.ligand_iptm},
-             {"protein_iptm", out.protein_iptm}, {"pair_chains_iptm", out.pair_chains_iptm}})
-        expect_close(got, c.get("confidence." + name), name);
-}
-
-// Re-embedding without the sampled structure's distance term must fail the bar on the stack's
-// input: the distogram embedding is a real part of z.
-TEST_P(Boltz2ConfidenceCase, MissingDistanceEmbeddingFailsTheBar) {
-    const Boltz2Case c = load_boltz2_case(GetParam());
-    ConfidenceModule cm = tiny_confidence();
-    cm.dist_embed = Tensor::zeros(cm.dist_embed.shape());
-    const int64_t L = c.feats.num_tokens();
-    Tensor z0;
-    cm.run(c.feats, c.get0("trunk.s_inputs"), c.get0("trunk.s"), c.get0("trunk.z"),
-           c.get("confidence.x_pred"), c.get0("trunk.pdistogram").reshape({L, L, boltz2_config().num_bins}),
-           [&](const std::string& n, const Tensor& v) { if (n == "0.z_embed") z0 = v.clone(); });
-    EXPECT_TRUE(fails_bar(z0, sample(c.get("confidence.z_embed"), 0)));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, Boltz2ConfidenceCase, ::testing::ValuesIn(boltz2_cases()));
-
 // The OPM count applied after the output linear (its bias divided too, ESMFold2's form) must fail
 // the bar where the MSA has more than one row (the monomer's has 4).
 TEST(Boltz2Trunk, OpmCountAfterProjectionFailsTheBar) {
     const Boltz2Case c = load_boltz2_case("monomer");
-    nn::OuterProductMean opm = tiny_trunk().msa.layers[0].outer_product_mean;
+    nn::OuterProductMean opm = boltz2_trunk().msa.layers[0].outer_product_mean;
     const Tensor m = plus(plus(c.get0("trunk.pass0.msa.m0"),
                                c.get0("trunk.pass0.msa.l0.pair_weighted_averaging.out")),
                           c.get0("trunk.pass0.msa.l0.msa_transition.out"));

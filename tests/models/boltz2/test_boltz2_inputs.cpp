@@ -27,10 +27,6 @@ using boltz2::Featurized;
 using boltz2::FeaturizeOptions;
 using boltz2::RigidTransform;
 
-std::string case_yaml(const std::string& name) {
-    return boltz2_fixture_dir() + "/inputs/" + name + "/" + name + ".yaml";
-}
-
 Featurized featurize_case(const Boltz2Case& c) {
     static std::map<std::string, boltz2::ConformerLibrary> ligands;
     if (!ligands.count(c.name)) ligands[c.name] = reference_ligands(c.name);
@@ -38,7 +34,7 @@ Featurized featurize_case(const Boltz2Case& c) {
     opt.augmentation = reference_motions(c);
     opt.mols_dir = boltz2_fixture_dir() + "/mols";
     opt.extra_mols = &ligands[c.name];
-    return boltz2::featurize(io::read_boltz_input(case_yaml(c.name)), opt);
+    return boltz2::featurize(io::read_boltz_input(boltz2_case_yaml(c.name)), opt);
 }
 
 }  // namespace
@@ -56,14 +52,14 @@ TEST(Boltz2Inputs, WrongMotionOrMsaLimitFailsTheComparison) {
     // The seeded production motions are not the reference's: ref_pos must differ (and only it).
     FeaturizeOptions seeded;
     seeded.seed = 1;
-    const Featurized a = boltz2::featurize(io::read_boltz_input(case_yaml("monomer")), seeded);
+    const Featurized a = boltz2::featurize(io::read_boltz_input(boltz2_case_yaml("monomer")), seeded);
     EXPECT_GT(max_diff(a.feats.at("ref_pos"), c.feats.at("ref_pos")), 0.1);
     EXPECT_EQ(max_diff(a.feats.at("ref_space_uid"), c.feats.at("ref_space_uid")), 0.0);
     // Keeping only two MSA rows changes the MSA features' shapes and the profile.
     FeaturizeOptions two = seeded;
     two.augmentation = reference_motions(c);
     two.max_msa_seqs = 2;
-    const Featurized b = boltz2::featurize(io::read_boltz_input(case_yaml("monomer")), two);
+    const Featurized b = boltz2::featurize(io::read_boltz_input(boltz2_case_yaml("monomer")), two);
     EXPECT_EQ(max_diff(b.feats.at("msa"), c.feats.at("msa")), -1);
     EXPECT_GT(max_diff(b.feats.at("profile"), c.feats.at("profile")), 1e-3);
     EXPECT_LE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), tolerance("ref_pos"));
@@ -75,7 +71,7 @@ TEST(Boltz2Inputs, WrongMotionOrMsaLimitFailsTheComparison) {
 // held to chemistry: bond lengths and 1-3 distances within 0.05 A of boltz's conformer.
 TEST(Boltz2Inputs, SmilesLigandIsBoltzsMolecule) {
     const std::string name = "protein_ligand";
-    const bio::Target t = io::read_boltz_input(case_yaml(name));
+    const bio::Target t = io::read_boltz_input(boltz2_case_yaml(name));
     const bio::Chain& lig = t.chains.at(1);
     ASSERT_EQ(lig.type, bio::MoleculeType::Ligand);
     ASSERT_EQ(lig.residues, std::vector<std::string>{"LIG1"});
@@ -139,7 +135,7 @@ TEST(Boltz2Inputs, SmilesLigandConstraintsAreBoltzs) {
         const Boltz2Case c = load_boltz2_case(name);
         FeaturizeOptions opt;
         opt.mols_dir = boltz2_fixture_dir() + "/mols";
-        const Featurized fz = boltz2::featurize(io::read_boltz_input(case_yaml(name)), opt);
+        const Featurized fz = boltz2::featurize(io::read_boltz_input(boltz2_case_yaml(name)), opt);
         const boltz2::ChainMeta* ch = nullptr;
         for (const auto& m : fz.meta.chains)
             if (m.id == "B") ch = &m;
@@ -229,7 +225,7 @@ TEST(Boltz2Inputs, BadLigandsNameTheChain) {
     });
     EXPECT_NE(valence.find("Explicit valence for atom # 0 N"), std::string::npos) << valence;
 
-    bio::Target t = io::read_boltz_input(case_yaml("protein_ligand"));
+    bio::Target t = io::read_boltz_input(boltz2_case_yaml("protein_ligand"));
     t.chains.at(2).residues = {"XYZ"};
     boltz2::FeaturizeOptions opt;
     opt.mols_dir = boltz2_fixture_dir() + "/mols";
@@ -245,7 +241,7 @@ TEST(Boltz2Inputs, BadLigandsNameTheChain) {
 // changed distance or a pocket turned around; bad references name themselves.
 TEST(Boltz2Inputs, ConstraintsResolveAndFailCleanly) {
     const Boltz2Case c = load_boltz2_case("constrained");
-    const bio::Target t = io::read_boltz_input(case_yaml("constrained"));
+    const bio::Target t = io::read_boltz_input(boltz2_case_yaml("constrained"));
     ASSERT_EQ(t.bonds.size(), 1u);
     ASSERT_EQ(t.pockets.size(), 1u);
     ASSERT_EQ(t.contacts.size(), 1u);
@@ -311,8 +307,8 @@ TEST(Boltz2Inputs, RefPosIsTheConformerUpToAPerResidueMotion) {
     const Tensor centred = c.get("inputs.ref_pos_centred");  // (A, 3) unpadded
     FeaturizeOptions opt;
     opt.seed = 7;
-    const Featurized a = boltz2::featurize(io::read_boltz_input(case_yaml("protein_rna")), opt);
-    const Featurized b = boltz2::featurize(io::read_boltz_input(case_yaml("protein_rna")), opt);
+    const Featurized a = boltz2::featurize(io::read_boltz_input(boltz2_case_yaml("protein_rna")), opt);
+    const Featurized b = boltz2::featurize(io::read_boltz_input(boltz2_case_yaml("protein_rna")), opt);
     EXPECT_EQ(max_diff(a.feats.at("ref_pos"), b.feats.at("ref_pos")), 0.0) << "same seed";
     const Tensor pos = a.feats.at("ref_pos");
     const auto& tokens = a.meta.tokens;
@@ -604,141 +600,6 @@ TEST(Boltz2Inputs, PairedCsvMsaMatchesReference) {
                          ? 1e-5
                          : 0.0)
             << k;
-    }
-}
-
-// boltz's alignment helpers (Biopython's blastp global score and ungapped local alignments) and
-// scipy's assignment, on seeded pairs with many ties (make_boltz2_template_fixture.py).
-TEST(Boltz2Templates, AlignmentsMatchBiopythonAndScipy) {
-    std::ifstream in(boltz2_fixture_dir() + "/template_alignments.tsv");
-    ASSERT_TRUE(in.good());
-    std::string line;
-    std::getline(in, line);  // header
-    const auto split = [](const std::string& s, char sep) {
-        std::vector<std::string> out;
-        std::stringstream ss(s);
-        std::string x;
-        while (std::getline(ss, x, sep)) out.push_back(x);
-        return out;
-    };
-    int n_global = 0, n_local = 0, n_assign = 0;
-    while (std::getline(in, line)) {
-        const std::vector<std::string> f = split(line, '\t');
-        ASSERT_EQ(f.size(), f[0] == "assign" ? 3u : 4u) << line;
-        if (f[0] == "global") {
-            EXPECT_EQ(boltz2::blastp_global_score(f[1], f[2], "test"), std::stod(f[3])) << line;
-            ++n_global;
-        } else if (f[0] == "local") {
-            std::string got;
-            for (const auto& a : boltz2::ungapped_local_alignments(f[1], f[2], "test"))
-                got += (got.empty() ? "" : ",") + std::to_string(a.query_st) + "-" +
-                       std::to_string(a.query_en) + "-" + std::to_string(a.template_st) + "-" +
-                       std::to_string(a.template_en);
-            EXPECT_EQ(got.empty() ? "-" : got, f[3]) << line;
-            ++n_local;
-        } else {
-            std::vector<std::vector<double>> m;
-            for (const std::string& row : split(f[1], ';')) {
-                m.emplace_back();
-                for (const std::string& v : split(row, ',')) m.back().push_back(std::stod(v));
-            }
-            std::string got;
-            for (const auto& [r, c] : boltz2::max_assignment(m))
-                got += (got.empty() ? "" : ",") + std::to_string(r) + "-" + std::to_string(c);
-            EXPECT_EQ(got, f[2]) << line;
-            ++n_assign;
-        }
-    }
-    EXPECT_GT(n_global, 100);
-    EXPECT_GT(n_local, 100);
-    EXPECT_GT(n_assign, 100);
-}
-
-// A PDB-format template goes through boltz's renamed-subchain route (chain A is template chain
-// A1): its features equal boltz's.
-TEST(Boltz2Templates, PdbTemplateMatchesReference) {
-    auto ref = io::SafetensorsFile::open(boltz2_fixture_dir() + "/template_pdb.safetensors");
-    FeaturizeOptions opt;
-    opt.mols_dir = boltz2_fixture_dir() + "/mols";
-    const Featurized got = boltz2::featurize(io::read_boltz_input(case_yaml("template_pdb")), opt);
-    int compared = 0;
-    for (const auto& [k, info] : ref->tensors()) {
-        const std::string name = k.substr(5);  // feat.
-        ASSERT_TRUE(got.feats.has(name)) << name;
-        const Tensor r = ref->get(k).to_f32();
-        if (name == "template_force_threshold") {
-            EXPECT_TRUE(std::isinf(got.feats.at(name).f32()[0]) && std::isinf(r.f32()[0]));
-            continue;
-        }
-        EXPECT_EQ(max_diff(got.feats.at(name), r), 0.0) << name;
-        ++compared;
-    }
-    EXPECT_EQ(compared, 10);
-    EXPECT_GT(ops::max_value(got.feats.at("template_mask")), 0.0f);
-}
-
-// The records follow the chains named; a wrong template chain changes the features; bad entries
-// name the file, the line and the template.
-TEST(Boltz2Templates, TemplatesResolveAndFailCleanly) {
-    const Boltz2Case c = load_boltz2_case("template");
-    const bio::Target t = io::read_boltz_input(case_yaml("template"));
-    ASSERT_EQ(t.templates.size(), 2u);
-    EXPECT_EQ(t.templates[0].name, "7roa");
-    EXPECT_EQ(t.templates[1].name, "9obn");
-    EXPECT_TRUE(t.templates[1].template_ids.empty());
-    const auto structure = boltz2::read_template_structure(t.templates[1].path, false,
-                                                           boltz2::ConformerLibrary::builtin(), "");
-    const auto recs = boltz2::template_records(t.templates[1], t, structure);
-    ASSERT_EQ(recs.size(), 1u);
-    EXPECT_EQ(recs[0].template_chain, "G");  // the nanobody, by global alignment score
-    FeaturizeOptions opt;
-    opt.augmentation = reference_motions(c);
-    opt.mols_dir = boltz2_fixture_dir() + "/mols";
-    bio::Target wrong = t;
-    wrong.templates[1].template_ids = {"A"};
-    const Featurized w = boltz2::featurize(wrong, opt);
-    EXPECT_GT(max_diff(w.feats.at("template_restype"), c.feats.at("template_restype")), 0.5);
-    bio::Target one = t;
-    one.templates.pop_back();
-    const Featurized o = boltz2::featurize(one, opt);
-    EXPECT_EQ(o.feats.at("template_mask").size(0), 1);
-
-    const auto feat_err = [&](auto edit) {
-        bio::Target x = t;
-        edit(x);
-        return error_of([&] { boltz2::featurize(x, opt); });
-    };
-    EXPECT_NE(feat_err([](auto& x) {
-                  x.templates[0].template_ids = {"Q"};
-              }).find("chain Q is not a protein chain of"),
-              std::string::npos);
-    EXPECT_NE(feat_err([](auto& x) { x.templates[0].path += ".missing"; })
-                  .find("7roa.cif.missing does not exist"),
-              std::string::npos);
-    // a file gemmi cannot parse
-    const std::string junk = (fs::temp_directory_path() / "bioinfer_junk_template.cif").string();
-    std::ofstream(junk) << "not a cif\n";
-    EXPECT_NE(feat_err([&](auto& x) { x.templates[0].path = junk; })
-                  .find("cannot read structure: " + junk + ":1:1: expected block header"),
-              std::string::npos);
-    fs::remove(junk);
-    const std::string head =
-        "version: 1\nsequences:\n  - protein:\n      id: A\n"
-        "      sequence: MKV\n      msa: empty\n  - ligand:\n      id: L\n"
-        "      ccd: EOH\ntemplates:\n";
-    const auto yaml_err = [&](const std::string& body) {
-        return error_of([&] { io::parse_boltz_yaml(head + body, "t.yaml"); });
-    };
-    for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
-             {"  - chain_id: A\n", "missing the structure path"},
-             {"  - cif: x.cif\n    chain_id: L\n", "chain L is not one of the protein chains"},
-             {"  - cif: x.cif\n    chain_id: [A]\n    template_id: [A, B]\n", "the two must match"},
-             {"  - cif: x.cif\n    force: true\n", "needs a `threshold`"},
-             {"  - cif: x.cif\n    colour: red\n", "colour"},
-         }) {
-        const std::string e = yaml_err(body);
-        EXPECT_NE(e.find(want), std::string::npos) << "want '" << want << "' in: " << e;
-        EXPECT_NE(e.find("t.yaml:"), std::string::npos) << e;
     }
 }
 
