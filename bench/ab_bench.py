@@ -2,7 +2,7 @@
 """Before/after a change: two bioinfer binaries on the same machine, in one run, alternating.
 
     .venv-reference/bin/python bench/ab_bench.py --before OLD/bioinfer [--after build/bioinfer]
-        [--rounds 2] [--jobs outputs,embed,fold] [--outputs NAME,...] [--models esm2_650M,esmc_600M]
+        [--rounds 2] [--jobs outputs,embed,fold,structure] [--outputs NAME,...] [--models esm2_650M,esmc_600M]
         [--fold-lengths 64,128] [--threads 2] [--out bench/results/ab.json]
 
 outputs: every output file of each binary compared, byte for byte (JSON files without their run
@@ -20,6 +20,11 @@ embed: `bioinfer bench embed` on 8 random sequences of 256 residues (fp32, the w
 the fastest of --repeat passes) with random weights at the real shapes (lm_bench.make_model).
 fold: `bioinfer bench fold` at ESMFold's shapes (ESM-2 3B stem, 48 trunk blocks;
 fold_bench.make_checkpoint) on one random target per length.
+structure: one fold with each structure model at its released shapes, random weights, as
+`bioinfer predict` runs it (the model loaded, a warm-up target, then the timed target; the
+target's runtime_s from results.json): Boltz-2 (boltz2_bench.make_assets: 64 pairformer blocks)
+on one 64-residue protein, 0 recycling steps, 10 sampling steps; ESMFold2 (esmfold2_bench's
+600M tower) on one 64-residue protein, 1 loop, 10 sampling steps.
 The two binaries alternate within each round (the order flips every round) and the best of the
 rounds counts; the ratio is after / before (above 1: the change is faster).
 """
@@ -400,6 +405,21 @@ def run_json(cmd):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def predict_target_seconds(binary, in_path, weights, options, out_dir, threads):
+    """`bioinfer predict` on a folder or file of targets; the runtime_s results.json records for
+    the last target (the earlier ones warm the model up)."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cmd = [binary, "predict", in_path, "--weights", weights, "--out-dir", out_dir, "--threads",
+           str(threads), "--quiet"] + options
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{shlex.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    results = [os.path.join(d, "results.json") for d, _, files in os.walk(out_dir)
+               if "results.json" in files]
+    targets = json.load(open(results[0]))["targets"]
+    return {"seconds": targets[-1]["runtime_s"], "target": targets[-1]["id"]}
+
+
 def alternate(rounds, sides, run):
     """Runs run(side) for each side, the order flipped every round; all results per side."""
     res = {s: [] for s in sides}
@@ -413,7 +433,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", required=True, help="the binary before the change")
     ap.add_argument("--after", default=os.path.join(ROOT, "build", "bioinfer"))
-    ap.add_argument("--jobs", default="outputs,embed,fold")
+    ap.add_argument("--jobs", default="outputs,embed,fold,structure")
     ap.add_argument("--outputs", default="",
                     help="the outputs job's outputs to run, by name (default: every one)")
     ap.add_argument("--rounds", type=int, default=2)
@@ -482,6 +502,33 @@ def main():
             row = {"job": "fold", "model": "esmfold (3B stem, 48 blocks)", "length": length,
                    "seconds": best, "ratio_after_over_before": best["before"] / best["after"],
                    "stages_s": {s: min(res[s], key=lambda r: r["seconds"]).get("stages_s") for s in sides},
+                   "by_round": {s: [r["seconds"] for r in res[s]] for s in sides}}
+            print(json.dumps(row), flush=True)
+            doc["rows"].append(row)
+            save()
+    if "structure" in jobs:
+        import boltz2_bench
+        import esmfold2_bench
+        ckpt_dir, _ = boltz2_bench.make_assets(args.workdir)
+        boltz_in = boltz2_bench.write_inputs(args.workdir, "protein64")
+        ef2_dir = esmfold2_bench.make_checkpoint(os.path.join(args.workdir, "esmfold2_600m_1_10"),
+                                                 "600m", 1, 10)
+        ef2_in = os.path.join(args.workdir, "esmfold2_targets.fasta")
+        with open(ef2_in, "w") as f:
+            f.write(f">a_warmup\n{boltz2_bench.sequence(16, 99)}\n"
+                    f">b_target\n{boltz2_bench.sequence(64, 64)}\n")
+        folds = [("boltz2 (released shapes, 64 pairformer blocks)", boltz_in, ckpt_dir,
+                  ["--recycling_steps", "0", "--sampling_steps", "10", "--diffusion_samples", "1",
+                   "--seed", "0", "--override"]),
+                 ("esmfold2 (600M tower, 1 loop)", ef2_in, ef2_dir,
+                  ["--sampling-steps", "10", "--seed", "0"])]
+        for name, in_path, weights, options in folds:
+            res = alternate(args.rounds, sides, lambda s: predict_target_seconds(
+                bins[s], in_path, weights, options, os.path.join(args.workdir, "structure_" + s),
+                args.threads))
+            best = {s: min(r["seconds"] for r in res[s]) for s in sides}
+            row = {"job": "structure", "model": name, "length": 64, "seconds": best,
+                   "ratio_after_over_before": best["before"] / best["after"],
                    "by_round": {s: [r["seconds"] for r in res[s]] for s in sides}}
             print(json.dumps(row), flush=True)
             doc["rows"].append(row)
