@@ -96,6 +96,9 @@ struct Target {
     // named.
     std::string affinity_binder;
     std::string affinity_where;
+    // What reading forgave, one line each, as boltz warns and goes on (an MSA whose first row is
+    // not the chain's sequence: the chain folds single-sequence). The job prints them.
+    std::vector<std::string> warnings;
 };
 
 // Chain ids in input order: A..Z, then a..z, then 0..9, then two characters.

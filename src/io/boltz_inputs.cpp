@@ -712,12 +712,18 @@ void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs) {
         const char* r = bio::residue_of_letter(bio::MoleculeType::Protein, l);
         return r ? r : "?";
     };
+    // per entity: its MSA, or null when its first row is not the query (single-sequence)
     std::map<int, std::shared_ptr<const bio::Msa>> by_entity;
+    const auto single_sequence = [](bio::Chain& c) {
+        c.msa_kind = bio::MsaKind::Empty;  // boltz's dummy_msa: the query alone
+        c.msa = nullptr;
+    };
     for (bio::Chain& c : target.chains) {
         if (c.msa_kind != bio::MsaKind::File) continue;
         auto it = by_entity.find(c.entity_id);
         if (it != by_entity.end()) {
-            c.msa = it->second;
+            if (it->second) c.msa = it->second;
+            else single_sequence(c);
             continue;
         }
         bio::Msa msa;
@@ -729,9 +735,19 @@ void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs) {
         // boltz's featurizer compares the first row with the chain's residues (by token).
         bio::MsaRow& q = msa.rows.at(0);
         const std::string where = cat(msa.source, ":", q.line);
-        BI_CHECK(q.residues.size() == c.residues.size(), where, "chain ", c.id,
-                 ": the MSA's first row must be the query: it has ", q.residues.size(),
-                 " residues, the chain ", c.residues.size());
+        // Where it is not the query, boltz warns ("MSA does not match input sequence, creating
+        // dummy") and folds the chain single-sequence; so does this.
+        const auto not_the_query = [&](const std::string& why) {
+            target.warnings.push_back(cat(target.source, ": chain ", c.id, ": the first row of its MSA (",
+                                          where, ") is not its sequence (", why, "); chain ", c.id,
+                                          " folds single-sequence, as boltz does"));
+            by_entity[c.entity_id] = nullptr;
+            single_sequence(c);
+        };
+        if (q.residues.size() != c.residues.size()) {
+            not_the_query(cat("it has ", q.residues.size(), " residues, the chain ", c.residues.size()));
+            continue;
+        }
         // The structure's residue types: a modified residue (a CCD code) is UNK there.
         const auto structure_tok = [&](size_t i) -> std::string {
             const std::string& r = c.residues[i];
@@ -748,9 +764,11 @@ void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs) {
                 met_unk &= structure_tok(i) == "MET" && msa_tok == "UNK";
                 input_unk &= structure_tok(i) == "UNK";
             }
-            BI_CHECK(met_unk || input_unk, where, "chain ", c.id,
-                     ": the MSA's first row must be the query: position ", mism[0] + 1, " is '",
-                     q.residues[mism[0]], "', the sequence has '", c.sequence[mism[0]], "'");
+            if (!met_unk && !input_unk) {
+                not_the_query(cat("position ", mism[0] + 1, " is '", q.residues[mism[0]],
+                                  "', the sequence has '", c.sequence[mism[0]], "'"));
+                continue;
+            }
             // Accepted as boltz does: the query row takes the input's residues.
             for (size_t i : mism) q.residues[i] = c.sequence[i];
         }

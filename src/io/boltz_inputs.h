@@ -41,7 +41,10 @@ void add_boltz_ligand(bio::Target& target, const std::string& id, const std::str
 // boltz's rules (read_msa: unique rows, at most max_msa_seqs rows, boltz's CLI default 8192) and
 // checks its first row against the chain's sequence as boltz's featurizer does (a mismatch only
 // at positions where the input is UNK, or where the input is MET and the MSA UNK, is accepted and
-// the query row takes the input's residues). Errors name the MSA file and the chain.
+// the query row takes the input's residues). Any other first row is not the query: as boltz
+// ("MSA does not match input sequence, creating dummy"), the chain (and its entity) folds
+// single-sequence (MsaKind::Empty), with a line in target.warnings naming the input, the chain and
+// the MSA's row. Errors (an unreadable MSA) name the MSA file and the chain.
 void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs = 8192);
 
 }  // namespace bioinfer::io

@@ -32,6 +32,7 @@ template <typename F>
 static void read_record_input(FoldRecord& r, F read) {
     try {
         r.input = read();
+        for (const std::string& w : r.input.target.warnings) warn(w);
         r.sequence = r.input.sequence;
         r.residues = r.input.residues;
     } catch (const Error& e) {

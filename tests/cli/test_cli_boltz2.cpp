@@ -137,6 +137,27 @@ TEST_F(Boltz2Cli, LigandsAreWrittenAsBoltzWritesThem) {
 }
 
 // The same seed gives the same files; another seed other coordinates.
+// An MSA whose first row is not the chain's sequence folds as boltz folds it: a warning naming
+// the input, the chain and the MSA, then the chain single-sequence; the structure is the one
+// `msa: empty` gives.
+TEST_F(Boltz2Cli, MsaNotHeadedByTheQueryWarnsAndFolds) {
+    write("long.a3m", ">q\nMKTAYAA\n>s\nMKSAYAA\n");
+    const std::string protein = "version: 1\nsequences:\n  - protein:\n      id: A\n"
+                                "      sequence: MKTAYIAKQRQISFVKSHFSRQ\n      msa: ";
+    write("t.yaml", protein + "long.a3m\n");
+    fs::create_directories(p("e"));
+    write("e/t.yaml", protein + "empty\n");
+    const Result r = run("predict " + p("t.yaml") + kFast + " --out_dir " + p("a"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("warning: " + p("t.yaml") + ": chain A: the first row of its MSA (" +
+                         p("long.a3m") + ":2) is not its sequence"),
+              std::string::npos)
+        << r.err;
+    ASSERT_EQ(run("predict " + p("e/t.yaml") + kFast + " --out_dir " + p("b")).rc, 0);
+    EXPECT_EQ(io::read_file(pred("a", "t", "t", "t_model_0.cif")),
+              io::read_file(pred("b", "t", "t", "t_model_0.cif")));
+}
+
 TEST_F(Boltz2Cli, SeedReproducesARun) {
     const std::string in = kBoltz2 + "/inputs/heterodimer/heterodimer.yaml";
     ASSERT_EQ(run("predict " + in + kFast + " --seed 7 --out-dir " + p("a")).rc, 0);
@@ -398,9 +419,11 @@ TEST_F(Boltz2Cli, BadInputIsRefusedCleanly) {
     write("dup.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: empty\n"
                       "  - rna:\n      id: A\n      sequence: ACG\n");
     expect_clean_failure("predict " + p("dup.yaml") + kFast, "dup.yaml");
-    write("badmsa.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: other.a3m\n");
-    write("other.a3m", ">q\nGGGG\n");
-    expect_clean_failure("predict " + p("badmsa.yaml") + kFast, "other.a3m");
+    // an unreadable MSA (a first row that is not the query only warns, as boltz:
+    // MsaNotHeadedByTheQueryWarnsAndFolds)
+    write("badmsa.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: other.csv\n");
+    write("other.csv", "key,seq\n1,MKV\n");
+    expect_clean_failure("predict " + p("badmsa.yaml") + kFast, "other.csv");
     write("ok.yaml", "version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKV\n      msa: empty\n");
     expect_clean_failure("predict " + p("ok.yaml") + kFast + " --sampling_steps 0", "--sampling-steps");
     expect_clean_failure("predict " + p("missing.yaml") + kFast, "missing.yaml");

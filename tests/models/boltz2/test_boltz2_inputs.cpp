@@ -442,8 +442,6 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
          "chain P: letter '1' at position 3 is not in the protein alphabet", "in.yaml:5:17"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n", "chain A: no MSA given",
          "in.yaml:3:5"},
-        {head + "  - protein:\n      id: A\n      sequence: MKTAW\n      msa: q.a3m\n",
-         "chain A: the MSA's first row must be the query: position 5", "q.a3m:2"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: missing.a3m\n",
          "unreadable MSA", "chain A"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: empty\n"
@@ -500,6 +498,43 @@ TEST_F(Boltz2BadInputs, CsvMsaKeepsPairingKeys) {
     EXPECT_EQ(m.rows[2].taxonomy, 7);
     ASSERT_EQ(m.rows[2].deletions.size(), 1u);
     EXPECT_EQ(m.rows[2].deletions[0], std::make_pair(3, 1));
+}
+
+// An MSA whose first row is not the chain's sequence (another residue; another length) is what
+// boltz's featurizer answers with "MSA does not match input sequence, creating dummy": the chain,
+// and every copy of its entity, folds single-sequence. Its features equal `msa: empty`'s, the
+// other chains keep their MSA, and the target carries one warning per entity naming the chain
+// and the MSA's row.
+TEST_F(Boltz2BadInputs, MsaNotHeadedByTheQueryFoldsSingleSequence) {
+    write_bytes((dir / "long.a3m").string(), ">q\nMKTAYAA\n>s\nMKSAYAA\n");
+    const auto yaml = [&](const std::string& msa_a) {
+        return put("m.yaml", "version: 1\nsequences:\n"
+                             "  - protein:\n      id: [A, B]\n      sequence: MKTAW\n      msa: " +
+                                 msa_a +
+                                 "\n  - protein:\n      id: C\n      sequence: MKTAY\n"
+                                 "      msa: q.a3m\n");
+    };
+    for (const std::string msa : {"q.a3m", "long.a3m"}) {
+        SCOPED_TRACE(msa);
+        bio::Target t = io::read_boltz_input(yaml(msa));
+        io::load_boltz_msas(t);
+        ASSERT_EQ(t.warnings.size(), 1u);
+        expect_contains(t.warnings[0], "chain A: the first row of its MSA");
+        expect_contains(t.warnings[0], msa + ":2");
+        expect_contains(t.warnings[0], "folds single-sequence");
+        for (int i : {0, 1}) {
+            EXPECT_EQ(t.chains[size_t(i)].msa_kind, bio::MsaKind::Empty);
+            EXPECT_EQ(t.chains[size_t(i)].msa, nullptr);
+        }
+        ASSERT_NE(t.chains[2].msa, nullptr);  // chain C keeps its MSA
+        bio::Target empty = io::read_boltz_input(yaml("empty"));
+        io::load_boltz_msas(empty);
+        EXPECT_TRUE(empty.warnings.empty());
+        const Featurized got = boltz2::featurize(t), want = boltz2::featurize(empty);
+        for (const char* k : {"msa", "deletion_value", "has_deletion", "msa_paired", "msa_mask",
+                              "profile", "deletion_mean"})
+            EXPECT_EQ(max_diff(got.feats.at(k), want.feats.at(k)), 0.0) << k;
+    }
 }
 
 TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
