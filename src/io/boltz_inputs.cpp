@@ -49,6 +49,7 @@ struct Entry {
     std::vector<Mod> mods;  // polymers' `modifications`
     std::string where;      // file:line:col of the entry
     std::string seq_where;  // of the sequence value
+    bool fasta = false;     // read from a FASTA record (errors spell FASTA's fields, not YAML's)
 };
 
 // A polymer type's one-letter codes and their residues (bio::residue_of_letter), by letter.
@@ -148,10 +149,14 @@ bio::Target build_target(const std::vector<Entry>& entries, const std::string& s
                          " with the same sequence gives '", first.msa,
                          "': all proteins with the same sequence must share the same MSA");
             }
-            BI_CHECK(first.has_msa, first.where, "chain ", first_chain,
-                     ": no MSA given; set `msa: <file.a3m|file.csv>`, or `msa: empty` for "
-                     "single-sequence mode (boltz would query its MSA server here, which "
-                     "this engine does not)");
+            const std::string set_msa =
+                first.fasta ? cat("name it in the record id, `>", first_chain,
+                                  "|protein|<file.a3m|file.csv>`, or `>", first_chain,
+                                  "|protein|empty` for single-sequence mode")
+                            : "set `msa: <file.a3m|file.csv>`, or `msa: empty` for "
+                              "single-sequence mode";
+            BI_CHECK(first.has_msa, first.where, "chain ", first_chain, ": no MSA given; ", set_msa,
+                     " (boltz would query its MSA server here, which this engine does not)");
             if (first.msa == "empty") {
                 kind = bio::MsaKind::Empty;
             } else {
@@ -616,6 +621,7 @@ bio::Target parse_boltz_fasta(std::string_view text, const std::string& source) 
         e.ids = {f[0]};
         e.id_where = {where};
         e.where = e.seq_where = where;
+        e.fasta = true;
         e.sequence = r.sequence;
         BI_CHECK(!e.sequence.empty(), where, "chain ", f[0], ": empty ", type);
         if (type == "smiles") e.smiles = r.sequence;

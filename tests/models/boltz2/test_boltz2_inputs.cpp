@@ -440,7 +440,8 @@ TEST_F(Boltz2BadInputs, EachBadInputNamesTheProblem) {
          "chain R: letter 'T' at position 4 is not in the rna alphabet", "in.yaml:5:17"},
         {head + "  - protein:\n      id: P\n      sequence: MK1TAY\n      msa: empty\n",
          "chain P: letter '1' at position 3 is not in the protein alphabet", "in.yaml:5:17"},
-        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n", "chain A: no MSA given",
+        {head + "  - protein:\n      id: A\n      sequence: MKTAY\n",
+         "chain A: no MSA given; set `msa: <file.a3m|file.csv>`, or `msa: empty`",
          "in.yaml:3:5"},
         {head + "  - protein:\n      id: A\n      sequence: MKTAY\n      msa: missing.a3m\n",
          "unreadable MSA", "chain A"},
@@ -605,11 +606,13 @@ TEST_F(Boltz2BadInputs, EntitiesChainsAndFasta) {
              {">A\nMK\n", "invalid record id 'A'"},
              {">A|peptide\nMK\n", "invalid entity type 'peptide'"},
              {">A|rna|x.a3m\nACGU\n", "an MSA is only allowed for proteins"},
-             {">A|protein\nMK\n", "chain A: no MSA given"},
+             {">A|protein\nMK\n", "chain A: no MSA given; name it in the record id, "
+                                   "`>A|protein|<file.a3m|file.csv>`, or `>A|protein|empty`"},
              {">A|protein|empty\nMK\n>A|protein|empty\nMR\n", "duplicated chain id 'A'"}}) {
         const std::string e = error_of([&] { io::read_boltz_input(put("x.fasta", text)); });
         EXPECT_NE(e.find(want), std::string::npos) << "want '" << want << "' in: " << e;
         EXPECT_NE(e.find("x.fasta:"), std::string::npos) << e;
+        EXPECT_EQ(e.find("msa:"), std::string::npos) << "YAML's spelling in a FASTA error: " << e;
     }
 }
 
