@@ -94,6 +94,24 @@ inline Boltz2Case load_boltz2_case(const std::string& name) {
     }
     return c;
 }
+// The trunk passes the reference ran (recycling_steps + 1): those the fixture holds a z for.
+inline int trunk_passes(const Boltz2Case& c) {
+    int p = 0;
+    while (c.has("trunk.pass" + std::to_string(p) + ".z")) ++p;
+    return p;
+}
+// The passes whose pairformer blocks the fixture holds (the first and the last).
+inline std::vector<int> first_and_last_pass(const Boltz2Case& c) {
+    const int last = trunk_passes(c) - 1;
+    return last > 0 ? std::vector<int>{0, last} : std::vector<int>{0};
+}
+// z into pass p's MSA module: the pass's z plus the template module's output (stored only where
+// the case has templates).
+inline Tensor msa_module_input(const Boltz2Case& c, int p) {
+    const std::string pre = "trunk.pass" + std::to_string(p) + ".";
+    const Tensor z = c.get0(pre + "z");
+    return c.has(pre + "template_out") ? plus(z, c.get0(pre + "template_out")) : z;
+}
 #endif
 
 #ifdef BIOINFER_FIXTURES

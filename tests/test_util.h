@@ -86,6 +86,18 @@ inline ParityFixture load_parity_fixture(const std::string& name) {
 }
 #endif
 
+// a + b and a - b into new tensors (the tests' sums of reference stages).
+inline Tensor plus(const Tensor& a, const Tensor& b) {
+    Tensor out = Tensor::empty(a.shape());
+    ops::add(a, b, out);
+    return out;
+}
+inline Tensor minus(const Tensor& a, const Tensor& b) {
+    Tensor nb = Tensor::empty(b.shape());
+    ops::scale(b, -1.0f, nb);
+    return plus(a, nb);
+}
+
 inline Tensor random_tensor(const Shape& s, uint32_t seed, float mean = 0.0f, float sd = 1.0f) {
     Tensor t = Tensor::empty(s);
     std::mt19937 rng(seed);

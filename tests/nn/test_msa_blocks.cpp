@@ -22,6 +22,9 @@ using namespace bioinfer;
 namespace {
 
 using test::Boltz2Case;
+using test::minus;
+using test::msa_module_input;
+using test::plus;
 
 // The module bar (docs/parity.md): PCC >= 0.99999 and relative L2 <= 1e-5; the agreement is
 // printed, one line per comparison.
@@ -33,25 +36,6 @@ void expect_module(const Tensor& got, const Tensor& ref, const std::string& what
 }
 
 const std::string kLayer0 = "msa_module.layers.0";
-
-Tensor plus(const Tensor& a, const Tensor& b) {
-    Tensor out = Tensor::empty(a.shape());
-    ops::add(a, b, out);
-    return out;
-}
-
-Tensor minus(const Tensor& a, const Tensor& b) {
-    Tensor nb = Tensor::empty(b.shape());
-    ops::scale(b, -1.0f, nb);
-    return plus(a, nb);
-}
-
-// z into the first pass's MSA module: the pass's z plus the template module's output where the
-// case has templates (trunk.pass0.template_out, stored only then).
-Tensor msa_module_z(const Boltz2Case& c) {
-    const Tensor z = c.get0("trunk.pass0.z");
-    return c.has("trunk.pass0.template_out") ? plus(z, c.get0("trunk.pass0.template_out")) : z;
-}
 
 class NnMsaBlocks : public ::testing::TestWithParam<std::string> {};
 
@@ -69,7 +53,7 @@ TEST_P(NnMsaBlocks, PairWeightedAveragingMatchesReference) {
     const Tensor m0 = c.get0("trunk.pass0.msa.m0");
     ASSERT_EQ(m0.size(2), cfg.msa_s);
     Tensor m = m0.clone();
-    pwa.add_to(m, msa_module_z(c));
+    pwa.add_to(m, msa_module_input(c, 0));
     expect_module(minus(m, m0), c.get0("trunk.pass0.msa.l0.pair_weighted_averaging.out"),
                   GetParam() + " PWA");
 }

@@ -19,26 +19,6 @@ using namespace boltz2;
 
 #ifdef BIOINFER_FIXTURES
 
-Tensor plus(const Tensor& a, const Tensor& b) {
-    Tensor out = Tensor::empty(a.shape());
-    ops::add(a, b, out);
-    return out;
-}
-
-Tensor minus(const Tensor& a, const Tensor& b) {
-    Tensor nb = Tensor::empty(b.shape());
-    ops::scale(b, -1.0f, nb);
-    return plus(a, nb);
-}
-
-// z into pass p's MSA module: the pass's z plus the template module's output (0 without
-// templates, and then not stored).
-Tensor msa_input(const Boltz2Case& c, int p) {
-    const std::string pre = "trunk.pass" + std::to_string(p) + ".";
-    const Tensor z = c.get0(pre + "z");
-    return c.has(pre + "template_out") ? plus(z, c.get0(pre + "template_out")) : z;
-}
-
 class Boltz2TrunkCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Boltz2TrunkCase, PairInputsAndZInit) {
@@ -92,7 +72,7 @@ TEST_P(Boltz2TrunkCase, MsaModule) {
     const Tensor m0 = c.get0("trunk.pass0.msa.m0");
     expect_parity(t.msa.embed(c.feats, s_inputs), m0, "msa embedding");
     // The first layer's sub-modules, each from the reference's own input.
-    const Tensor z = msa_input(c, 0);
+    const Tensor z = msa_module_input(c, 0);
     const MsaLayer& l0 = t.msa.layers[0];
     Tensor m = m0.clone();
     l0.pair_weighted_averaging.add_to(m, z);
@@ -108,14 +88,13 @@ TEST_P(Boltz2TrunkCase, MsaModule) {
     expect_parity(minus(zo, z), c.get0("trunk.pass0.msa.l0.outer_product_mean.out"), "OPM");
     // The whole module in each pass the reference ran (recycling), from the pass's z; every
     // layer of the config's msa_blocks in the first.
-    int passes = 0;
-    while (c.has("trunk.pass" + std::to_string(passes) + ".msa_out")) ++passes;
+    const int passes = trunk_passes(c);
     ASSERT_GT(passes, 0);
     const int64_t blocks = test::boltz2_config().msa_blocks;
     ASSERT_EQ(int64_t(t.msa.layers.size()), blocks);
     for (int p = 0; p < passes; ++p) {
         const std::string pre = "trunk.pass" + std::to_string(p) + ".";
-        Tensor zz = msa_input(c, p);
+        Tensor zz = msa_module_input(c, p);
         std::map<std::string, Tensor> seen;
         t.msa.run(zz, s_inputs, c.feats,
                   [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
@@ -136,7 +115,7 @@ TEST_P(Boltz2TrunkCase, PairformerBlocks) {
     {
         const nn::PairformerLayer& b0 = t.pairformer.layers[0];
         const std::string pre = "trunk.pass0.pf.b0.";
-        Tensor z = plus(msa_input(c, 0), c.get0("trunk.pass0.msa_out"));
+        Tensor z = plus(msa_module_input(c, 0), c.get0("trunk.pass0.msa_out"));
         const auto step = [&](const char* name, const std::function<void(Tensor&)>& f) {
             Tensor zz = z.clone();
             f(zz);
@@ -161,10 +140,10 @@ TEST_P(Boltz2TrunkCase, PairformerBlocks) {
         expect_parity(minus(s2, s1), c.get0(pre + "transition_s.out"), "transition_s");
     }
     // Every block of the first and last pass from the previous block's reference output.
-    for (int p = 0; p < 2; ++p) {
+    for (int p : first_and_last_pass(c)) {
         const std::string pre = "trunk.pass" + std::to_string(p) + ".";
         Tensor s_in = c.get0(pre + "s");
-        Tensor z_in = plus(msa_input(c, p), c.get0(pre + "msa_out"));
+        Tensor z_in = plus(msa_module_input(c, p), c.get0(pre + "msa_out"));
         for (size_t k = 0; k < t.pairformer.layers.size(); ++k) {
             const std::string b = pre + "pf.block" + std::to_string(k);
             Tensor s = s_in.clone(), z = z_in.clone();
@@ -191,14 +170,22 @@ TEST_P(Boltz2TrunkCase, WholeTrunk) {
     const Boltz2Case c = load_boltz2_case(GetParam());
     const Trunk& t = boltz2_trunk();
     std::map<std::string, Tensor> seen;
-    const TrunkOutput out = t.run(c.feats, c.get0("trunk.s_inputs"), 1,
+    const int passes = trunk_passes(c);
+    ASSERT_GT(passes, 0);
+    const TrunkOutput out = t.run(c.feats, c.get0("trunk.s_inputs"), passes - 1,
                                   [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); });
     expect_parity(seen.at("s_init"), c.get0("trunk.s_init"), "s_init");
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < passes; ++p) {
         const std::string pre = "pass" + std::to_string(p) + ".";
-        for (const char* n : {"s", "z", "msa_out", "pf.block0.s", "pf.block0.z", "pf.block1.s",
-                              "pf.block1.z"})
+        for (const char* n : {"s", "z", "msa_out"})
             expect_parity(seen.at(pre + n), c.get0("trunk." + pre + n), pre + n);
+    }
+    for (int p : first_and_last_pass(c)) {  // every pairformer block's s and z
+        for (size_t k = 0; k < t.pairformer.layers.size(); ++k) {
+            const std::string b = "pass" + std::to_string(p) + ".pf.block" + std::to_string(k);
+            for (const char* n : {".s", ".z"})
+                expect_parity(seen.at(b + n), c.get0("trunk." + b + n), b + n);
+        }
     }
     expect_parity(out.relpos, c.get0("trunk.relpos"), "relpos");
     expect_parity(out.s, c.get0("trunk.s"), "trunk s");
