@@ -103,6 +103,11 @@ Easy make(const HttpRequest& req, HttpResponse& resp, Slist& hdrs) {
     curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c.get(), CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c.get(), CURLOPT_HEADERDATA, &resp);
+    if (req.timeout_s > 0) curl_easy_setopt(c.get(), CURLOPT_TIMEOUT, req.timeout_s);
+    if (!req.basic_auth.empty()) {
+        curl_easy_setopt(c.get(), CURLOPT_HTTPAUTH, long(CURLAUTH_BASIC));
+        curl_easy_setopt(c.get(), CURLOPT_USERPWD, req.basic_auth.c_str());
+    }
     return c;
 }
 
@@ -128,6 +133,29 @@ HttpResponse http_get(const HttpRequest& req) {
     HttpResponse resp;
     Slist hdrs(nullptr, curl_slist_free_all);
     Easy c = make(req, resp, hdrs);
+    curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &resp);
+    perform(c.get(), req, resp);
+    return resp;
+}
+
+HttpResponse http_post_form(const HttpRequest& req,
+                            const std::vector<std::pair<std::string, std::string>>& fields) {
+    HttpResponse resp;
+    Slist hdrs(nullptr, curl_slist_free_all);
+    Easy c = make(req, resp, hdrs);
+    std::string form;
+    for (const auto& [k, v] : fields) {
+        char* ek = curl_easy_escape(c.get(), k.data(), int(k.size()));
+        char* ev = curl_easy_escape(c.get(), v.data(), int(v.size()));
+        BI_CHECK(ek && ev, req.url, "cannot encode the form");
+        form += (form.empty() ? "" : "&") + std::string(ek) + "=" + ev;
+        curl_free(ek);
+        curl_free(ev);
+    }
+    curl_easy_setopt(c.get(), CURLOPT_POST, 1L);
+    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDS, form.c_str());
+    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDSIZE, long(form.size()));
     curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &resp);
     perform(c.get(), req, resp);

@@ -295,8 +295,24 @@ CachedRepo inspect_cache(const HubOptions& o, const std::string& repo,
     return best;
 }
 
+namespace {
+std::string hex_digest(EVP_MD_CTX* ctx) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx, md, &n);
+    static const char* hex = "0123456789abcdef";
+    std::string s;
+    for (unsigned int i = 0; i < n; ++i) {
+        s += hex[md[i] >> 4];
+        s += hex[md[i] & 15];
+    }
+    return s;
+}
+using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
+}  // namespace
+
 std::string sha256_file(const std::string& path) {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    DigestCtx ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     BI_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, path, "SHA-256 unavailable");
     std::ifstream f(path, std::ios::binary);
     BI_CHECK(f.good(), path, "cannot read");
@@ -305,16 +321,15 @@ std::string sha256_file(const std::string& path) {
         f.read(buf.data(), std::streamsize(buf.size()));
         if (f.gcount() > 0) EVP_DigestUpdate(ctx.get(), buf.data(), size_t(f.gcount()));
     }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx.get(), md, &n);
-    static const char* hex = "0123456789abcdef";
-    std::string s;
-    for (unsigned int i = 0; i < n; ++i) {
-        s += hex[md[i] >> 4];
-        s += hex[md[i] & 15];
-    }
-    return s;
+    return hex_digest(ctx.get());
+}
+
+std::string sha256_hex(const std::string& bytes) {
+    DigestCtx ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    BI_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, "sha256",
+             "SHA-256 unavailable");
+    EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size());
+    return hex_digest(ctx.get());
 }
 
 namespace {

@@ -78,5 +78,7 @@ std::vector<std::string> prune_cache(const HubOptions& o, int64_t* freed_bytes);
 
 // Hex SHA-256 of a file.
 std::string sha256_file(const std::string& path);
+// Hex SHA-256 of bytes.
+std::string sha256_hex(const std::string& bytes);
 
 }  // namespace bioinfer::runtime
