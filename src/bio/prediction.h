@@ -61,6 +61,10 @@ struct Prediction {
     // affinity_pred_value, affinity_probability_binary, then per ensemble member).
     std::vector<std::pair<std::string, double>> properties;
     std::vector<std::pair<std::string, double>> stage_seconds;  // in run order
+    // The model's internal representations, when asked for (Boltz-2's --write_embeddings: "s"
+    // (1, tokens, token_s) and "z" (1, tokens, tokens, token_z), the trunk's final single and
+    // pair representations); empty otherwise.
+    std::map<std::string, Tensor> embeddings;
 };
 
 }  // namespace bioinfer::bio

@@ -38,8 +38,9 @@ struct Input {
     // modified residues, cyclic chains, constraints); part of input_key.
     std::string variant;
     // Filled by ModelSpec::prepare: tokens the model runs (ESMFold: residues and linkers),
-    // which set its cost and memory, and the polymer residues it writes out (progress counts).
-    int64_t tokens = 0, residues = 0;
+    // which set its cost and memory, the polymer residues it writes out and the ligand atoms
+    // (Boltz-2: one token each), which progress counts.
+    int64_t tokens = 0, residues = 0, ligand_atoms = 0;
 };
 
 // What makes two inputs the same prediction: every chain's type, id, sequence, (first) CCD code,
@@ -76,6 +77,16 @@ struct Options {
     // Boltz-2's --use_potentials: the physical steering potentials guide the sampler, and
     // Feynman-Kac steering runs 3 particles per sample, resampled by the potentials' energies.
     bool use_potentials = false;
+    // Boltz-2's --method: the experimental method the structure is conditioned on (boltz's
+    // method_feature), a name of boltz's method table in any case; "": boltz's default,
+    // "x-ray diffraction". ModelSpec::check_options refuses an unknown one.
+    std::string method;
+    // Boltz-2's --subsample_msa / --num_subsampled_msa: each pass of the MSA module keeps this
+    // many rows drawn at random (seeded from `seed`); 0: every row.
+    int64_t msa_subsample = 0;
+    // Boltz-2's --write_embeddings: the prediction carries the trunk's final single and pair
+    // representations (Prediction::embeddings); off, they are not kept (the pair one is large).
+    bool write_embeddings = false;
     // Bytes a prediction may use (0: no limit): diffusion models denoise fewer samples at once
     // when max_parallel_samples of them would not fit.
     int64_t memory_budget = 0;
@@ -119,6 +130,9 @@ public:
     // model, and results.json records the ones it takes.
     virtual std::vector<std::string> options() const { return {}; }
     bool takes_option(const std::string& name) const;
+    // Checks the values of the model's own options in `opts` (Boltz-2: the --method name) before
+    // weights load; an error naming the option. The default takes any.
+    virtual void check_options(const Options& opts) const { (void)opts; }
     // How `predict` lays out the files: <id>.pdb|.cif and <id>.json per target (Plain), or the
     // tree `boltz predict` writes, boltz_results_<input>/predictions/<id>/ (Boltz).
     enum class Layout { Plain, Boltz };

@@ -36,6 +36,9 @@ void require_finite(const bio::Prediction& p, const std::string& id) {
             BI_CHECK(std::isfinite(v), id, "sample ", k + 1, ": score '", name,
                      "' is NaN or Inf; nothing written for this target");
     }
+    for (const auto& [name, t] : p.embeddings)
+        BI_CHECK(io::first_nonfinite(t) < 0, id, "embedding '", name,
+                 "' holds NaN or Inf; nothing written for this target");
 }
 
 namespace {
@@ -101,6 +104,7 @@ json boltz_files(const std::string& id, const PredictOptions& opts, bool affinit
                   {"plddt", dir + "plddt_" + stem + "_model_0.npz"},
                   {"plot", dir + stem + "_plddt_pae.png"}};
     if (affinity) files["affinity"] = dir + "affinity_" + stem + ".json";
+    if (opts.fold.write_embeddings) files["embeddings"] = dir + "embeddings_" + stem + ".npz";
     return files;
 }
 
@@ -115,6 +119,19 @@ json write_boltz_target(const FoldRecord& rec, const bio::Prediction& out,
     io::write_boltz_prediction((fs::path(out_dir) / "predictions").string(), safe_file_stem(rec.id),
                                io::boltz_structure_info(out), io::boltz_samples(out), wo);
     json files = boltz_files(rec.id, opts, !out.properties.empty());
+    if (opts.fold.write_embeddings) {
+        // boltz's embeddings_<name>.npz: the trunk's final s and z (numpy.load reads it as
+        // boltz's; stored, where boltz compresses)
+        std::vector<io::NamedArray> arrays;
+        for (const char* name : {"s", "z"}) {
+            const auto it = out.embeddings.find(name);
+            BI_CHECK(it != out.embeddings.end(), rec.input.where, "the model returned no '", name,
+                     "' embedding");
+            arrays.push_back({name, it->second.shape(), it->second.f32()});
+        }
+        io::write_npz((fs::path(out_dir) / files["embeddings"].get<std::string>()).string(),
+                      arrays);
+    }
     if (out.samples[0].pae.defined())
         io::write_confidence_png((fs::path(out_dir) / files["plot"].get<std::string>()).string(),
                                  rec.id, out, 0);

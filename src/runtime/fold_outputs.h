@@ -27,7 +27,8 @@ nlohmann::json write_boltz_target(const FoldRecord& rec, const bio::Prediction& 
                                   const PredictOptions& opts, const std::string& out_dir);
 
 // The files boltz predict writes for target `id` (sample 0's; the rest follow the same names).
-// With an affinity binder, also the affinity stage's affinity_<id>.json.
+// With an affinity binder, also the affinity stage's affinity_<id>.json; with
+// opts.fold.write_embeddings, embeddings_<id>.npz (s and z, written after the folder is in place).
 nlohmann::json boltz_files(const std::string& id, const PredictOptions& opts, bool affinity);
 
 }  // namespace bioinfer::runtime

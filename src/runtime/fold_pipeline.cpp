@@ -176,6 +176,11 @@ static json model_option_value(const std::string& option, const PredictOptions& 
     if (option == "sampling-steps-affinity") return f.affinity_sampling_steps;
     if (option == "diffusion-samples-affinity") return f.affinity_samples;
     if (option == "affinity-mw-correction") return f.affinity_mw_correction;
+    if (option == "method") return f.method.empty() ? json(nullptr) : json(f.method);
+    if (option == "subsample-msa") return f.msa_subsample > 0;
+    if (option == "num-subsampled-msa")
+        return f.msa_subsample > 0 ? json(f.msa_subsample) : json(nullptr);
+    if (option == "write-embeddings") return f.write_embeddings;
     return nullptr;
 }
 
@@ -222,7 +227,7 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
     spec.run_time = RunTime::UntilWritten;
     spec.dedup_key = [&](size_t i) { return fold::input_key(recs[i].input); };  // identical inputs fold once
     spec.cost = [&](size_t i) { return recs[i].input.tokens; };
-    spec.work = [&](size_t i) { return recs[i].residues; };
+    spec.work = [&](size_t i) { return recs[i].residues + recs[i].input.ligand_atoms; };
     // A target whose files are all there is skipped (the confidence JSON is written last).
     spec.done = [&](size_t i) -> std::optional<json> {
         if (boltz_layout) {
@@ -241,8 +246,13 @@ PredictStats run_predict(const fold::StructureModel& model, const std::vector<Fo
             if (!fs::exists(fs::path(out_dir) / f.get<std::string>())) return std::nullopt;
         return files;
     };
+    // "T1 (120 aa)", or with ligands "T2 (120 aa, 27 ligand atoms)"
     spec.label = [&](const std::vector<size_t>& unit) {
-        return cat(recs[unit[0]].id, " (", recs[unit[0]].residues, " aa)");
+        const FoldRecord& r = recs[unit[0]];
+        const int64_t atoms = r.input.ligand_atoms;
+        const std::string ligands =
+            atoms ? cat(", ", atoms, atoms == 1 ? " ligand atom" : " ligand atoms") : "";
+        return cat(r.id, " (", r.residues, " aa", ligands, ")");
     };
     std::mutex mu;  // the stats
     // A unit is one target: folded once, its files written for it and each duplicate.

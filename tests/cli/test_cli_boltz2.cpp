@@ -6,13 +6,20 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "boltz2_fixture.h"
 #include "cli_util.h"
 #include "io/atomic_file.h"
+#include "io/boltz_inputs.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
 #include "io/structure.h"
+#include "models/boltz2/boltz2.h"
+#include "models/boltz2/boltz2_structure.h"
 
 using namespace bioinfer;
 using test::Result;
@@ -36,6 +43,17 @@ struct Boltz2Cli : test::CliTest {
     std::string pred(const std::string& out, const std::string& input, const std::string& name,
                      const std::string& file) const {
         return (tmp / out / ("boltz_results_" + input) / "predictions" / name / file).string();
+    }
+    // Array `array` ("s", "z") of the embeddings predict wrote for input file <name>.yaml.
+    Tensor embedding(const std::string& out, const std::string& name,
+                     const std::string& array) const {
+        const io::LoadedArray a =
+            io::read_npz(pred(out, name, name, "embeddings_" + name + ".npz")).at(array);
+        return Tensor::of(a.data, a.shape);
+    }
+    nlohmann::json results(const std::string& out, const std::string& input) const {
+        return nlohmann::json::parse(
+            io::read_file(p(out + "/boltz_results_" + input + "/results.json")));
     }
 };
 
@@ -197,6 +215,157 @@ TEST_F(Boltz2Cli, UsePotentialsSteersTheLigands) {
     std::printf("mean ligand bond: %.2f A unsteered, %.2f A steered\n", off, on);
     EXPECT_LT(on, 0.6 * off);
     EXPECT_EQ(io::read_file(file("on")), io::read_file(file("again")));
+}
+
+// The trunk's final s (N, token_s) and z (N, N, token_z) on the features predict makes for an
+// input file with seed 0 (its own per-residue conformer motions), recycling_steps 1.
+std::pair<Tensor, Tensor> trunk_on_predict_features(const std::string& yaml) {
+    const io::ModelDir dir = io::ModelDir::open(kBoltz2);
+    const auto model = boltz2::Boltz2Model::load(dir);
+    const boltz2::CacheConformers conformers = boltz2::load_cache_conformers(kBoltz2);
+    boltz2::FeaturizeOptions fo;
+    fo.seed = 0;
+    fo.conformers = &conformers.library;
+    fo.mols_dir = boltz2::mols_dir_of(dir);
+    boltz2::RunOptions ro;
+    ro.recycling_steps = 1;
+    ro.sampling_steps = 2;
+    ro.confidence = false;
+    boltz2::RunOutput r = model->run(boltz2::featurize(io::read_boltz_input(yaml), fo).feats, ro);
+    return {r.trunk.s, r.trunk.z};
+}
+
+// --write_embeddings: predictions/<name>/embeddings_<name>.npz as boltz's writer makes it, with
+// s (1, N, token_s) and z (1, N, N, token_z) float32, the shapes of the reference's final trunk
+// outputs (trunk.s, trunk.z), listed in results.json; without the flag there is none. The values
+// are the trunk's final representations after every recycling pass. predict draws its own
+// per-residue conformer motions (the parity fixtures inject boltz's, which torch's global
+// generator drew), so the values are held to the trunk run here on predict's own features (the
+// trunk itself is held to the reference by test_boltz2_trunk and test_boltz2_e2e), and the
+// first pass's (--recycling_steps 0) are off that bar.
+TEST_F(Boltz2Cli, WriteEmbeddingsWritesTheTrunksFinalSAndZ) {
+    for (const std::string c : {"monomer", "heterodimer"}) {
+        SCOPED_TRACE(c);
+        const std::string in = kBoltz2 + "/inputs/" + c + "/" + c + ".yaml";
+        const std::string quick = " --weights " + kBoltz2 + " --sampling_steps 2";
+        Result r = run("predict " + in + quick +
+                       " --recycling_steps 1 --write_embeddings --out_dir " + p(c));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const std::string file = pred(c, c, c, "embeddings_" + c + ".npz");
+        const auto npz = io::read_npz(file);  // float32 arrays only: the dtype is checked
+        ASSERT_EQ(npz.size(), 2u);
+        const auto ref = io::SafetensorsFile::open(kBoltz2 + "/" + c + ".safetensors");
+        const auto [s, z] = trunk_on_predict_features(in);
+        for (const auto& [name, want] : {std::pair<std::string, Tensor>{"s", s}, {"z", z}}) {
+            SCOPED_TRACE(name);
+            ASSERT_TRUE(npz.count(name));
+            const io::LoadedArray& a = npz.at(name);
+            EXPECT_EQ(a.shape, ref->get("trunk." + name).shape());
+            const Tensor got = Tensor::of(a.data, a.shape);
+            test::expect_parity(got, want, c + " " + name);
+        }
+        const nlohmann::json res = results(c, c);
+        EXPECT_EQ(res["targets"][0]["files"]["embeddings"],
+                  "predictions/" + c + "/embeddings_" + c + ".npz");
+        EXPECT_EQ(res["job"]["write_embeddings"], true);
+        // one pass fewer: other representations
+        r = run("predict " + in + quick + " --recycling_steps 0 --write-embeddings --out_dir " +
+                p(c + "_0"));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        test::expect_fails_bar(embedding(c + "_0", c, "z"), z, c + " z after one pass");
+    }
+    // not asked for: not written
+    const std::string in = kBoltz2 + "/inputs/monomer/monomer.yaml";
+    ASSERT_EQ(run("predict " + in + kFast + " --out_dir " + p("none")).rc, 0);
+    EXPECT_TRUE(fs::exists(pred("none", "monomer", "monomer", "monomer_model_0.cif")));
+    EXPECT_FALSE(fs::exists(pred("none", "monomer", "monomer", "embeddings_monomer.npz")));
+    // models without them refuse the option
+    expect_clean_failure("predict MKV --weights " + test::kEsmFoldTiny + " --write_embeddings",
+                         "[--write-embeddings] not an option of esmfold");
+}
+
+// --method: boltz's method conditioning (its featurizer's method_feature, held to boltz's in
+// test_boltz2_inputs) changes the trunk; names in any case are one method; an unknown one is
+// refused before anything is written, listing boltz's.
+TEST_F(Boltz2Cli, MethodConditionsThePrediction) {
+    const std::string in = kBoltz2 + "/inputs/monomer/monomer.yaml";
+    const auto z = [&](const std::string& out) { return embedding(out, "monomer", "z"); };
+    const std::string emb = kFast + " --write_embeddings --out_dir ";
+    ASSERT_EQ(run("predict " + in + emb + p("xray")).rc, 0);
+    Result r = run("predict " + in + " --method AFDB" + emb + p("afdb"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    ASSERT_EQ(run("predict " + in + " --method afdb" + emb + p("afdb2")).rc, 0);
+    ASSERT_EQ(run("predict " + in + " --method 'X-ray Diffraction'" + emb + p("xray2")).rc, 0);
+    test::expect_fails_bar(z("afdb"), z("xray"), "AFDB against x-ray diffraction");
+    EXPECT_EQ(test::max_diff(z("afdb"), z("afdb2")), 0.0);
+    EXPECT_EQ(test::max_diff(z("xray"), z("xray2")), 0.0);
+    EXPECT_EQ(results("afdb", "monomer")["job"]["method"], "AFDB");
+    expect_clean_failure("predict " + in + kFast + " --method cryo-em",
+                         "[--method] unknown method 'cryo-em' (boltz's: afdb, boltz-1, ");
+    Result bad = run("predict " + in + kFast + " --method cryo-em --out_dir " + p("bad"));
+    EXPECT_NE(bad.err.find("x-ray diffraction"), std::string::npos) << bad.err;
+    expect_clean_failure("predict MKV --weights " + test::kEsmFoldTiny + " --method md",
+                         "[--method] not an option of esmfold");
+}
+
+// --subsample_msa / --num_subsampled_msa: each trunk pass runs the MSA module on rows drawn with
+// the seed (test_boltz2_trunk holds the module to the rows drawn): 2 of the monomer's 4 rows
+// change the trunk, the same seed repeats it, and keeping at least every row (boltz's 1024)
+// only reorders the rows (the same trunk up to rounding).
+TEST_F(Boltz2Cli, SubsampleMsaKeepsTheDrawnRows) {
+    const std::string in = kBoltz2 + "/inputs/monomer/monomer.yaml";
+    const auto z = [&](const std::string& out) { return embedding(out, "monomer", "z"); };
+    const std::string emb = " --weights " + kBoltz2 +
+                            " --sampling_steps 2 --recycling_steps 1 --write_embeddings --seed 3" +
+                            " --out_dir ";
+    ASSERT_EQ(run("predict " + in + emb + p("all")).rc, 0);
+    Result r = run("predict " + in + " --subsample_msa --num_subsampled_msa 2" + emb + p("two"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    ASSERT_EQ(run("predict " + in + " --subsample-msa --num-subsampled-msa 2" + emb + p("again")).rc,
+              0);
+    ASSERT_EQ(run("predict " + in + " --subsample_msa" + emb + p("every")).rc, 0);
+    test::expect_fails_bar(z("two"), z("all"), "2 of 4 MSA rows");
+    EXPECT_EQ(test::max_diff(z("two"), z("again")), 0.0);
+    test::expect_parity(z("every"), z("all"), "every row kept");
+    EXPECT_EQ(results("two", "monomer")["job"]["subsample_msa"], true);
+    EXPECT_EQ(results("two", "monomer")["job"]["num_subsampled_msa"], 2);
+    expect_clean_failure("predict " + in + kFast + " --subsample_msa --num_subsampled_msa 0",
+                         "[--num-subsampled-msa] expected 1 to");
+    expect_clean_failure("predict MKV --weights " + test::kEsmFoldTiny + " --subsample_msa",
+                         "[--subsample-msa]");
+}
+
+// boltz's switches that change nothing here are accepted (values checked): the same files.
+TEST_F(Boltz2Cli, BoltzsNoOpOptionsAreAccepted) {
+    const std::string in = kBoltz2 + "/inputs/monomer/monomer.yaml";
+    ASSERT_EQ(run("predict " + in + kFast + " --out_dir " + p("a")).rc, 0);
+    Result r = run("predict " + in + kFast +
+                   " --num_workers 0 --preprocessing-threads 4 --no_kernels --out_dir " + p("b"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(io::read_file(pred("a", "monomer", "monomer", "monomer_model_0.cif")),
+              io::read_file(pred("b", "monomer", "monomer", "monomer_model_0.cif")));
+    expect_clean_failure("predict " + in + kFast + " --num_workers -1",
+                         "[--num-workers] expected 0 to");
+    expect_clean_failure("predict " + in + kFast + " --preprocessing-threads 0",
+                         "[--preprocessing-threads] expected 1 to");
+    expect_clean_failure("predict " + in + kFast + " --num_workers two",
+                         "[--num-workers] expected an integer");
+}
+
+// The progress label counts a target's polymer residues as residues and its ligands' atoms
+// (one token each) as atoms.
+TEST_F(Boltz2Cli, ProgressCountsResiduesAndLigandAtoms) {
+    const std::string in = kBoltz2 + "/inputs/protein_ligand/protein_ligand.yaml";
+    Result r = run("predict " + in + kFast + " --log " + p("log.jsonl") + " --out_dir " + p("out"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::set<std::string> targets;
+    std::istringstream lines(io::read_file(p("log.jsonl")));
+    for (std::string line; std::getline(lines, line);) {
+        const auto e = nlohmann::json::parse(line);
+        if (e["event"] == "stage" && e["stage"] == "featurize") targets.insert(e["target"]);
+    }
+    // 14 residues; a 14-atom SMILES ligand and ethanol (3 atoms)
+    EXPECT_EQ(targets, std::set<std::string>{"protein_ligand (14 aa, 17 ligand atoms)"});
 }
 
 // boltz's own cache (a folder with boltz2_conf.ckpt and mols/) serves as the model, given as

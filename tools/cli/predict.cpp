@@ -69,6 +69,18 @@ Boltz-2 sampling (boltz 2.2's defaults):
                             their energies (Feynman-Kac steering); about 3x the sampler's time
   --max-msa-seqs N          MSA rows kept per chain, unique rows in file order (8192; ESMFold2:
                             the first N rows of the paired MSA, 1024)
+  --subsample-msa           each trunk pass's MSA module keeps --num-subsampled-msa rows drawn
+                            at random (boltz's --subsample_msa), seeded by --seed; boltz draws
+                            them from torch's global random stream, which cannot be reproduced:
+                            the same distribution, other rows
+  --num-subsampled-msa N    rows kept with --subsample-msa (1024)
+  --method NAME             the experimental method the structure is conditioned on (boltz's
+                            method conditioning; any case): x-ray diffraction (default), md,
+                            electron microscopy, solution nmr, afdb, other, ...; an unknown name
+                            is refused with boltz's list
+  --write-embeddings        also predictions/<name>/embeddings_<name>.npz as boltz writes it: the
+                            trunk's final single (s: 1 x N x token_s) and pair (z: 1 x N x N x
+                            token_z) representations, float32
 
 Boltz-2 binding affinity (inputs with `properties: - affinity: binder: <ligand chain>`):
 boltz's affinity stage runs the affinity model on the best structure, cropped around the binder,
@@ -97,7 +109,10 @@ Boltz's spellings work too: --out_dir, --output_format, --recycling_steps, --sam
 --diffusion_samples, --max_parallel_samples, --step_scale, --max_msa_seqs, --cache, --devices,
 --write_full_pae, --write_full_pde, --override, --affinity_checkpoint,
 --sampling_steps_affinity, --diffusion_samples_affinity, --affinity_mw_correction,
---use_potentials.
+--use_potentials, --subsample_msa, --num_subsampled_msa, --write_embeddings.
+Accepted and changing nothing: --num_workers N and --preprocessing-threads N (boltz's data-loader
+workers and preprocessing pool; bioinfer reads every input in-process, once) and --no_kernels
+(boltz's cuEquivariance kernels switch; this build runs on the CPU).
 )";
 
 // The options of predict that belong to one model or another (ModelSpec::options says which).
@@ -106,7 +121,9 @@ static const char* const kModelOptions[] = {
     "step-scale",              "seed",                       "max-msa-seqs",
     "msa-dir",                 "use-potentials",             "sampling-steps-affinity",
     "diffusion-samples-affinity", "affinity-mw-correction",  "affinity-checkpoint",
-    "affinity",                "ligands",                    "ligand-chain"};
+    "affinity",                "ligands",                    "ligand-chain",
+    "method",                  "subsample-msa",              "num-subsampled-msa",
+    "write-embeddings"};
 
 int predict_main(int argc, char** argv) {
     Args a = parse_job_args(
@@ -114,8 +131,10 @@ int predict_main(int argc, char** argv) {
         {"model", "weights", "out-dir", "output-format", "num-recycles", "chunk-size", "max-memory",
          "sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
          "max-msa-seqs", "msa-dir", "ligands", "ligand-chain", "affinity-checkpoint",
-         "sampling-steps-affinity", "diffusion-samples-affinity"},
-        {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction", "use-potentials"});
+         "sampling-steps-affinity", "diffusion-samples-affinity", "method", "num-subsampled-msa",
+         "num-workers", "preprocessing-threads"},
+        {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction", "use-potentials",
+         "subsample-msa", "write-embeddings", "no-kernels"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         std::fputs(job_options_help(), stdout);
@@ -150,6 +169,15 @@ int predict_main(int argc, char** argv) {
     fo.affinity_samples = int(positive("diffusion-samples-affinity", -1, 1000));
     fo.affinity_mw_correction = a.has("affinity-mw-correction");
     fo.use_potentials = a.has("use-potentials");
+    // boltz's --num_subsampled_msa applies with --subsample_msa only (checked either way)
+    const long long subsampled = positive("num-subsampled-msa", 1024, 1 << 24);
+    fo.msa_subsample = a.has("subsample-msa") ? subsampled : 0;
+    fo.write_embeddings = a.has("write-embeddings");
+    fo.method = a.get("method", "");
+    BI_CHECK(!a.has("method") || !fo.method.empty(), "--method", "needs a method name");
+    // boltz's data-loader workers and preprocessing pool: accepted, checked, changing nothing
+    a.get_int_in("num-workers", 0, 0, 1 << 16);
+    a.get_int_in("preprocessing-threads", 1, 1, 1 << 16);
     fo.seed = uint64_t(a.get_int_in("seed", 0, 0, std::numeric_limits<long long>::max()));
     if (a.has("step-scale")) {
         const std::string v = a.get("step-scale");
@@ -178,6 +206,7 @@ int predict_main(int argc, char** argv) {
                                                           "options)"
                                                         : " (its own: " + own + ")"));
         }
+    spec->check_options(fo);
     if (opts.format.empty()) opts.format = spec->default_output_format();
     // boltz predict's layout goes under DIR/boltz_results_<INPUT>
     if (spec->output_layout() == fold::ModelSpec::Layout::Boltz)

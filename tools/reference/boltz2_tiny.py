@@ -556,10 +556,11 @@ def save_ligand_mols(mols: dict, out: Path) -> None:
 
 
 def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
-              ligand_mols_out: Path | None = None) -> dict:
+              ligand_mols_out: Path | None = None, override_method: str | None = None) -> dict:
     """The batch boltz's predict loop hands the model for case `name` (fp32 CPU tensors). With
     `ligand_mols_out`, the molecules boltz made for the case's SMILES ligands (LIG1, ...) are
-    written there, one pickled molecule per file, for the other side to use the same conformer."""
+    written there, one pickled molecule per file, for the other side to use the same conformer.
+    `override_method` is boltz predict's --method (None: boltz's default, x-ray diffraction)."""
     from boltz.data.module.inferencev2 import Boltz2InferenceDataModule
     from boltz.main import process_inputs
     from boltz.data.types import Manifest
@@ -592,7 +593,7 @@ def featurize(name: str, workdir: Path, mol_dir: Path, seed: int = 0,
         constraints_dir=processed / "constraints" if (processed / "constraints").exists() else None,
         template_dir=processed / "templates" if (processed / "templates").exists() else None,
         extra_mols_dir=processed / "mols" if (processed / "mols").exists() else None,
-        override_method=None)
+        override_method=override_method)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -54,7 +54,7 @@ RunOutput Boltz2Model::run(const Features& f, const RunOptions& o) const {
     out.trunk = trunk_.run(
         f, out.s_inputs, o.recycling_steps,
         [&](const std::string& name, const Tensor& t) { tap("trunk." + name, t); },
-        [&](int pass, int passes) { progress("trunk pass", pass, passes); });
+        [&](int pass, int passes) { progress("trunk pass", pass, passes); }, o.msa_subsample);
 
     progress("diffusion conditioning", 0, 0);
     // Memory: every pair-sized tensor the sampler does not read is released as soon as its last

@@ -36,6 +36,8 @@ struct RunOptions {
     // boltz's --use_potentials: the physical potentials guide the sampler too, and Feynman-Kac
     // steering runs 3 particles per sample, resampled by their potentials' energies
     bool use_potentials = false;
+    // boltz's --subsample_msa: the MSA rows each trunk pass keeps (rows 0: every row)
+    MsaSubsample msa_subsample;
     // Progress: (stage, step, steps), e.g. ("trunk pass", 0, 4), ("diffusion step", 17, 200).
     std::function<void(const std::string&, int, int)> progress;
     Tap tap;                        // named intermediates: "s_inputs", "trunk.<...>", "coords"

@@ -2,6 +2,7 @@
 #include "models/boltz2/boltz2_structure.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <numeric>
@@ -26,8 +27,17 @@ bio::MoleculeType molecule_type(const std::string& type) {
     return bio::MoleculeType::Ligand;
 }
 
-// The two seeds of a run (the per-residue conformer motions, the sampler) from the user's one.
+// The seeds of a run (the per-residue conformer motions, the sampler, the MSA subsampling)
+// from the user's one.
 uint64_t sampler_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
+uint64_t msa_seed(uint64_t seed) { return seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull; }
+
+// A --method name as boltz's table keys it (lower case).
+std::string method_key(const std::string& name) {
+    std::string k = name;
+    for (char& ch : k) ch = char(std::tolower((unsigned char)ch));
+    return k;
+}
 
 }  // namespace
 
@@ -57,6 +67,7 @@ fold::Input Boltz2Spec::input_of(bio::Target t) const {
         const int64_t before = in.tokens;
         if (c.type != bio::MoleculeType::Ligand) {
             in.tokens += int64_t(c.residues.size());
+            in.residues += int64_t(c.residues.size());
             // a modified residue's CCD code must name a molecule, found before any work
             for (const std::string& res : c.residues)
                 if (!vocab().ref_atoms.count(res))
@@ -85,7 +96,7 @@ fold::Input Boltz2Spec::input_of(bio::Target t) const {
     for (const bio::Template& e : t.templates)
         template_records(e, t, read_template(e, ConformerLibrary::builtin(), mols_dir_));
     check_constraint_references(t, ConformerLibrary::builtin(), mols_dir_);
-    in.residues = in.tokens;
+    in.ligand_atoms = in.tokens - in.residues;  // a ligand's tokens are its heavy atoms
     in.affinity_binder = t.affinity_binder;
     // What input_key's chain fields do not say: modified residues, cyclic chains, constraints.
     std::string v;
@@ -153,6 +164,13 @@ void Boltz2Spec::prepare(fold::Input& in) const {
     in.where = where;
     in.extra = std::move(extra);
     check_chains(in);
+}
+
+void Boltz2Spec::check_options(const fold::Options& opts) const {
+    if (opts.method.empty() || vocab().method_types.count(method_key(opts.method))) return;
+    std::string names;
+    for (const auto& [name, id] : vocab().method_types) names += (names.empty() ? "" : ", ") + name;
+    fail("--method", cat("unknown method '", opts.method, "' (boltz's: ", names, ")"));
 }
 
 int64_t Boltz2Spec::memory_bytes(const fold::Input& in) const {
@@ -243,6 +261,7 @@ bio::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold:
     const bio::Target& target = in.target;  // as read (its MSAs with it) and prepared
     FeaturizeOptions fo;
     fo.seed = opts.seed;
+    if (!opts.method.empty()) fo.method = method_key(opts.method);
     fo.conformers = &conformers_.library;
     fo.mols_dir = spec_->mols_dir();
     // a SMILES ligand's conformer search can take long: its attempts show as the stage
@@ -266,6 +285,7 @@ bio::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold:
     ro.step_scale = opts.step_scale > 0 ? opts.step_scale : model_->config().step_scale;
     ro.seed = sampler_seed(opts.seed);
     ro.use_potentials = opts.use_potentials;
+    ro.msa_subsample = {opts.msa_subsample, msa_seed(opts.seed)};
     // stage times: the trunk (embedder, passes), the sampler (conditioning, steps), confidence
     ro.progress = [&](const std::string& what, int step, int steps) {
         const std::string group = what == "input embedder" || what == "trunk pass" ? "trunk"
@@ -275,9 +295,15 @@ bio::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold:
         if (opts.progress) opts.progress(what, step, steps);
     };
     if (opts.tap) ro.tap = opts.tap;
-    const RunOutput r = model_->run(fz.feats, ro);
+    RunOutput r = model_->run(fz.feats, ro);
     next_stage("outputs");
     p.num_recycles = ro.recycling_steps;
+    if (opts.write_embeddings) {  // as boltz's predict_step returns them: batch dimension first
+        const Tensor& s = r.trunk.s;
+        const Tensor& z = r.trunk.z;
+        p.embeddings["s"] = s.reshape({1, s.size(0), s.size(1)});
+        p.embeddings["z"] = z.reshape({1, z.size(0), z.size(1), z.size(2)});
+    }
 
     // host-side: topology from the featurizer's metadata
     const StructureMeta& meta = fz.meta;
@@ -358,6 +384,7 @@ bio::Prediction Boltz2StructureModel::predict(const fold::Input& in, const fold:
         ra.max_parallel_samples = std::min(ra.diffusion_samples, ro.max_parallel_samples);
         ra.step_scale = ro.step_scale;
         ra.seed = sampler_seed(opts.seed + 1);
+        ra.msa_subsample = {opts.msa_subsample, msa_seed(opts.seed + 1)};  // boltz's msa_args too
         ra.progress = [&](const std::string& what, int step, int steps) {
             if (opts.progress)
                 opts.progress(what.rfind("affinity", 0) == 0 ? what : "affinity " + what, step,

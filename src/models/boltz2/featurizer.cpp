@@ -7,6 +7,7 @@
 #include "models/boltz2/featurizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -1245,7 +1246,9 @@ Featurized featurize(const bio::Target& target_in, const FeaturizeOptions& opt) 
     const ConformerLibrary& lib = opt.conformers ? *opt.conformers : ConformerLibrary::builtin();
     BI_CHECK(opt.atoms_per_window > 0, kWhere, "atoms_per_window must be positive, got ",
              opt.atoms_per_window);
-    auto method_it = v.method_types.find(opt.affinity ? std::string("other") : opt.method);
+    std::string method = opt.affinity ? std::string("other") : opt.method;
+    for (char& ch : method) ch = char(std::tolower((unsigned char)ch));  // boltz's .lower()
+    auto method_it = v.method_types.find(method);
     BI_CHECK(method_it != v.method_types.end(), kWhere, "unknown method '", opt.method, "'");
 
     bio::Target target = target_in;

@@ -45,7 +45,8 @@ struct FeaturizeOptions {
     int64_t max_msa_seqs = 8192;
     uint64_t seed = 0;                // seeds seeded_augmentation when `augmentation` is unset
     AugmentationSource augmentation;  // overrides the seed (tests inject the reference's motions)
-    std::string method = "x-ray diffraction";      // method conditioning (boltz's default)
+    // method conditioning: a name of boltz's method table in any case (boltz's default)
+    std::string method = "x-ray diffraction";
     int64_t atoms_per_window = 32;                 // atoms are padded to a multiple of this
     const ConformerLibrary* conformers = nullptr;  // null: ConformerLibrary::builtin()
     // Seeds the numpy Generator that picks each residue's conformer (Generator.choice over its

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "bioinfer/error.h"
+#include "models/boltz2/numpy_rng.h"
 #include "ops/ops.h"
 
 namespace bioinfer::boltz2 {
@@ -194,8 +195,39 @@ MsaModule MsaModule::load(const io::ModelDir& m, const Config& cfg) {
     return mod;
 }
 
-Tensor MsaModule::embed(const Features& f, const Tensor& s_inputs) const {
-    const Tensor& msa = f.at("msa");  // (S, L)
+std::vector<int64_t> msa_subsample_rows(int64_t rows, int64_t keep, uint64_t seed, int pass) {
+    BI_CHECK(rows >= 0 && keep > 0 && pass >= 0, "msa subsampling", "expected rows >= 0, keep > 0 ",
+             "and pass >= 0, got ", rows, ", ", keep, ", ", pass);
+    // one generator per (seed, pass): a fresh draw each pass, whatever ran before
+    NumpyGenerator rng(seed ^ (uint64_t(pass) + 1) * 0x9E3779B97F4A7C15ull);
+    std::vector<int64_t> perm(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) perm[size_t(i)] = i;
+    for (int64_t i = rows - 1; i > 0; --i)
+        std::swap(perm[size_t(i)], perm[size_t(rng.integers(i + 1))]);
+    perm.resize(size_t(std::min(rows, keep)));
+    return perm;
+}
+
+Tensor MsaModule::embed(const Features& f, const Tensor& s_inputs,
+                        const std::vector<int64_t>* rows) const {
+    // the rows kept (subsampling): each feature's rows gathered in that order
+    const auto select = [&](const Tensor& t) {
+        if (!rows) return t;
+        const Tensor src = ops::contiguous(t);
+        const int64_t width = src.numel() / src.size(0);
+        Shape shape = src.shape();
+        shape[0] = int64_t(rows->size());
+        Tensor out = Tensor::empty(shape);
+        for (size_t r = 0; r < rows->size(); ++r) {
+            const int64_t i = (*rows)[r];
+            BI_CHECK(i >= 0 && i < src.size(0), "msa_module", "row ", i, " of an MSA of ",
+                     src.size(0), " rows");
+            Tensor dst = out.narrow0(int64_t(r), int64_t(r) + 1);
+            ops::copy(src.narrow0(i, i + 1), dst);
+        }
+        return out;
+    };
+    const Tensor msa = select(f.at("msa"));  // (S, L)
     const int64_t S = msa.size(0), L = msa.size(1), extra = msa_extra.w.size(1);
     Tensor m = Tensor::empty({S, L, msa_s});
     Tensor flat = m.reshape({S * L, msa_s});
@@ -204,7 +236,7 @@ Tensor MsaModule::embed(const Features& f, const Tensor& s_inputs) const {
     const char* names[] = {"has_deletion", "deletion_value", "msa_paired"};
     for (int64_t k = 0; k < extra; ++k) {
         Tensor col = x.slice(1, k, k + 1);
-        ops::copy(f.at(names[k]).reshape({S * L, 1}), col);
+        ops::copy(select(f.at(names[k])).reshape({S * L, 1}), col);
     }
     msa_extra(x, flat, {.accumulate = true});
     const Tensor sp = linear_out(s_proj, s_inputs);  // (L, msa_s)
@@ -212,10 +244,12 @@ Tensor MsaModule::embed(const Features& f, const Tensor& s_inputs) const {
     return m;
 }
 
-void MsaModule::run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap) const {
+void MsaModule::run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap,
+                    const std::vector<int64_t>* rows) const {
+    // every row unmasked: so are the rows kept (boltz subsamples msa_mask with them)
     check_all_ones(f, "msa_mask", "msa_module");
     check_all_ones(f, "token_pad_mask", "msa_module");
-    Tensor m = embed(f, s_inputs);
+    Tensor m = embed(f, s_inputs, rows);
     for (size_t k = 0; k < layers.size(); ++k) {
         layers[k].run(z, m);
         if (tap) {
@@ -434,7 +468,8 @@ Tensor Trunk::z_init(const Features& f, const Tensor& s_inputs, const Tensor* rp
 }
 
 TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_steps, const Tap& tap,
-                       const std::function<void(int pass, int passes)>& on_pass) const {
+                       const std::function<void(int pass, int passes)>& on_pass,
+                       const MsaSubsample& subsample) const {
     const int64_t L = s_inputs.size(0), Cs = cfg.token_s, Cz = cfg.token_z;
     BI_CHECK(s_inputs.ndim() == 2 && s_inputs.size(1) == Cs && L == f.num_tokens(), "boltz2 trunk",
              "s_inputs: expected (", f.num_tokens(), ", ", Cs, "), got ", shape_str(s_inputs.shape()));
@@ -485,7 +520,10 @@ TrunkOutput Trunk::run(const Features& f, const Tensor& s_inputs, int recycling_
         Tensor zm = z.clone();
         const Tap msa_tap = tap ? Tap([&](const std::string& n, const Tensor& t) { tap(pre + n, t); })
                                 : Tap();
-        msa.run(zm, s_inputs, f, msa_tap);
+        std::vector<int64_t> rows;  // --subsample_msa: a fresh draw each pass
+        if (subsample.rows > 0)
+            rows = msa_subsample_rows(f.at("msa").size(0), subsample.rows, subsample.seed, pass);
+        msa.run(zm, s_inputs, f, msa_tap, subsample.rows > 0 ? &rows : nullptr);
         if (tap) tap(pre + "msa_out", zm);
         ops::add_into(zm, z);
         zm = Tensor();

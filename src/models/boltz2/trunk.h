@@ -70,6 +70,22 @@ struct MsaLayer {
     void run(Tensor& z, Tensor& m) const;
 };
 
+// boltz's --subsample_msa / --num_subsampled_msa: each time the MSA module runs (every
+// recycling pass) it keeps `rows` of the MSA's rows, drawn at random. boltz draws
+// torch.randperm(rows in the MSA)[:num_subsampled_msa] from torch's global generator, whose
+// stream depends on every draw since seeding (module initialisation included) and cannot be
+// reproduced here: the rows are drawn from a generator seeded with `seed` and the pass instead
+// (msa_subsample_rows). The module is invariant to row order up to summation order, so with no
+// more rows than `rows` subsampling changes the result only by rounding.
+struct MsaSubsample {
+    int64_t rows = 0;  // rows kept per pass; 0: off (every row, in order)
+    uint64_t seed = 0;
+};
+// The MSA rows pass `pass` keeps, in the order kept: the first min(keep, rows) of a random
+// permutation of 0..rows-1 (Fisher-Yates over numpy's Generator.integers, seeded by seed and
+// pass), as boltz's randperm(rows)[:keep]. Deterministic for (rows, keep, seed, pass).
+std::vector<int64_t> msa_subsample_rows(int64_t rows, int64_t keep, uint64_t seed, int pass);
+
 // MSAModule. Its result is the updated z (the trunk adds it to its input: z + MSAModule(z)).
 struct MsaModule {
     int64_t msa_s = 64;
@@ -80,10 +96,14 @@ struct MsaModule {
     std::vector<MsaLayer> layers;
     static MsaModule load(const io::ModelDir& m, const Config& cfg);
     // m0 (S, L, msa_s) = msa_proj([one-hot msa, has_deletion, deletion_value, msa_paired])
-    //                   + s_proj(s_inputs)
-    Tensor embed(const Features& f, const Tensor& s_inputs) const;
-    // z (L, L, C) in place: the module's output. The tap sees "msa.layer<k>.z" / ".m".
-    void run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap = {}) const;
+    //                   + s_proj(s_inputs); with `rows`, only those MSA rows, in that order
+    //                   (S = rows->size()).
+    Tensor embed(const Features& f, const Tensor& s_inputs,
+                 const std::vector<int64_t>* rows = nullptr) const;
+    // z (L, L, C) in place: the module's output, on the MSA's `rows` when given (subsampling).
+    // The tap sees "msa.layer<k>.z" / ".m".
+    void run(Tensor& z, const Tensor& s_inputs, const Features& f, const Tap& tap = {},
+             const std::vector<int64_t>* rows = nullptr) const;
 };
 
 // TemplateV2Module: per template t, v_t = z_proj(LN(z)) + a_proj(a_t) with a_t[i, j] the
@@ -137,9 +157,11 @@ struct Trunk {
     // recycling_steps + 1 passes from s_inputs (L, token_s). The tap sees "s_init", "z_init",
     // "pass<p>.s" / ".z" (after recycling), "pass<p>.template_out" (with templates),
     // "pass<p>.msa_out", "pass<p>.msa.layer<k>.z/.m",
-    // "pass<p>.pf.block<k>.s/.z". on_pass, when set, is called as each pass starts.
+    // "pass<p>.pf.block<k>.s/.z". on_pass, when set, is called as each pass starts. With
+    // subsample.rows > 0, pass p's MSA module runs on msa_subsample_rows(S, rows, seed, p).
     TrunkOutput run(const Features& f, const Tensor& s_inputs, int recycling_steps, const Tap& tap = {},
-                    const std::function<void(int pass, int passes)>& on_pass = {}) const;
+                    const std::function<void(int pass, int passes)>& on_pass = {},
+                    const MsaSubsample& subsample = {}) const;
 };
 
 }  // namespace bioinfer::boltz2

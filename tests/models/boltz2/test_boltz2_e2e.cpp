@@ -45,6 +45,9 @@ TEST_P(Boltz2EndToEnd, ReplayedRunMatchesTheReference) {
     nn::ReplayNormal rng(reference_draws(c, 6));
     const boltz2::RunOutput out = replayed_run(c, rng);
     EXPECT_EQ(rng.used(), 1u + 3u * 6u) << "every recorded draw is taken, in order";
+    // the trunk's final representations the run returns (what --write_embeddings writes)
+    expect_parity(out.trunk.s, c.get0("trunk.s"), "trunk s");
+    expect_parity(out.trunk.z, c.get0("trunk.z"), "trunk z");
 
     const Tensor ref = c.get("e2e.sample_atom_coords");  // (2, A, 3)
     ASSERT_EQ(out.coords.shape(), ref.shape());

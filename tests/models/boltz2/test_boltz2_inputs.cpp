@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -11,7 +12,10 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "boltz2_fixture.h"
+#include "io/atomic_file.h"
 #include "io/boltz_inputs.h"
 #include "io/msa.h"
 #include "models/boltz2/featurizer.h"
@@ -64,6 +68,57 @@ TEST(Boltz2Inputs, WrongMotionOrMsaLimitFailsTheComparison) {
     EXPECT_GT(max_diff(b.feats.at("profile"), c.feats.at("profile")), 1e-3);
     EXPECT_LE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), tolerance("ref_pos"));
     EXPECT_GE(max_diff(b.feats.at("ref_pos"), c.feats.at("ref_pos")), 0.0);
+}
+
+// boltz predict --method: boltz's featurizer conditions every token on the method
+// (method.safetensors, tools/reference/make_boltz2_method_fixture.py: the monomer case featurised
+// by boltz with each of the fixture's methods, named as given to --method, "" for none). The
+// method_feature made here is boltz's exactly, and the tiny model's input embedding on it is
+// boltz's (while it is off the bar from the default method's).
+TEST(Boltz2Inputs, MethodConditioningIsBoltzs) {
+    const std::string path = boltz2_fixture_dir() + "/method.safetensors";
+    const auto file = io::SafetensorsFile::open(path);
+    // the method names: the file's metadata (safetensors' header, after its 8-byte length)
+    const std::string bytes = io::read_file(path);
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), sizeof header_len);
+    const auto fixture = nlohmann::json::parse(nlohmann::json::parse(bytes.substr(8, header_len))
+                                                   ["__metadata__"]["fixture"]
+                                                       .get<std::string>());
+    const auto methods = fixture["methods"].get<std::vector<std::string>>();
+    const std::string embedded = fixture["s_inputs"].get<std::string>();
+    ASSERT_GE(methods.size(), 3u);
+    const Boltz2Case c = load_boltz2_case("monomer");
+    const boltz2::InputEmbedder embedder =
+        boltz2::InputEmbedder::load(boltz2_weights(), boltz2_config());
+    std::set<float> ids;
+    bool checked_s_inputs = false;
+    for (size_t k = 0; k < methods.size(); ++k) {
+        SCOPED_TRACE("method '" + methods[k] + "'");
+        FeaturizeOptions opt;
+        opt.augmentation = reference_motions(c);
+        opt.mols_dir = boltz2_fixture_dir() + "/mols";
+        if (!methods[k].empty()) opt.method = methods[k];
+        const Featurized f =
+            boltz2::featurize(io::read_boltz_input(boltz2_case_yaml("monomer")), opt);
+        const Tensor want = file->get("method." + std::to_string(k) + ".method_feature").to_f32();
+        const Tensor& got = f.feats.at("method_feature");
+        ASSERT_EQ(got.numel(), want.numel());
+        EXPECT_EQ(max_diff(got, want.reshape(got.shape())), 0.0);
+        ids.insert(want.f32()[0]);
+        if (methods[k] == embedded) {
+            const Tensor s = embedder.forward(f.feats);
+            const Tensor ref = file->get("method.s_inputs").to_f32();
+            expect_parity(s, ref, "s_inputs");
+            expect_fails_bar(c.get0("trunk.s_inputs"), ref, "s_inputs of the default method");
+            checked_s_inputs = true;
+        }
+    }
+    EXPECT_EQ(ids.size(), methods.size()) << "every method of the fixture has an id of its own";
+    EXPECT_TRUE(checked_s_inputs) << embedded;
+    FeaturizeOptions bad;
+    bad.method = "cryo";
+    EXPECT_THROW(boltz2::featurize(io::read_boltz_input(boltz2_case_yaml("monomer")), bad), Error);
 }
 
 // A SMILES ligand made here (RDKit) is boltz's molecule: the same atoms, names, elements,

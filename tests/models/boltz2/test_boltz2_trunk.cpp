@@ -3,9 +3,12 @@
 // chain-bucket rule or OPM count placement fails the bar.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "boltz2_fixture.h"
 #include "models/boltz2/trunk.h"
@@ -220,6 +223,70 @@ TEST(Boltz2Trunk, OpmCountAfterProjectionFailsTheBar) {
     opm.add_to(m, bad);
     EXPECT_FALSE(fails_bar(minus(good, z), ref));
     EXPECT_TRUE(fails_bar(minus(bad, z), ref));
+}
+
+// f with only the given MSA rows of its per-row features, in that order.
+Features with_msa_rows(const Features& f, const std::vector<int64_t>& rows) {
+    Features out = f;
+    for (const char* name : {"msa", "has_deletion", "deletion_value", "msa_paired", "msa_mask"}) {
+        const Tensor t = f.at(name).to_f32();
+        const int64_t L = t.size(1);
+        std::vector<float> v;
+        for (int64_t r : rows) v.insert(v.end(), t.f32() + r * L, t.f32() + (r + 1) * L);
+        out.set(name, Tensor::of(v, {int64_t(rows.size()), L}));
+    }
+    return out;
+}
+
+// boltz's --subsample_msa: each pass's MSA module runs on the rows msa_subsample_rows draws for
+// that pass, exactly as the module on those rows given explicitly; the draws are the seed's (the
+// same seed the same trunk, another seed another); subsampling to fewer rows than the MSA has
+// changes the result, keeping at least every row only reorders them (a change of rounding).
+TEST(Boltz2Trunk, MsaSubsamplingRunsTheDrawnRows) {
+    const Boltz2Case c = load_boltz2_case("monomer");
+    const Trunk& t = boltz2_trunk();
+    const Tensor s_inputs = c.get0("trunk.s_inputs");
+    const int64_t S = c.feats.num_msa_rows();
+    ASSERT_EQ(S, 4);
+    // the draws: distinct rows of the MSA, the same for a seed and pass, fresh for each pass
+    const std::vector<int64_t> rows = msa_subsample_rows(S, 2, 7, 0);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_NE(rows[0], rows[1]);
+    for (int64_t r : rows) EXPECT_TRUE(r >= 0 && r < S) << r;
+    EXPECT_EQ(msa_subsample_rows(S, 2, 7, 0), rows);
+    std::set<std::vector<int64_t>> draws;
+    for (int pass = 0; pass < 8; ++pass) draws.insert(msa_subsample_rows(S, 2, 7, pass));
+    EXPECT_GT(draws.size(), 1u);
+    std::vector<int64_t> all = msa_subsample_rows(S, 1024, 7, 0);
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all, (std::vector<int64_t>{0, 1, 2, 3}));
+
+    const auto run = [&](const MsaSubsample& sub, std::map<std::string, Tensor>& seen) {
+        return t.run(c.feats, s_inputs, /*recycling_steps=*/1,
+                     [&](const std::string& n, const Tensor& v) { seen[n] = v.clone(); }, {}, sub);
+    };
+    std::map<std::string, Tensor> seen, plain, again, other, every;
+    const TrunkOutput out = run({2, 7}, seen);
+    for (int p = 0; p < 2; ++p) {
+        SCOPED_TRACE(p);
+        const std::string pre = "pass" + std::to_string(p) + ".";
+        Tensor z = seen.at(pre + "z").clone();  // no templates: the MSA module's input
+        t.msa.run(z, s_inputs, with_msa_rows(c.feats, msa_subsample_rows(S, 2, 7, p)));
+        EXPECT_EQ(max_diff(z, seen.at(pre + "msa_out")), 0.0);
+    }
+    run({}, plain);
+    expect_fails_bar(seen.at("pass0.msa_out"), plain.at("pass0.msa_out"), "2 of 4 MSA rows");
+    EXPECT_EQ(max_diff(run({2, 7}, again).z, out.z), 0.0);
+    // seed 8 draws other rows for the first pass: another trunk
+    std::vector<int64_t> a = msa_subsample_rows(S, 2, 7, 0), b = msa_subsample_rows(S, 2, 8, 0);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    ASSERT_NE(a, b);
+    EXPECT_GT(max_diff(run({2, 8}, other).z, out.z), 1e-3);
+    // every row kept (boltz's 1024 on a 4-row MSA): the rows reordered, the same result
+    run({1024, 7}, every);
+    for (const char* n : {"pass0.msa_out", "pass1.msa_out"})
+        expect_parity(every.at(n), plain.at(n), n);
 }
 
 #endif  // BIOINFER_FIXTURES
