@@ -50,11 +50,13 @@ struct CliTest : ::testing::Test {
     void TearDown() override { fs::remove_all(tmp); }
     std::string p(const std::string& n) const { return (tmp / n).string(); }
 
+    // `cwd`: the folder the command runs in (default: the test's own).
     Result run(const std::string& args, const std::string& env = "",
-               const std::string& out = "/dev/null") const {
+               const std::string& out = "/dev/null", const std::string& cwd = "") const {
         const std::string errf = p("stderr.txt");
         // never the real hub (a closed local port unless a test serves one), never the user's cache
-        const std::string cmd = "env -u HF_HOME -u HF_HUB_CACHE -u HF_HUB_OFFLINE -u HF_TOKEN -u XDG_CACHE_HOME HOME=" +
+        const std::string cmd = (cwd.empty() ? std::string() : "cd '" + cwd + "' && ") + "env -u HF_HOME -u HF_HUB_CACHE -u HF_HUB_OFFLINE -u HF_TOKEN -u XDG_CACHE_HOME -u BOLTZ_CACHE "
+                                "-u BOLTZ_MSA_USERNAME -u BOLTZ_MSA_PASSWORD -u MSA_API_KEY_VALUE HOME=" +
                                 p("home") + " HF_ENDPOINT=http://127.0.0.1:1 " + env + " " + bin + " " + args +
                                 " > " + out + " 2> " + errf + " < /dev/null";
         int st = std::system(cmd.c_str());

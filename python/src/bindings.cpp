@@ -325,6 +325,9 @@ class PyStructureModel {
                 if (from_files) {
                     fold::Input in = spec.from_file(what);
                     in.id = id;
+                    // what reading forgave (an MSA not headed by its query), as Python warnings
+                    for (const std::string& w : in.target.warnings)
+                        if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw nb::python_error();
                     prepared.push_back(std::move(in));
                 } else {
                     io::FastaRecord rec{id, id, what, "<python>", 0};

@@ -259,6 +259,18 @@ def test_boltz2_folds_its_yaml_as_the_cli_does(tmp_path):
         model.fold(str(tmp_path / "missing.yaml"))
 
 
+def test_boltz2_warns_where_boltz_forgives(tmp_path):
+    # an MSA whose first row is not the chain's sequence: boltz warns and folds single-sequence
+    (tmp_path / "other.a3m").write_text(">query\nGGGGGG\n>hit\nGGGAGG\n")
+    src = tmp_path / "mismatch.yaml"
+    src.write_text("version: 1\nsequences:\n  - protein:\n      id: A\n      sequence: MKTAYIAK\n"
+                   "      msa: other.a3m\n")
+    model = bioinfer.load(os.path.join(FIXTURES, "boltz2_tiny"), threads=2)
+    with pytest.warns(UserWarning, match="folds single-sequence"):
+        p = model.fold(str(src), num_recycles=0, sampling_steps=2)
+    assert p.id == "mismatch"
+
+
 def test_fold_errors():
     model = bioinfer.load(os.path.join(FIXTURES, "esmfold_tiny"), threads=1)
     with pytest.raises(ValueError, match="bad"):

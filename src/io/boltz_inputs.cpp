@@ -107,7 +107,8 @@ std::string resolve_msa_path(const std::string& msa, const std::string& source) 
 
 // Forms boltz's entities and chains from the entries (schema.py: group by (type, sequence) in
 // first-appearance order; chains of a group in entry order; one MSA per entity).
-bio::Target build_target(const std::vector<Entry>& entries, const std::string& source) {
+bio::Target build_target(const std::vector<Entry>& entries, const std::string& source,
+                         bool msa_server) {
     bio::Target t;
     t.source = source;
     t.name = fs::path(source).stem().string();
@@ -155,9 +156,12 @@ bio::Target build_target(const std::vector<Entry>& entries, const std::string& s
                                   "|protein|empty` for single-sequence mode")
                             : "set `msa: <file.a3m|file.csv>`, or `msa: empty` for "
                               "single-sequence mode";
-            BI_CHECK(first.has_msa, first.where, "chain ", first_chain, ": no MSA given; ", set_msa,
-                     " (boltz would query its MSA server here, which this engine does not)");
-            if (first.msa == "empty") {
+            BI_CHECK(first.has_msa || msa_server, first.where, "chain ", first_chain,
+                     ": no MSA given; ", set_msa,
+                     ", or pass --use_msa_server to search it on the ColabFold MSA server");
+            if (!first.has_msa) {
+                kind = bio::MsaKind::None;  // the MSA server's, fetched by load_boltz_msas
+            } else if (first.msa == "empty") {
                 kind = bio::MsaKind::Empty;
             } else {
                 kind = bio::MsaKind::File;
@@ -516,7 +520,7 @@ bio::Template parse_yaml_template(const YAML::Node& e, const std::string& source
 
 }  // namespace
 
-bio::Target parse_boltz_yaml(std::string_view text, const std::string& source) {
+bio::Target parse_boltz_yaml(std::string_view text, const std::string& source, bool msa_server) {
     YAML::Node root;
     try {
         root = YAML::Load(std::string(text));
@@ -537,7 +541,7 @@ bio::Target parse_boltz_yaml(std::string_view text, const std::string& source) {
              "expected `sequences:` with a list of entries");
     std::vector<Entry> entries;
     for (const auto& item : seqs) entries.push_back(parse_yaml_entry(item, source));
-    bio::Target t = build_target(entries, source);
+    bio::Target t = build_target(entries, source, msa_server);
     const YAML::Node cons = root["constraints"];
     if (cons.IsDefined() && !cons.IsNull()) {
         BI_CHECK(cons.IsSequence(), mark(source, cons), "`constraints` must be a list");
@@ -593,7 +597,7 @@ void check_affinity_binder(const bio::Target& t) {
 
 // ---- FASTA --------------------------------------------------------------------------------------
 
-bio::Target parse_boltz_fasta(std::string_view text, const std::string& source) {
+bio::Target parse_boltz_fasta(std::string_view text, const std::string& source, bool msa_server) {
     std::vector<Entry> entries;
     for (const FastaRecord& r : parse_fasta(text, source)) {
         const std::string where = cat(source, ":", r.line);
@@ -634,16 +638,16 @@ bio::Target parse_boltz_fasta(std::string_view text, const std::string& source) 
         }
         entries.push_back(std::move(e));
     }
-    return build_target(entries, source);
+    return build_target(entries, source, msa_server);
 }
 
-bio::Target read_boltz_input(const std::string& path) {
+bio::Target read_boltz_input(const std::string& path, bool msa_server) {
     const std::string ext = lower(fs::path(path).extension().string());
     std::error_code ec;
     BI_CHECK(!fs::is_directory(path, ec), path, "is a directory, expected a .yaml or .fasta file");
-    if (ext == ".yaml" || ext == ".yml") return parse_boltz_yaml(read_target_file(path), path);
+    if (ext == ".yaml" || ext == ".yml") return parse_boltz_yaml(read_target_file(path), path, msa_server);
     if (ext == ".fasta" || ext == ".fa" || ext == ".fas")
-        return parse_boltz_fasta(read_target_file(path), path);
+        return parse_boltz_fasta(read_target_file(path), path, msa_server);
     fail(path, cat("unable to parse file type '", ext, "': expected a .fasta or .yaml file"));
 }
 
@@ -712,7 +716,28 @@ bio::Msa read_msa_cached(const std::string& path, int64_t max_msa_seqs) {
 
 }  // namespace
 
-void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs) {
+void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs, const MsaFetch& fetch) {
+    // proteins that named no MSA: one query per entity, in entity order, as boltz's compute_msa
+    std::vector<std::pair<int, std::string>> wanted;
+    for (const bio::Chain& c : target.chains)
+        if (c.type == bio::MoleculeType::Protein && c.msa_kind == bio::MsaKind::None &&
+            std::none_of(wanted.begin(), wanted.end(),
+                         [&](const auto& w) { return w.first == c.entity_id; }))
+            wanted.push_back({c.entity_id, c.sequence});
+    if (!wanted.empty()) {
+        BI_CHECK(bool(fetch), target.source, "chain ", target.chains.at(0).id,
+                 ": no MSA given and no MSA server to ask (--use_msa_server)");
+        const std::vector<std::string> paths = fetch(target.name, wanted);
+        BI_CHECK(paths.size() == wanted.size(), target.source, "the MSA server gave ",
+                 paths.size(), " MSAs for ", wanted.size(), " protein entities");
+        for (bio::Chain& c : target.chains)
+            for (size_t k = 0; k < wanted.size(); ++k)
+                if (c.msa_kind == bio::MsaKind::None && c.type == bio::MoleculeType::Protein &&
+                    c.entity_id == wanted[k].first) {
+                    c.msa_kind = bio::MsaKind::File;
+                    c.msa_path = paths[k];
+                }
+    }
     // an MSA letter's residue token (every letter A-Z, and '-', is one)
     const auto msa_token = [](char l) -> std::string {
         const char* r = bio::residue_of_letter(bio::MoleculeType::Protein, l);

@@ -2,9 +2,11 @@
 // bio::Target: chains with their ids, types, sequences and MSA sources, in boltz's order, and
 // the MSAs they name (load_boltz_msas).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bio/target.h"
@@ -22,10 +24,14 @@ namespace bioinfer::io {
 // (boltz's "missing MSA" error; `msa: empty` runs single-sequence), and entries of one entity that
 // give different MSAs. Relative MSA paths are looked up next to the input file first, then in the
 // working directory (boltz resolves them against the working directory only).
-bio::Target parse_boltz_yaml(std::string_view text, const std::string& source);
-bio::Target parse_boltz_fasta(std::string_view text, const std::string& source);
+// With msa_server, a protein without an MSA is no error: it is left MsaKind::None for
+// load_boltz_msas to ask the MSA server (boltz's --use_msa_server).
+bio::Target parse_boltz_yaml(std::string_view text, const std::string& source,
+                             bool msa_server = false);
+bio::Target parse_boltz_fasta(std::string_view text, const std::string& source,
+                              bool msa_server = false);
 // By extension: .yaml/.yml or .fasta/.fa/.fas (case-insensitive), as boltz dispatches.
-bio::Target read_boltz_input(const std::string& path);
+bio::Target read_boltz_input(const std::string& path, bool msa_server = false);
 
 // boltz's checks on target.affinity_binder (set): a chain of the target, a ligand, one copy, one
 // residue. Errors name affinity_where (or the source).
@@ -45,6 +51,11 @@ void add_boltz_ligand(bio::Target& target, const std::string& id, const std::str
 // ("MSA does not match input sequence, creating dummy"), the chain (and its entity) folds
 // single-sequence (MsaKind::Empty), with a line in target.warnings naming the input, the chain and
 // the MSA's row. Errors (an unreadable MSA) name the MSA file and the chain.
-void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs = 8192);
+// Proteins without an MSA (read with msa_server) first get one from `fetch`: called once with
+// the target's name and its protein entities that need one ((entity_id, sequence), in entity
+// order), it returns an MSA file per entity (boltz's msa/<name>_<entity>.csv).
+using MsaFetch = std::function<std::vector<std::string>(
+    const std::string& target, const std::vector<std::pair<int, std::string>>& entities)>;
+void load_boltz_msas(bio::Target& target, int64_t max_msa_seqs = 8192, const MsaFetch& fetch = {});
 
 }  // namespace bioinfer::io

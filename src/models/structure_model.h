@@ -14,6 +14,7 @@
 #include "bio/prediction.h"
 #include "bio/target.h"
 #include "bioinfer/tensor.h"
+#include "io/boltz_inputs.h"
 #include "io/fasta.h"
 #include "io/model_dir.h"
 
@@ -56,6 +57,9 @@ Input protein_chains_from_fasta(const io::FastaRecord& rec, const std::string& w
 // is read once (Boltz-2 reads its MSAs with its input file).
 struct ReadOptions {
     int64_t max_msa_seqs = -1;  // MSA rows kept per file as it is read; -1: the model's default
+    // Where proteins that name no MSA get one (Boltz-2: boltz's --use_msa_server); unset: such a
+    // protein is an error naming it.
+    io::MsaFetch msa_fetch;
 };
 
 struct Options {

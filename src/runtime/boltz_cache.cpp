@@ -36,6 +36,15 @@ bool is_boltz2_model_dir(const std::string& dir) {
            fs::is_directory(fs::path(dir) / boltz2::kMolsDir, ec);
 }
 
+bool open_boltz2_cache(const std::string& dir) {
+    std::error_code ec;
+    if (dir.empty() || !fs::is_regular_file(fs::path(dir) / boltz2::kCheckpoint, ec)) return false;
+    if (fs::is_directory(fs::path(dir) / boltz2::kMolsDir, ec)) return true;
+    if (!fs::is_regular_file(fs::path(dir) / boltz2::kMolsTar, ec)) return false;
+    unpack_boltz2_mols(dir);
+    return true;
+}
+
 Boltz2Files boltz2_files(const std::string& dir) {
     const fs::path d(dir);
     std::error_code ec;

@@ -14,6 +14,11 @@ std::string boltz_cache_path();
 // snapshot whose mols.tar has been unpacked.
 bool is_boltz2_model_dir(const std::string& dir);
 
+// A folder in boltz's cache layout: boltz2_conf.ckpt with mols/ or mols.tar (boltz2_aff.ckpt
+// beside them when boltz fetched the affinity model). Unpacks mols.tar when mols/ is absent, then
+// returns true; false (nothing touched) for any other folder.
+bool open_boltz2_cache(const std::string& dir);
+
 struct Boltz2Files {
     std::string checkpoint;  // <dir>/boltz2_conf.ckpt
     std::string mols_dir;    // <dir>/mols: <CCD code>.pkl per molecule

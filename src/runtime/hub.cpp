@@ -37,7 +37,7 @@ using nlohmann::json;
 std::string model_in_own_cache(const std::string& name, const std::string& folder) {
     const models::HubModel* m = models::find_hub_model(name);
     const bool boltz2 = m && m->files.empty() && m->repos == std::vector<std::string>{boltz2::kHubRepo};
-    return boltz2 && is_boltz2_model_dir(folder) ? folder : std::string();
+    return boltz2 && open_boltz2_cache(folder) ? folder : std::string();
 }
 
 HubListing parse_listing(const std::string& body, const std::string& url) {
@@ -502,7 +502,7 @@ std::string ensure_model(const HubOptions& o, const std::string& name) {
     }
     // Boltz-2 that `boltz predict` already downloaded into its own cache
     const bool boltz2 = repos == std::vector<std::string>{boltz2::kHubRepo};
-    if (boltz2 && only.empty() && is_boltz2_model_dir(boltz_cache_path()))
+    if (boltz2 && only.empty() && open_boltz2_cache(boltz_cache_path()))
         return boltz_cache_path();
     if (boltz2 && !only.empty()) {
         bool all = true;

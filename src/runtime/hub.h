@@ -10,7 +10,8 @@
 namespace bioinfer::runtime {
 
 // A folder holding the registry model `name` in its own tool's cache layout (boltz's ~/.boltz:
-// boltz2_conf.ckpt and mols/), as given with --cache and --model NAME; "" when it is not one.
+// boltz2_conf.ckpt and mols/, or mols.tar, unpacked here), as given with --cache; "" when it is
+// not one.
 std::string model_in_own_cache(const std::string& name, const std::string& folder);
 
 struct HubOptions {

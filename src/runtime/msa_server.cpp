@@ -19,7 +19,9 @@
 #include "io/archive.h"
 #include "io/atomic_file.h"
 #include "runtime/http.h"
+#include "runtime/fold_pipeline.h"
 #include "runtime/hub.h"
+#include "models/structure_model.h"
 
 namespace bioinfer::runtime {
 
@@ -385,6 +387,74 @@ std::vector<std::string> server_msa_csvs(const std::vector<std::string>& sequenc
         csvs.push_back(std::move(csv));
     }
     return csvs;
+}
+
+io::MsaFetch boltz_msa_fetch(const MsaServerOptions& opts, const std::string& msa_dir) {
+    return [opts, msa_dir](const std::string& target,
+                           const std::vector<std::pair<int, std::string>>& entities) {
+        std::vector<std::string> seqs;
+        for (const auto& e : entities) seqs.push_back(e.second);
+        if (opts.log)
+            opts.log(cat("MSA server: target ", target, ", ", seqs.size(), " protein entit",
+                         seqs.size() == 1 ? "y" : "ies", " (", opts.url, ", pairing ", opts.pairing, ")"));
+        const std::vector<std::string> csvs = server_msa_csvs(seqs, opts);
+        fs::create_directories(msa_dir);
+        std::vector<std::string> paths;
+        for (size_t k = 0; k < entities.size(); ++k) {
+            paths.push_back((fs::path(msa_dir) / cat(target, "_", entities[k].first, ".csv")).string());
+            io::write_file_atomic(paths.back(), csvs[k]);
+        }
+        return paths;
+    };
+}
+
+void attach_server_msas(std::vector<FoldRecord>& records, const MsaServerOptions& opts,
+                        const std::string& msa_dir, const fold::ModelSpec& spec) {
+    for (FoldRecord& r : records) {
+        if (!r.error.empty()) continue;
+        std::vector<bio::Chain>& chains = r.input.target.chains;
+        std::vector<std::string> seqs;
+        for (const bio::Chain& c : chains)
+            if (c.type == bio::MoleculeType::Protein && !c.msa &&
+                std::find(seqs.begin(), seqs.end(), c.sequence) == seqs.end())
+                seqs.push_back(c.sequence);
+        if (seqs.empty()) continue;
+        try {
+            if (opts.log) opts.log(cat("MSA server: record ", r.input.id, ", ", seqs.size(), " sequence(s)"));
+            const std::vector<std::string> csvs = server_msa_csvs(seqs, opts);
+            fs::create_directories(msa_dir);
+            for (bio::Chain& c : chains) {
+                if (c.type != bio::MoleculeType::Protein || c.msa) continue;
+                const size_t k = size_t(std::find(seqs.begin(), seqs.end(), c.sequence) - seqs.begin());
+                // the CSV's rows as a3m records: paired rows carry their key in the header
+                std::string a3m;
+                std::istringstream in(csvs[k]);
+                std::string line;
+                std::getline(in, line);  // key,sequence
+                for (int row = 0; std::getline(in, line); ++row) {
+                    const size_t comma = line.find(',');
+                    const std::string key = line.substr(0, comma);
+                    a3m += cat('>', row == 0 ? std::string("query") : cat("row", row),
+                               key == "-1" ? std::string() : " key=" + key, '\n',
+                               line.substr(comma + 1), '\n');
+                }
+                const std::string path = (fs::path(msa_dir) / cat(r.input.id, "_", c.id, ".a3m")).string();
+                io::write_file_atomic(path, a3m);
+                c.msa_kind = bio::MsaKind::File;
+                c.msa_path = path;
+                c.msa = spec.read_msa(path);
+            }
+        } catch (const std::exception& e) {
+            r.error = error_line(e);
+        }
+    }
+}
+
+std::string default_msa_cache_dir() {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    const std::string root = xdg && *xdg ? std::string(xdg) : std::string(home ? home : ".") + "/.cache";
+    return root + "/bioinfer/msa";
 }
 
 void msa_server_options_from_env(MsaServerOptions& o) {

@@ -16,7 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "io/boltz_inputs.h"
+
+namespace bioinfer::fold {
+class ModelSpec;
+}
+
 namespace bioinfer::runtime {
+
+struct FoldRecord;
 
 struct MsaServerOptions {
     std::string url = "https://api.colabfold.com";  // boltz's --msa_server_url default
@@ -59,6 +67,21 @@ std::vector<std::string> server_msa_csvs(const std::vector<std::string>& sequenc
 // `where`.
 std::vector<std::pair<int, std::string>> split_colabfold_a3m(const std::string& text,
                                                              const std::string& where);
+
+// boltz's process_input with --use_msa_server: for one target, the server's CSV per protein entity
+// written to <msa_dir>/<target>_<entity>.csv (boltz's names, each file through a temporary name)
+// and the paths returned; for Boltz-2's reader (io::load_boltz_msas).
+io::MsaFetch boltz_msa_fetch(const MsaServerOptions& opts, const std::string& msa_dir);
+
+// The same for models reading FASTA records (ESMFold2): each record's protein chains that have no
+// MSA yet get the server's, written as <msa_dir>/<id>_<chain>.a3m with the pairing keys in the
+// headers (key=N, as predict's --msa-dir takes them) and read by the model's rules. A record whose
+// MSAs cannot be had fails alone (its error set); the others go on.
+void attach_server_msas(std::vector<FoldRecord>& records, const MsaServerOptions& opts,
+                        const std::string& msa_dir, const fold::ModelSpec& spec);
+
+// Where answers are cached by default: $XDG_CACHE_HOME/bioinfer/msa, else ~/.cache/bioinfer/msa.
+std::string default_msa_cache_dir();
 
 // Options from boltz's environment variables where the command line gave none.
 void msa_server_options_from_env(MsaServerOptions& o);

@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "io/atomic_file.h"
+#include "msa_server.h"
 
 using namespace bioinfer;
 using test::Result;
@@ -102,7 +103,7 @@ TEST_F(EsmFold2Cli, BadInputIsRefusedCleanly) {
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("[--use-potentials] not an option of esmfold2 (its own: --sampling-steps, "
                          "--diffusion-samples, --max-parallel-samples, --step-scale, --seed, "
-                         "--max-msa-seqs, --msa-dir)"),
+                         "--max-msa-seqs, --msa-dir, --use-msa-server)"),
               std::string::npos)
         << r.err;
     EXPECT_FALSE(fs::exists(p("out2")));
@@ -136,4 +137,30 @@ TEST_F(EsmFold2Cli, MsaDirFeedsChainsAndBadA3mIsRefused) {
         run("predict " + p("in.fasta") + kQuick + " --msa-dir " + p("nowhere") + common + p("bad2"))
             .err.find("--msa-dir"),
         std::string::npos);
+}
+
+// --use-msa-server (boltz's flag, which ESMFold2 takes too): each record's chains get the
+// server's MSAs (a local stand-in for the ColabFold server), written to OUT/msa/<id>_<chain>.a3m
+// with the pairing keys in the headers; the fold equals one fed the same files by --msa-dir.
+TEST_F(EsmFold2Cli, MsaServerFeedsEveryChain) {
+    test::ColabFoldServer server;
+    write("in.fasta", ">mono\nMKTAYIAKQR\n>dimer\nMKTAY:GSHMEK\n");
+    const std::string common = " --seed 5 --output-format pdb --out-dir ";
+    Result r = run("predict " + p("in.fasta") + kQuick + " --use_msa_server --msa_server_url " +
+                   server.url() + common + p("srv"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const std::string f : {"mono_A.a3m", "dimer_A.a3m", "dimer_B.a3m"})
+        EXPECT_TRUE(fs::exists(p("srv/msa/" + f))) << f;
+    // the dimer's chains paired: their first rows carry key=0
+    EXPECT_NE(io::read_file(p("srv/msa/dimer_B.a3m")).find(" key=0\nGSHMEK\n"), std::string::npos);
+    EXPECT_EQ(server.count("POST /ticket/pair"), 1);
+    EXPECT_EQ(server.count("POST /ticket/msa"), 2);
+    fs::rename(p("srv/msa"), p("msas"));
+    r = run("predict " + p("in.fasta") + kQuick + " --msa-dir " + p("msas") + common + p("dir"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    ASSERT_EQ(run("predict " + p("in.fasta") + kQuick + common + p("plain")).rc, 0);
+    for (const std::string id : {"mono", "dimer"}) {
+        EXPECT_EQ(io::read_file(p("srv/" + id + ".pdb")), io::read_file(p("dir/" + id + ".pdb"))) << id;
+        EXPECT_NE(io::read_file(p("srv/" + id + ".pdb")), io::read_file(p("plain/" + id + ".pdb"))) << id;
+    }
 }

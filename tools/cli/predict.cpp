@@ -1,9 +1,12 @@
 // bioinfer predict: structures and confidences for a FASTA file, a folder of them, or a sequence.
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "args.h"
 #include "bioinfer/error.h"
@@ -13,6 +16,7 @@
 #include "runtime/boltz_cache.h"
 #include "runtime/fold_pipeline.h"
 #include "runtime/inputs.h"
+#include "runtime/msa_server.h"
 #include "runtime/screening.h"
 
 namespace bioinfer::cli {
@@ -40,6 +44,8 @@ Writes boltz's layout: DIR/boltz_results_<INPUT>/predictions/<name>/<name>_model
 .pdb) ranked by confidence score with pLDDT as B-factors, confidence_<name>_model_<k>.json,
 pae_/pde_/plddt_<name>_model_<k>.npz, and <name>_plddt_pae.png; results.json beside predictions/.
 
+  (boltz's line runs as is: without --model or --weights, --cache DIR, $BOLTZ_CACHE or a YAML
+  INPUT selects Boltz-2 from boltz's cache, and --out-dir defaults to ./ for it)
   --model NAME         esmfold (facebook/esmfold_v1), esmfold2 / esmfold2-fast (biohub/ESMFold2,
                        biohub/ESMFold2-Fast) or boltz2 (boltz-community/boltz-2, or boltz's own
                        cache ~/.boltz when it holds boltz2_conf.ckpt and mols/): taken from the
@@ -82,6 +88,19 @@ Boltz-2 sampling (boltz 2.2's defaults):
                             trunk's final single (s: 1 x N x token_s) and pair (z: 1 x N x N x
                             token_z) representations, float32
 
+MSA server (Boltz-2 and ESMFold2; boltz's flags): proteins that name no MSA get the ColabFold
+MMseqs2 server's, unpaired per protein and paired across a target's proteins (Boltz-2: boltz's
+CSVs in OUT/boltz_results_<INPUT>/msa/; ESMFold2: OUT/msa/<id>_<chain>.a3m).
+  --use_msa_server          ask the server
+  --msa_server_url URL      the server (https://api.colabfold.com)
+  --msa_pairing_strategy S  greedy or complete (greedy)
+  --msa_server_username U, --msa_server_password P
+                            basic authentication ($BOLTZ_MSA_USERNAME, $BOLTZ_MSA_PASSWORD)
+  --api_key_header H, --api_key_value V
+                            an API key header (X-API-Key; $MSA_API_KEY_VALUE)
+  --msa-cache DIR           answers cached by sequence ($XDG_CACHE_HOME/bioinfer/msa, else
+                            ~/.cache/bioinfer/msa); --offline answers from it alone
+
 Boltz-2 binding affinity (inputs with `properties: - affinity: binder: <ligand chain>`):
 boltz's affinity stage runs the affinity model on the best structure, cropped around the binder,
 and writes predictions/<name>/affinity_<name>.json (affinity_pred_value: log10 IC50 in uM;
@@ -123,7 +142,29 @@ static const char* const kModelOptions[] = {
     "diffusion-samples-affinity", "affinity-mw-correction",  "affinity-checkpoint",
     "affinity",                "ligands",                    "ligand-chain",
     "method",                  "subsample-msa",              "num-subsampled-msa",
-    "write-embeddings"};
+    "write-embeddings",        "use-msa-server"};
+
+// Set while an MSA server is asked: Ctrl-C (or a TERM) stops the client between requests, and
+// the run ends with one line and no partial MSA.
+static std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+
+// The MSA server client's options from boltz's flags and environment variables.
+static runtime::MsaServerOptions msa_server_options(const Args& a, bool quiet) {
+    runtime::MsaServerOptions o;
+    o.url = a.get("msa-server-url", o.url);
+    o.pairing = a.get("msa-pairing-strategy", o.pairing);
+    o.username = a.get("msa-server-username", "");
+    o.password = a.get("msa-server-password", "");
+    o.api_key_header = a.get("api-key-header", o.api_key_header);
+    o.api_key_value = a.get("api-key-value", "");
+    runtime::msa_server_options_from_env(o);
+    o.offline = hub_options(a).offline;
+    o.cache_dir = a.get("msa-cache", runtime::default_msa_cache_dir());
+    if (!quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "predict: %s\n", line.c_str()); };
+    o.cancelled = [] { return g_interrupted.load(); };
+    return o;
+}
 
 int predict_main(int argc, char** argv) {
     Args a = parse_job_args(
@@ -132,9 +173,11 @@ int predict_main(int argc, char** argv) {
          "sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale", "seed",
          "max-msa-seqs", "msa-dir", "ligands", "ligand-chain", "affinity-checkpoint",
          "sampling-steps-affinity", "diffusion-samples-affinity", "method", "num-subsampled-msa",
-         "num-workers", "preprocessing-threads"},
+         "num-workers", "preprocessing-threads", "msa-server-url", "msa-pairing-strategy",
+         "msa-server-username", "msa-server-password", "api-key-header", "api-key-value",
+         "msa-cache"},
         {"write-pae", "write-full-pde", "affinity", "affinity-mw-correction", "use-potentials",
-         "subsample-msa", "write-embeddings", "no-kernels"});
+         "subsample-msa", "write-embeddings", "no-kernels", "use-msa-server"});
     if (a.has("help")) {
         std::fputs(kPredictHelp, stdout);
         std::fputs(job_options_help(), stdout);
@@ -143,6 +186,17 @@ int predict_main(int argc, char** argv) {
     }
     BI_CHECK(a.positional.size() == 1, "arguments", "expected one INPUT, got ", a.positional.size(),
              " (see --help)");
+    // boltz's command line names no model and no output folder: --cache DIR, $BOLTZ_CACHE or a
+    // YAML input (only Boltz-2 reads YAML) select Boltz-2 from boltz's cache, and the outputs go
+    // under ./ as boltz writes them (checked below: only Boltz-2's layout has that default)
+    const std::string input_ext = std::filesystem::path(a.positional[0]).extension().string();
+    const char* boltz_cache_env = std::getenv("BOLTZ_CACHE");
+    if (!a.has("model") && !a.has("weights") &&
+        (a.has("cache-dir") || (boltz_cache_env && *boltz_cache_env) || input_ext == ".yaml" ||
+         input_ext == ".yml"))
+        a.opts["model"] = "boltz2";
+    const bool out_defaulted = !a.has("out-dir");
+    if (out_defaulted) a.opts["out-dir"] = ".";
     runtime::PredictOptions opts;
     apply_job_options(a, opts);
     const std::string format_given = a.get("output-format", "");
@@ -207,6 +261,8 @@ int predict_main(int argc, char** argv) {
                                                         : " (its own: " + own + ")"));
         }
     spec->check_options(fo);
+    BI_CHECK(!out_defaulted || spec->output_layout() == fold::ModelSpec::Layout::Boltz, "arguments",
+             "--out-dir is required");
     if (opts.format.empty()) opts.format = spec->default_output_format();
     // boltz predict's layout goes under DIR/boltz_results_<INPUT>
     if (spec->output_layout() == fold::ModelSpec::Layout::Boltz)
@@ -222,6 +278,14 @@ int predict_main(int argc, char** argv) {
     // every input is read once, here, as the options say (Boltz-2's MSA rows)
     fold::ReadOptions read;
     read.max_msa_seqs = fo.max_msa_seqs;
+    // boltz's --use_msa_server: proteins without an MSA get the server's, written under msa/
+    std::optional<runtime::MsaServerOptions> server;
+    if (a.has("use-msa-server")) {
+        server = msa_server_options(a, opts.quiet);
+        std::signal(SIGINT, on_interrupt);
+        std::signal(SIGTERM, on_interrupt);
+        if (spec->reads_whole_files()) read.msa_fetch = runtime::boltz_msa_fetch(*server, opts.out_dir + "/msa");
+    }
     if (a.has("ligands")) {
         ligands = runtime::read_screening_ligands(a.get("ligands"));
         const runtime::ScreeningInput input =
@@ -234,6 +298,13 @@ int predict_main(int argc, char** argv) {
         records = runtime::collect_fold_records(a.positional[0], *spec, read);
     }
     if (!opts.msa_dir.empty()) runtime::attach_msa_dir(records, opts.msa_dir, *spec);
+    if (server && !spec->reads_whole_files())
+        runtime::attach_server_msas(records, *server, runtime::shard_dir(opts.out_dir, opts.shard) + "/msa", *spec);
+    if (server) {
+        BI_CHECK(!g_interrupted, "predict", "interrupted");
+        std::signal(SIGINT, SIG_DFL);
+        std::signal(SIGTERM, SIG_DFL);
+    }
     int64_t budget = runtime::available_memory_bytes();
     if (a.has("max-memory")) {
         const long long gib = a.get_int_in("max-memory", 0, 1, 1 << 20);  // GiB

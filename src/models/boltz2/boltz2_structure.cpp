@@ -131,10 +131,10 @@ fold::Input Boltz2Spec::input_of(bio::Target t) const {
 }
 
 fold::Input Boltz2Spec::from_file(const std::string& path, const fold::ReadOptions& opts) const {
-    bio::Target t = io::read_boltz_input(path);
-    // every MSA readable and headed by its query, before any work; read here once, with the
-    // run's row limit (boltz's --max_msa_seqs)
-    io::load_boltz_msas(t, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192);
+    bio::Target t = io::read_boltz_input(path, bool(opts.msa_fetch));
+    // every MSA readable and headed by its query, before any work (the MSA server's fetched
+    // first); read here once, with the run's row limit (boltz's --max_msa_seqs)
+    io::load_boltz_msas(t, opts.max_msa_seqs > 0 ? opts.max_msa_seqs : 8192, opts.msa_fetch);
     fold::Input in = input_of(std::move(t));
     check_chains(in);
     return in;

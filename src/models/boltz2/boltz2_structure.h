@@ -39,7 +39,7 @@ public:
     // Pair states of the trunk and confidence stacks, the token transformer's per-layer biases,
     // the atom windows' biases and the dense atom <-> token maps, at in.tokens tokens.
     int64_t memory_bytes(const fold::Input& in) const override;
-    // The sampler's, the MSAs', the method conditioning, the embeddings, the affinity stage's
+    // The sampler's, the MSAs' (the MSA server's too), the method conditioning, the embeddings, the affinity stage's
     // and screening's options; boltz predict's layout, mmCIF by default.
     std::vector<std::string> options() const override {
         return {"sampling-steps",     "diffusion-samples",       "max-parallel-samples",
@@ -47,7 +47,8 @@ public:
                 "use-potentials",     "sampling-steps-affinity", "diffusion-samples-affinity",
                 "affinity-mw-correction", "affinity-checkpoint", "affinity",
                 "ligands",            "ligand-chain",            "method",
-                "subsample-msa",      "num-subsampled-msa",      "write-embeddings"};
+                "subsample-msa",      "num-subsampled-msa",      "write-embeddings",
+                "use-msa-server"};
     }
     // --method must name a method of boltz's table (any case), as boltz predict requires.
     void check_options(const fold::Options& opts) const override;

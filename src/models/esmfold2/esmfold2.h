@@ -72,10 +72,11 @@ class EsmFold2Spec : public fold::ModelSpec {
     // The language model's hidden states, the loop's pair tensors and the pair stacks'
     // temporaries, the diffusion module's per-sample atoms and token biases.
     int64_t memory_bytes(const fold::Input& in) const override;
-    // The sampler's settings and the MSAs (--msa-dir: a3m files per record or chain).
+    // The sampler's settings and the MSAs (--msa-dir: a3m files per record or chain; the MSA
+    // server's).
     std::vector<std::string> options() const override {
         return {"sampling-steps", "diffusion-samples", "max-parallel-samples", "step-scale",
-                "seed",           "max-msa-seqs",      "msa-dir"};
+                "seed",           "max-msa-seqs",      "msa-dir",           "use-msa-server"};
     }
 
   private:
