@@ -24,9 +24,6 @@ constexpr int kMaxRel = 32;          // relative positions clipped to +-32; 65: 
 constexpr int kRbf = 16;             // RBF centres 2..22 A
 constexpr int64_t kBlockRows = 4096;  // message rows computed at once
 
-// GELU (erf) on a buffer.
-void gelu_inplace(Tensor& t) { ops::gelu(t, t); }
-
 }  // namespace
 
 MessageMlp MessageMlp::load(const io::ModelDir& m, const std::string& prefix,
