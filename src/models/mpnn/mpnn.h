@@ -29,8 +29,42 @@ struct Backbone {
     std::vector<int32_t> chain_labels; // chain index per residue
     std::vector<int32_t> S;            // the structure's sequence (tokens)
     std::vector<float> chain_mask;     // 1: designed (decoded after the fixed residues)
+    // The structure's other atoms (LigandMPNN's context): non-protein, non-water atoms other than
+    // hydrogen, (M, 3) coordinates and element numbers (parse_PDB's element_dict, H = 1).
+    std::vector<float> Y;
+    std::vector<int32_t> Y_t;
+    // Every atom of each residue in the atom37 order (N, CA, C, CB, O, CG, ...): (L, 37, 3) and
+    // the mask (L, 37); empty when only the backbone was read.
+    std::vector<float> xyz37;
+    std::vector<int32_t> xyz37_m;
+    // Membrane models: per-residue labels (0 none, 1 interface, 2 buried); empty otherwise.
+    std::vector<int32_t> membrane_labels;
     int64_t length() const { return int64_t(mask.size()); }
 };
+
+// What sample() draws with.
+struct SampleOptions {
+    float temperature = 0.1f;
+    // (L, 21) added to the logits before the temperature (bias_AA, per-residue biases, -1e8 for
+    // omitted letters); empty: none.
+    std::vector<float> bias;
+    // Residue groups decoded together with one shared draw from their weighted summed logits
+    // (--symmetry_residues / --homo_oligomer); empty: none.
+    std::vector<std::vector<int32_t>> symmetry;
+    std::vector<std::vector<float>> symmetry_weights;
+};
+
+// B designs of one structure.
+struct Samples {
+    int64_t B = 0, L = 0;
+    std::vector<int32_t> S;               // (B, L) tokens (fixed residues keep the structure's)
+    std::vector<float> log_probs;         // (B, L, 21) at T = 1 without bias; 0 where fixed
+    std::vector<float> sampling_probs;    // (B, L, 20) what was drawn from; 0 where fixed
+    std::vector<int32_t> order;           // (B, L) decoding order
+};
+
+// Draws a category from probabilities p[0..n) (summing to 1) for design `design`.
+using CategoricalDraw = std::function<int(const float* p, int n, int64_t design)>;
 
 // The encoder's result: node and edge embeddings over the neighbour graph.
 struct Encoded {
@@ -65,6 +99,12 @@ public:
     // use_sequence each position sees the tokens decoded before it, else the structure alone.
     Tensor score(const Backbone& b, const Encoded& enc, const std::vector<int32_t>& order,
                  bool use_sequence) const;
+    // model.sample(): B = orders.size() designs decoded together, design d in orders[d] (each a
+    // permutation; with symmetry groups, every design's order must keep a group's members
+    // adjacent). Defined in sample.cpp.
+    Samples sample(const Backbone& b, const Encoded& enc,
+                   const std::vector<std::vector<int32_t>>& orders, const SampleOptions& opt,
+                   const CategoricalDraw& draw) const;
 
 private:
     int64_t k_ = 48, H_ = 128;
