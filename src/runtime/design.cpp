@@ -216,7 +216,8 @@ std::string sequence_text(const MpnnInput& in, const std::vector<int32_t>& S, co
     return out;
 }
 
-// featurize()'s mask_XY: residues whose virtual CB lies within `cutoff` of a context atom.
+}  // namespace
+
 std::vector<float> ligand_mask(const mpnn::Backbone& b, double cutoff) {
     const int64_t L = b.length(), M = int64_t(b.Y_t.size());
     std::vector<float> out(static_cast<size_t>(L), 0.0f);
@@ -246,7 +247,26 @@ std::vector<float> ligand_mask(const mpnn::Backbone& b, double cutoff) {
     return out;
 }
 
-}  // namespace
+DesignScore score_design(const mpnn::Backbone& b, const int32_t* S, const float* log_probs,
+                         const std::vector<float>& rec_mask, const std::vector<float>& combined) {
+    const int64_t L = b.length();
+    DesignScore s;
+    s.loss_per_residue.resize(size_t(L));
+    double l_all = 0, l_xy = 0, match = 0, n_rec = 0, n_xy = 0;
+    for (int64_t i = 0; i < L; ++i) {
+        const float loss = -log_probs[i * mpnn::kTokens + S[i]];
+        s.loss_per_residue[size_t(i)] = loss;
+        l_all += double(loss) * rec_mask[size_t(i)];
+        l_xy += double(loss) * combined[size_t(i)];
+        match += (S[i] == b.S[size_t(i)]) * rec_mask[size_t(i)];
+        n_rec += rec_mask[size_t(i)];
+        n_xy += combined[size_t(i)];
+    }
+    s.overall_confidence = std::exp(-l_all / (n_rec + 1e-8));
+    s.ligand_confidence = std::exp(-l_xy / (n_xy + 1e-8));
+    s.seq_rec = match / n_rec;
+    return s;
+}
 
 MpnnInput read_mpnn_input(const std::string& path, const DesignOptions& o) {
     MpnnInput in;
@@ -438,6 +458,17 @@ void design_symmetry(const MpnnInput& in, const DesignOptions& o, const std::str
 
 }  // namespace
 
+void check_design_input(const std::string& path, const DesignOptions& o) {
+    const MpnnInput in = read_mpnn_input(path, o);
+    if (o.autoregressive_score || o.single_aa_score) return;
+    (void)design_bias(in, o, path);
+    mpnn::SampleOptions so;
+    design_symmetry(in, o, path, so);
+    double n = 0;
+    for (int64_t i = 0; i < in.backbone.length(); ++i) n += in.backbone.mask[size_t(i)] * in.backbone.chain_mask[size_t(i)];
+    BI_CHECK(n > 0, path, "no residue is left to design (--chains_to_design, --fixed_residues, --redesigned_residues)");
+}
+
 DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string& path,
                               const DesignOptions& o, const std::string& out_dir) {
     BI_CHECK(o.batch_size >= 1 && o.number_of_batches >= 1, "--batch_size", "batch_size and number_of_batches must be >= 1");
@@ -485,22 +516,13 @@ DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string&
         all_sp.insert(all_sp.end(), s.sampling_probs.begin(), s.sampling_probs.end());
     }
     const int64_t N = o.batch_size * o.number_of_batches;
-    std::vector<std::vector<float>> loss_per_residue(static_cast<size_t>(N));
+    std::vector<std::vector<float>> loss_per_residue;
     for (int64_t d = 0; d < N; ++d) {
-        // get_score(): the mean cross-entropy of the drawn tokens over a mask; confidence exp(-it)
-        std::vector<float>& lr = loss_per_residue[size_t(d)];
-        lr.resize(size_t(L));
-        double l_all = 0, l_xy = 0, match = 0;
-        for (int64_t i = 0; i < L; ++i) {
-            const int32_t t = all_S[size_t(d * L + i)];
-            lr[size_t(i)] = -all_lp[size_t((d * L + i) * mpnn::kTokens + t)];
-            l_all += double(lr[size_t(i)]) * rec_mask[size_t(i)];
-            l_xy += double(lr[size_t(i)]) * combined[size_t(i)];
-            match += (t == b.S[size_t(i)]) * rec_mask[size_t(i)];
-        }
-        r.overall_confidence.push_back(std::exp(-l_all / (n_rec + 1e-8)));
-        r.ligand_confidence.push_back(std::exp(-l_xy / (n_lig + 1e-8)));
-        r.seq_rec.push_back(match / n_rec);
+        DesignScore sc = score_design(b, all_S.data() + d * L, all_lp.data() + d * L * mpnn::kTokens, rec_mask, combined);
+        r.overall_confidence.push_back(sc.overall_confidence);
+        r.ligand_confidence.push_back(sc.ligand_confidence);
+        r.seq_rec.push_back(sc.seq_rec);
+        loss_per_residue.push_back(std::move(sc.loss_per_residue));
         r.sequences.push_back(sequence_text(in, std::vector<int32_t>(all_S.begin() + d * L, all_S.begin() + (d + 1) * L),
                                             o.fasta_seq_separation));
     }

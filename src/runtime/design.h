@@ -82,8 +82,26 @@ struct MpnnInput {
 };
 MpnnInput read_mpnn_input(const std::string& path, const DesignOptions& o);
 
+// featurize()'s mask_XY: 1 for residues whose virtual CB lies within `cutoff` A of a context atom.
+std::vector<float> ligand_mask(const mpnn::Backbone& b, double cutoff);
+
+// run.py's header fields of one design: get_score()'s mean cross-entropy of the drawn tokens S
+// under their log-probabilities (L, 21) over the designed residues (rec_mask; combined: those
+// near the ligand), as exp(-mean), and the fraction of rec_mask where S is the native token.
+struct DesignScore {
+    double overall_confidence = 0, ligand_confidence = 0, seq_rec = 0;
+    std::vector<float> loss_per_residue;  // (L) -log p(S_i)
+};
+DesignScore score_design(const mpnn::Backbone& b, const int32_t* S, const float* log_probs,
+                         const std::vector<float>& rec_mask, const std::vector<float>& combined);
+
 // The output file stem of a structure path (run.py drops ".pdb"; ".cif", ".ent", ".gz" too).
 std::string design_name(const std::string& path);
+
+// Reads a structure and checks the options against it (chains, residues, letters, tied groups)
+// as design_structure() would, writing nothing: the whole run's inputs are checked before any
+// weight loads or file is written.
+void check_design_input(const std::string& path, const DesignOptions& o);
 
 // Designs sequences for one structure and writes run.py's files under out_dir (seqs/, backbones/,
 // stats/), each atomically. `log` receives plain progress lines.

@@ -232,6 +232,8 @@ int design_main(int argc, char** argv) {
         const std::string name = a.has("model") ? a.get("model") : a.get("model-type", "proteinmpnn");
         o.model_path = runtime::resolve_mpnn_model(name, &o.model_kind);
     }
+    // every input checked against the options before weights load or anything is written
+    for (const std::string& path : inputs) runtime::check_design_input(path, o);
     const auto model = mpnn::ProteinMpnn::load(o.model_path);
 
     // the fold model of --refold, resident for every design

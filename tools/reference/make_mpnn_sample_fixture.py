@@ -5,6 +5,7 @@ LigandMPNN's example structures with the released weights, so that a test can re
 
 Writes tests/fixtures/mpnn/sample_<case>.safetensors (proteinmpnn_v_48_020):
   feat.X, feat.mask, feat.R_idx, feat.chain_labels, feat.S, feat.chain_mask   as make_mpnn_fixtures.py
+  parse.Y (M, 3), parse.Y_t (M)     parse_PDB's context atoms and their element numbers
   temperature (1), bias (L, 21)     run.py's bias: bias_AA, -1e8 for --omit_AA letters
   randn (B, L)                      the draws that order decoding
   decoding_order (B, L), S (B, L), log_probs (B, L, 21), sampling_probs (B, L, 20)
@@ -80,6 +81,8 @@ def run(case: str, batch: int, temperature: float, fixed: int, bias_aa: dict, om
         out = model.sample(fd)
     t = {f"feat.{k}": feats[k][0].float().contiguous()
          for k in ("X", "mask", "R_idx", "chain_labels", "S", "chain_mask")}
+    t["parse.Y"] = protein["Y"].float().contiguous()
+    t["parse.Y_t"] = protein["Y_t"].float().contiguous()
     t["temperature"] = torch.tensor([temperature])
     t["bias"] = full_bias[0].contiguous()
     t["randn"] = randn.contiguous()

