@@ -1287,8 +1287,12 @@ std::vector<PackedDesign> SideChainPacker::pack(const Backbone& b,
                     for (int a1 = 0; a1 < 14; ++a1)
                         for (int a2 = 0; a2 < 14; ++a2) {
                             float* r = e + (a1 * 14 + a2) * kRbf;
-                            rbf(dist(&xyz[size_t(i * 42 + a1 * 3)], &xyz[size_t(j * 42 + a2 * 3)]), r);
                             const float w = X_m[size_t(i * 14 + a1)] * X_m[size_t(j * 14 + a2)];
+                            if (w == 0.0f) {  // an absent atom: the RBFs times 0
+                                std::fill(r, r + kRbf, 0.0f);
+                                continue;
+                            }
+                            rbf(dist(&xyz[size_t(i * 42 + a1 * 3)], &xyz[size_t(j * 42 + a2 * 3)]), r);
                             for (int q = 0; q < kRbf; ++q) r[q] *= w;
                         }
                     float* s = e + 14 * 14 * kRbf;
@@ -1301,9 +1305,11 @@ std::vector<PackedDesign> SideChainPacker::pack(const Backbone& b,
                         const int64_t r = (i * 14 + a) * A + q;
                         // host-side: the atom's distance to a context atom and that atom's element
                         float* x = XY.f32() + r * (kRbf + kTypes);
-                        rbf(dist(&xyz[size_t(i * 42 + a * 3)], Y + (i * A + q) * 3), x);
                         const float w = X_m[size_t(i * 14 + a)] * Y_m[size_t(i * A + q)];
-                        for (int c = 0; c < kRbf; ++c) x[c] *= w;
+                        if (w != 0.0f) {  // else the RBFs times 0 (XY starts zeroed)
+                            rbf(dist(&xyz[size_t(i * 42 + a * 3)], Y + (i * A + q) * 3), x);
+                            for (int c = 0; c < kRbf; ++c) x[c] *= w;
+                        }
                         x[kRbf + ctx.Y_t[size_t(i * A + q)]] = 1.0f;
                     }
             }

@@ -98,7 +98,13 @@ public:
     int64_t context_atoms() const { return atoms_; }
 
     // Packs each sequence of `designs` (tokens in kAlphabet order, length L each) on b's backbone
-    // and context atoms. Draws come from `rng` (design d's draws with design index d).
+    // and context atoms (b.Y, b.Y_t: the structure's, as parse_PDB reads them; the 16 nearest
+    // per residue are gathered here). Draws come from `rng` (design d's with design index d).
+    // As in the reference, the encoder sees the backbone rebuilt from b's frames (ideal N, C, O)
+    // and the returned X holds that rebuilt backbone too. run.py packs every batch of designs
+    // on one feature dict that pack_side_chains overwrites, so its later calls start from the
+    // previous call's rebuilt backbone: to reproduce that, pass the first four atoms of a
+    // PackedDesign's X as the next call's Backbone::X.
     std::vector<PackedDesign> pack(const Backbone& b, const std::vector<std::vector<int32_t>>& designs,
                                    const PackOptions& opt, PackerRandom& rng,
                                    const PackTap& tap = nullptr) const;
