@@ -114,18 +114,59 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
     std::vector<float> chain_mask(static_cast<size_t>(L));
     for (int64_t i = 0; i < L; ++i) chain_mask[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
 
-    // The decoder's state: h_V of every layer and the drawn tokens' embeddings, (B * L, H)
+    // The decoder's state: h_V of every layer, (B * L, H). The first linear of each layer's
+    // message MLP acts on [h_V_i | h_E_ik | h_S_j | h_V_j] and splits into four (H, H) blocks:
+    // the h_E block is applied to every edge once, the h_S block to the 21 token embeddings once,
+    // the h_V_j block to each neighbour's state once when that state is written; each step then
+    // gathers and sums those rows (a masked-out part is a -1 id: a zero row) and applies the
+    // h_V_i block to the B residues it decodes.
+    const int64_t NL = int64_t(dec_.size());
     std::vector<Tensor> stack;
     {
         std::vector<int32_t> rep(static_cast<size_t>(B * L));
         for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
         stack.push_back(rows_of(enc.h_V, rep));
-        for (size_t l = 0; l < dec_.size(); ++l) stack.push_back(Tensor::zeros({B * L, H}));
+        for (int64_t l = 0; l < NL; ++l) stack.push_back(Tensor::zeros({B * L, H}));
     }
-    Tensor h_S = Tensor::zeros({B * L, H});
-    const Tensor h_E = enc.h_E.reshape({L * K, H});
+    struct Split {
+        nn::Linear self, edge, token, node;  // W1's column blocks; `self` carries W1's bias
+        Tensor e_proj;      // (L * K, H): edge block of mask_i * h_E_ik
+        Tensor s_proj;      // (21, H): token block of W_s
+        Tensor venc_proj;   // (L, H): node block of the encoder's h_V
+        Tensor v_proj;      // (B * L, H): node block of this layer's input states
+    };
+    std::vector<Split> split(static_cast<size_t>(NL));
+    {
+        std::vector<float> mask_e(static_cast<size_t>(L * K));
+        for (int64_t e = 0; e < L * K; ++e) mask_e[size_t(e)] = b.mask[size_t(e / K)];
+        Tensor h_E_m = Tensor::empty({L * K, H});
+        ops::scale_rows(enc.h_E.reshape({L * K, H}), Tensor::of(mask_e, {L * K}), h_E_m);
+        for (int64_t l = 0; l < NL; ++l) {
+            const nn::Linear& W1 = dec_[size_t(l)].node.W1;
+            const auto block = [&](int64_t c) { return ops::contiguous(W1.w.slice(1, c * H, (c + 1) * H)); };
+            Split& sp = split[size_t(l)];
+            sp.self = nn::Linear::from(block(0), W1.b);
+            sp.edge = nn::Linear::from(block(1), Tensor());
+            sp.token = nn::Linear::from(block(2), Tensor());
+            sp.node = nn::Linear::from(block(3), Tensor());
+            sp.e_proj = Tensor::empty({L * K, H});
+            sp.edge(h_E_m, sp.e_proj);
+            sp.s_proj = Tensor::empty({kTokens, H});
+            sp.token(W_s, sp.s_proj);
+            sp.venc_proj = Tensor::empty({L, H});
+            sp.node(enc.h_V, sp.venc_proj);
+            if (l == 0) {
+                std::vector<int32_t> rep(static_cast<size_t>(B * L));
+                for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
+                sp.v_proj = rows_of(sp.venc_proj, rep);
+            } else {
+                sp.v_proj = Tensor::zeros({B * L, H});
+            }
+        }
+    }
     const Tensor weights =
         Tensor::of(std::vector<float>(static_cast<size_t>(B * K), 1.0f / kDecScale), {B, K});
+    std::vector<int32_t> tokens_drawn(static_cast<size_t>(B * L), -1);  // per design: -1 until drawn
 
     Samples out;
     out.B = B;
@@ -138,10 +179,10 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
 
     // One decoding of residue t_d in every design d through all layers: its logits (B, 21).
     const auto decode = [&](const std::vector<int32_t>& t) {
-        std::vector<int32_t> self(static_cast<size_t>(B)), edge(static_cast<size_t>(B * K)), nb_enc(static_cast<size_t>(B * K)),
-            nb(static_cast<size_t>(B * K));
-        std::vector<float> m_i(static_cast<size_t>(B * K)), bw_t(static_cast<size_t>(B * K)), fw_t(static_cast<size_t>(B * K)),
-            mask_t(static_cast<size_t>(B));
+        std::vector<int32_t> self(static_cast<size_t>(B)), edge(static_cast<size_t>(B * K)),
+            tok(static_cast<size_t>(B * K)), nb(static_cast<size_t>(B * K)), nb_enc(static_cast<size_t>(B * K)),
+            self_rep(static_cast<size_t>(B * K));
+        std::vector<float> mask_t(static_cast<size_t>(B));
         for (int64_t d = 0; d < B; ++d) {
             const int64_t i = t[size_t(d)];
             self[size_t(d)] = int32_t(d * L + i);
@@ -150,41 +191,54 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
                 const int64_t j = enc.E_idx[size_t(i * K + k)];
                 const size_t r = size_t(d * K + k), e = size_t((d * L + i) * K + k);
                 edge[r] = int32_t(i * K + k);
-                nb_enc[r] = int32_t(j);
-                nb[r] = int32_t(d * L + j);
-                m_i[r] = b.mask[size_t(i)];
-                bw_t[r] = bw[e];
-                fw_t[r] = fw[e];
+                self_rep[r] = int32_t(d);
+                // bw: the neighbour's drawn token and current state; fw: its encoder state
+                tok[r] = bw[e] != 0.0f ? tokens_drawn[size_t(d * L + j)] : -1;
+                nb[r] = bw[e] != 0.0f ? int32_t(d * L + j) : -1;
+                nb_enc[r] = fw[e] != 0.0f ? int32_t(j) : -1;
             }
         }
-        const Tensor bw_v = Tensor::of(bw_t, {B * K}), fw_v = Tensor::of(fw_t, {B * K}),
-                     mi_v = Tensor::of(m_i, {B * K}), mask_v = Tensor::of(mask_t, {B});
-        // rows [h_V_i | mask_i h_E_ik | bw h_S_j | bw h_V^l_j + fw h_V^enc_j]
-        Tensor rows = Tensor::empty({B * K, 4 * H});
-        Tensor cE = rows.slice(1, H, 2 * H), cS = rows.slice(1, 2 * H, 3 * H),
-               cV = rows.slice(1, 3 * H, 4 * H), cI = rows.slice(1, 0, H);
-        Tensor e = rows_of(h_E, edge);
-        ops::scale_rows(e, mi_v, e);
-        ops::copy(e, cE);
-        Tensor s = rows_of(h_S, nb);
-        ops::scale_rows(s, bw_v, s);
-        ops::copy(s, cS);
-        Tensor venc = rows_of(enc.h_V, nb_enc);
-        ops::scale_rows(venc, fw_v, venc);
-        std::vector<int32_t> self_rep(static_cast<size_t>(B * K));
-        for (int64_t r = 0; r < B * K; ++r) self_rep[size_t(r)] = int32_t(r / K);
-        for (size_t l = 0; l < dec_.size(); ++l) {
-            Tensor h = rows_of(stack[l], self);  // (B, H)
-            ops::copy(rows_of(h, self_rep), cI);
-            Tensor v = rows_of(stack[l], nb);
-            ops::scale_rows(v, bw_v, v);
-            ops::add_into(venc, v);
-            ops::copy(v, cV);
-            const DecLayer& layer = dec_[l];
-            node_update(h, layer.node, layer.dense, layer.norm1, layer.norm2, rows, weights, mask_v);
+        const Tensor self_t = Tensor::of(self, {B}), edge_t = Tensor::of(edge, {B * K}),
+                     tok_t = Tensor::of(tok, {B * K}), nb_t = Tensor::of(nb, {B * K}),
+                     nb_enc_t = Tensor::of(nb_enc, {B * K}), self_rep_t = Tensor::of(self_rep, {B * K}),
+                     mask_v = Tensor::of(mask_t, {B});
+        Tensor h = Tensor::empty({B, H}), pre = Tensor::empty({B, H}), a = Tensor::empty({B * K, H}),
+               c = Tensor::empty({B * K, H}), dh = Tensor::empty({B, 1, H}), x = Tensor::empty({B, H}),
+               f = Tensor::empty({B, 4 * H});
+        for (int64_t l = 0; l < NL; ++l) {
+            const DecLayer& layer = dec_[size_t(l)];
+            const Split& sp = split[size_t(l)];
+            ops::embedding(self_t, stack[size_t(l)], h);
+            sp.self(h, pre);
+            // W1 [h_V_i | h_E_ik | h_S_j | h_V_j] + b1, summed from the blocks' rows
+            ops::embedding(edge_t, sp.e_proj, a);
+            ops::embedding(tok_t, sp.s_proj, a, true);
+            ops::embedding(nb_t, sp.v_proj, a, true);
+            ops::embedding(nb_enc_t, sp.venc_proj, a, true);
+            ops::embedding(self_rep_t, pre, a, true);
+            ops::gelu(a, a);
+            layer.node.W2(a, c, {.act = Act::Gelu});
+            layer.node.W3(c, a);
+            // dh_i = sum_k message / 30, then the layer's norms, feed-forward and mask
+            ops::bmm(weights.reshape({B, 1, K}), a.reshape({B, K, H}), dh);
+            ops::add(h, dh.reshape({B, H}), x);
+            layer.norm1(x, h);
+            layer.dense.W_in(h, f, {.act = Act::Gelu});
+            Tensor res = h.clone();
+            layer.dense.W_out(f, res, {.accumulate = true});
+            layer.norm2(res, h);
+            ops::scale_rows(h, mask_v, h);
             for (int64_t d = 0; d < B; ++d) {
-                Tensor dst = stack[l + 1].slice(0, self[size_t(d)], self[size_t(d)] + 1);
+                Tensor dst = stack[size_t(l + 1)].slice(0, self[size_t(d)], self[size_t(d)] + 1);
                 ops::copy(h.slice(0, d, d + 1), dst);
+            }
+            if (l + 1 < NL) {
+                Tensor proj = Tensor::empty({B, H});
+                split[size_t(l + 1)].node(h, proj);
+                for (int64_t d = 0; d < B; ++d) {
+                    Tensor dst = split[size_t(l + 1)].v_proj.slice(0, self[size_t(d)], self[size_t(d)] + 1);
+                    ops::copy(proj.slice(0, d, d + 1), dst);
+                }
             }
         }
         Tensor logits = Tensor::empty({B, kTokens});
@@ -212,8 +266,7 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
     };
     const auto place = [&](int64_t d, int64_t i, int32_t tok) {
         out.S[size_t(d * L + i)] = tok;
-        Tensor dst = h_S.slice(0, d * L + i, d * L + i + 1);
-        ops::embedding(std::vector<int32_t>{tok}, W_s, dst);
+        tokens_drawn[size_t(d * L + i)] = tok;
     };
 
     if (!symmetric) {
