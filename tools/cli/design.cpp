@@ -236,19 +236,14 @@ int design_main(int argc, char** argv) {
              "give --weights FILE.pt or --model NAME, not both");
     if (a.has("weights")) {
         o.model_path = a.get("weights");
-        const std::string n = fs::path(o.model_path).filename().string();
-        o.model_kind = n.rfind("ligandmpnn", 0) == 0                        ? "ligand_mpnn"
-                       : n.rfind("solublempnn", 0) == 0                     ? "soluble_mpnn"
-                       : n.rfind("per_residue_label_membrane", 0) == 0      ? "per_residue_label_membrane_mpnn"
-                       : n.rfind("global_label_membrane", 0) == 0           ? "global_label_membrane_mpnn"
-                                                                            : "protein_mpnn";
     } else {
         const std::string name = a.has("model") ? a.get("model") : a.get("model-type", "proteinmpnn");
         o.model_path = runtime::resolve_mpnn_model(name, &o.model_kind);
     }
-    // every input checked against the options before weights load or anything is written
-    for (const std::string& path : inputs) runtime::check_design_input(path, o);
     const auto model = mpnn::ProteinMpnn::load(o.model_path);
+    o.model_kind = mpnn::model_kind_name(model->kind());
+    // every input checked against the options before anything is written
+    for (const std::string& path : inputs) runtime::check_design_input(path, o);
     std::unique_ptr<mpnn::SideChainPacker> packer;
     if (o.pack_side_chains) {
         std::string sc = a.get("checkpoint-path-sc");

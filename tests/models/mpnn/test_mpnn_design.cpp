@@ -105,10 +105,10 @@ TEST_P(MpnnRunPy, HeaderFieldsAreRunPysForItsDesigns) {
     for (int64_t i = 0; i < L; ++i) rec[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
     comb = rec;
     if (o.model_kind == "ligand_mpnn") {
-        const auto xy = runtime::ligand_mask(b, o.cutoff_for_score);
+        const auto xy = mpnn::ProteinMpnn::mask_XY(b, float(o.cutoff_for_score));
         for (int64_t i = 0; i < L; ++i) comb[size_t(i)] *= xy[size_t(i)];
     }
-    const mpnn::Encoded enc = model->encode(b);
+    const mpnn::Encoded enc = runtime::encode_for(*model, b, o);
     for (const auto& d : c.ref["designs"]) {
         const std::vector<int32_t> order = d["decoding_order"].get<std::vector<int32_t>>();
         const std::vector<int32_t> S = d["S"].get<std::vector<int32_t>>();
@@ -159,7 +159,8 @@ TEST_P(MpnnRunPy, RecoveryOf64DesignsIsRunPysWithinNoise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MpnnRunPy,
-                         ::testing::Values("1BC8/protein_mpnn", "4GYT/protein_mpnn"),
+                         ::testing::Values("1BC8/protein_mpnn", "4GYT/protein_mpnn", "1BC8/ligand_mpnn",
+                                           "4GYT/ligand_mpnn"),
                          [](const auto& info) {
                              std::string n = info.param;
                              for (char& ch : n)
