@@ -14,9 +14,11 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "bio/target.h"
 #include "io/fasta.h"
 #include "io/npy.h"
 #include "runtime/structure_compare.h"
@@ -803,7 +805,34 @@ std::vector<RefoldRow> refold_designs(const fold::StructureModel& model, const D
             rec.sequence = joined + rec.sequence.substr(pos);
         }
         rec.source = "design";
-        fold::Input in = model.spec().from_fasta(rec, cat("design ", rec.id));
+        fold::Input in;
+        if (model.spec().reads_whole_files()) {
+            // Boltz-2 reads boltz's FASTA: one record per chain, single-sequence ("empty" MSA)
+            const fs::path dir = fs::temp_directory_path() /
+                                 cat("bioinfer_refold_", ::getpid(), "_", std::hash<std::string>{}(rec.id));
+            fs::create_directories(dir);
+            std::string fa;
+            size_t pos = 0, k = 0;
+            for (;; ++k) {
+                const size_t next = rec.sequence.find(':', pos);
+                fa += cat(">", bio::chain_id(int32_t(k)), "|protein|empty\n",
+                          rec.sequence.substr(pos, next == std::string::npos ? std::string::npos : next - pos), "\n");
+                if (next == std::string::npos) break;
+                pos = next + 1;
+            }
+            const std::string file = (dir / (rec.id + ".fasta")).string();
+            io::write_file_atomic(file, fa);
+            try {
+                in = model.spec().from_file(file);
+            } catch (...) {
+                fs::remove_all(dir);
+                throw;
+            }
+            fs::remove_all(dir);
+            in.id = rec.id;
+        } else {
+            in = model.spec().from_fasta(rec, cat("design ", rec.id));
+        }
         const bio::Prediction pred = model.predict(in, fold_opts);
         RefoldRow row;
         row.name = r.name;

