@@ -6,6 +6,7 @@
 // of the concatenated, gathered inputs through the layer's MLP, summed per node by a batched
 // product with the edges' weights.
 #include "models/mpnn/mpnn.h"
+#include "models/mpnn/mpnn_internal.h"
 
 #include <algorithm>
 #include <array>
@@ -76,6 +77,23 @@ MessageMlp MessageMlp::load(const io::ModelDir& m, const std::string& prefix,
     mlp.W2 = nn::Linear::load(m, prefix + "W" + b, H, H);
     mlp.W3 = nn::Linear::load(m, prefix + "W" + c, H, H);
     return mlp;
+}
+
+ContextWeights ContextWeights::load(const io::ModelDir& m, int64_t H) {
+    ContextWeights w;
+    w.node_project_down = nn::Linear::load(m, "features.node_project_down", kAtomIn, H);
+    w.norm_nodes = nn::LayerNorm::load(m, "features.norm_nodes", H, 1e-5f);
+    w.type_linear = nn::Linear::load(m, "features.type_linear", kTypeIn, 64);
+    w.y_nodes = nn::Linear::load(m, "features.y_nodes", kTypeIn, H, false);
+    w.y_edges = nn::Linear::load(m, "features.y_edges", kRbf, H, false);
+    w.norm_y_nodes = nn::LayerNorm::load(m, "features.norm_y_nodes", H, 1e-5f);
+    w.norm_y_edges = nn::LayerNorm::load(m, "features.norm_y_edges", H, 1e-5f);
+    w.W_c = nn::Linear::load(m, "W_c", H, H);
+    w.W_nodes_y = nn::Linear::load(m, "W_nodes_y", H, H);
+    w.W_edges_y = nn::Linear::load(m, "W_edges_y", H, H);
+    w.V_C = nn::Linear::load(m, "V_C", H, H, false);
+    w.V_C_norm = nn::LayerNorm::load(m, "V_C_norm", H, 1e-5f);
+    return w;
 }
 
 namespace {
@@ -181,19 +199,8 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path, std::opt
         // CA_ProteinFeatures' node embedding and ProteinMPNN's W_v: built, never called
         unused = {"features.node_embedding.weight", "features.norm_nodes.*", "W_v.*"};
     } else if (K == ModelKind::LigandMpnn) {
-        model->node_project_down = nn::Linear::load(m, "features.node_project_down", kAtomIn, H);
-        model->norm_nodes = nn::LayerNorm::load(m, "features.norm_nodes", H, 1e-5f);
-        model->type_linear = nn::Linear::load(m, "features.type_linear", kTypeIn, 64);
-        model->y_nodes = nn::Linear::load(m, "features.y_nodes", kTypeIn, H, false);
-        model->y_edges = nn::Linear::load(m, "features.y_edges", kRbf, H, false);
-        model->norm_y_nodes = nn::LayerNorm::load(m, "features.norm_y_nodes", H, 1e-5f);
-        model->norm_y_edges = nn::LayerNorm::load(m, "features.norm_y_edges", H, 1e-5f);
+        model->cw_ = ContextWeights::load(m, H);
         model->W_v = nn::Linear::load(m, "W_v", H, H);
-        model->W_c = nn::Linear::load(m, "W_c", H, H);
-        model->W_nodes_y = nn::Linear::load(m, "W_nodes_y", H, H);
-        model->W_edges_y = nn::Linear::load(m, "W_edges_y", H, H);
-        model->V_C = nn::Linear::load(m, "V_C", H, H, false);
-        model->V_C_norm = nn::LayerNorm::load(m, "V_C_norm", H, 1e-5f);
         for (int l = 0; m.has("context_encoder_layers." + std::to_string(l) + ".W1.weight"); ++l) {
             model->ctx_.push_back(dec_layer("context_encoder_layers." + std::to_string(l) + ".", 2 * H));
             model->ctx_y_.push_back(dec_layer("y_context_encoder_layers." + std::to_string(l) + ".", H));
@@ -204,9 +211,33 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path, std::opt
     return model;
 }
 
-namespace {
+namespace detail {
 
-// rows (n, in) -> W3(gelu(W2(gelu(W1 rows)))) (n, H)
+Tensor gather(const Tensor& table, const std::vector<int32_t>& ids) {
+    Tensor out = Tensor::empty({int64_t(ids.size()), table.size(1)});
+    ops::embedding(ids, table, out);
+    return out;
+}
+
+Tensor message_rows(const Tensor& x, int64_t K, const std::vector<Tensor>& parts) {
+    const int64_t N = x.size(0), H = x.size(1);
+    std::vector<int32_t> self(static_cast<size_t>(N * K));
+    for (int64_t i = 0; i < N * K; ++i) self[size_t(i)] = int32_t(i / K);
+    int64_t width = H;
+    for (const Tensor& p : parts) width += p.numel() / (N * K);
+    Tensor rows = Tensor::empty({N * K, width});
+    Tensor col = rows.slice(1, 0, H);
+    ops::copy(gather(x, self), col);
+    int64_t c0 = H;
+    for (const Tensor& p : parts) {
+        const int64_t w = p.numel() / (N * K);
+        Tensor c = rows.slice(1, c0, c0 + w);
+        ops::copy(p.reshape({N * K, w}), c);
+        c0 += w;
+    }
+    return rows;
+}
+
 Tensor mlp_rows(const MessageMlp& mlp, const Tensor& rows) {
     const int64_t n = rows.size(0), H = mlp.W2.out_features();
     Tensor a = Tensor::empty({n, H}), b = Tensor::empty({n, H});
@@ -216,50 +247,97 @@ Tensor mlp_rows(const MessageMlp& mlp, const Tensor& rows) {
     return a;
 }
 
-}  // namespace
-
-void ProteinMpnn::node_update(Tensor& h_V, const MessageMlp& mlp, const FeedForward& ff,
-                              const nn::LayerNorm& n1, const nn::LayerNorm& n2, const Tensor& rows,
-                              const Tensor& weights, const Tensor& mask) const {
-    const int64_t L = h_V.size(0), H = H_, K = rows.size(0) / L;
+void node_update(Tensor& h, const MessageMlp& mlp, const FeedForward& ff, const nn::LayerNorm& n1,
+                 const nn::LayerNorm& n2, const Tensor& rows, const Tensor& weights, const Tensor& mask) {
+    const int64_t N = h.size(0), H = h.size(1), K = rows.size(0) / N;
     // dh_i = sum_k weights[i, k] * mlp(rows[i, k]), the weights holding the mask and the 1/30
-    const Tensor msg = mlp_rows(mlp, rows).reshape({L, K, H});
-    Tensor dh = Tensor::empty({L, 1, H});
-    ops::bmm(weights.reshape({L, 1, K}), msg, dh);
-    Tensor x = Tensor::empty({L, H});
-    ops::add(h_V, dh.reshape({L, H}), x);
-    n1(x, h_V);
-    Tensor f = Tensor::empty({L, 4 * H});
-    ff.W_in(h_V, f, {.act = Act::Gelu});
-    Tensor res = h_V.clone();
+    const Tensor msg = mlp_rows(mlp, rows).reshape({N, K, H});
+    Tensor dh = Tensor::empty({N, 1, H});
+    ops::bmm(weights.reshape({N, 1, K}), msg, dh);
+    Tensor x = Tensor::empty({N, H});
+    ops::add(h, dh.reshape({N, H}), x);
+    n1(x, h);
+    Tensor f = Tensor::empty({N, ff.W_in.out_features()});
+    ff.W_in(h, f, {.act = Act::Gelu});
+    Tensor res = h.clone();
     ff.W_out(f, res, {.accumulate = true});
-    n2(res, h_V);
-    ops::scale_rows(h_V, mask, h_V);
+    n2(res, h);
+    ops::scale_rows(h, mask, h);
 }
+
+void virtual_cb(const float* x, float* cb) {
+    float b[3], c[3];
+    for (int d = 0; d < 3; ++d) {
+        b[d] = x[3 + d] - x[d];
+        c[d] = x[6 + d] - x[3 + d];
+    }
+    const float a[3] = {b[1] * c[2] - b[2] * c[1], b[2] * c[0] - b[0] * c[2], b[0] * c[1] - b[1] * c[0]};
+    for (int d = 0; d < 3; ++d) cb[d] = -0.58273431f * a[d] + 0.56802827f * b[d] - 0.54067466f * c[d] + x[3 + d];
+}
+
+float squared_dist(const float* p, const float* q) {
+    float s = 0;
+    for (int d = 0; d < 3; ++d) {
+        const float diff = p[d] - q[d];
+        s += diff * diff;
+    }
+    return s;
+}
+
+float dist(const float* p, const float* q) { return std::sqrt(squared_dist(p, q) + 1e-6f); }
+
+void smallest_first(const std::vector<float>& d, int64_t take, std::vector<int32_t>& idx) {
+    idx.resize(d.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + take, idx.end(), [&](int32_t p, int32_t q) {
+        return d[size_t(p)] < d[size_t(q)] || (d[size_t(p)] == d[size_t(q)] && p < q);
+    });
+}
+
+void ca_neighbours(const std::vector<float>& atoms, const std::vector<float>& mask, int64_t K,
+                   std::vector<int32_t>& E_idx, std::vector<float>* Dn) {
+    const int64_t L = int64_t(mask.size());
+    E_idx.resize(size_t(L * K));
+    if (Dn) Dn->resize(size_t(L * K));
+    std::vector<float> D(static_cast<size_t>(L));
+    std::vector<int32_t> idx;
+    const auto ca = [&](int64_t i) { return atoms.data() + i * 15 + 3; };
+    for (int64_t i = 0; i < L; ++i) {
+        float dmax = 0;
+        for (int64_t j = 0; j < L; ++j) {
+            const float m2 = mask[size_t(i)] * mask[size_t(j)];
+            D[size_t(j)] = m2 * dist(ca(i), ca(j));
+            dmax = std::max(dmax, D[size_t(j)]);
+        }
+        for (int64_t j = 0; j < L; ++j) D[size_t(j)] += (1.0f - mask[size_t(i)] * mask[size_t(j)]) * dmax;
+        smallest_first(D, K, idx);
+        for (int64_t k = 0; k < K; ++k) {
+            E_idx[size_t(i * K + k)] = idx[size_t(k)];
+            if (Dn) (*Dn)[size_t(i * K + k)] = D[size_t(idx[size_t(k)])];
+        }
+    }
+}
+
+void positional(const float* pw, const float* pb, const Backbone& b, int64_t i, int64_t j, float* e) {
+    const bool same = b.chain_labels[size_t(i)] == b.chain_labels[size_t(j)];
+    const int64_t off = int64_t(b.R_idx[size_t(i)]) - b.R_idx[size_t(j)];
+    const int64_t d = same ? std::clamp<int64_t>(off + kMaxRel, 0, 2 * kMaxRel) : 2 * kMaxRel + 1;
+    for (int c = 0; c < 16; ++c) e[c] = pw[c * (2 * kMaxRel + 2) + d] + pb[c];
+}
+
+void log_softmax_row(const float* l, int n, float* out) {
+    const float mx = *std::max_element(l, l + n);
+    double sum = 0;
+    for (int t = 0; t < n; ++t) sum += std::exp(double(l[t] - mx));
+    const float lse = mx + float(std::log(sum));
+    for (int t = 0; t < n; ++t) out[t] = l[t] - lse;
+}
+
+}  // namespace detail
+
+using namespace detail;
 
 namespace {
-
-// rows (n, C) of `table` at `ids`
-Tensor gather(const Tensor& table, const std::vector<int32_t>& ids) {
-    Tensor out = Tensor::empty({int64_t(ids.size()), table.size(1)});
-    ops::embedding(ids, table, out);
-    return out;
-}
-
-// [x_i repeated K times | parts...] as (L * K, H * (1 + parts)) rows
-Tensor message_rows(const Tensor& h_V, int64_t K, const std::vector<Tensor>& parts) {
-    const int64_t L = h_V.size(0), H = h_V.size(1);
-    std::vector<int32_t> self(static_cast<size_t>(L * K));
-    for (int64_t i = 0; i < L * K; ++i) self[size_t(i)] = int32_t(i / K);
-    Tensor rows = Tensor::empty({L * K, H * int64_t(1 + parts.size())});
-    Tensor col = rows.slice(1, 0, H);
-    ops::copy(gather(h_V, self), col);
-    for (size_t p = 0; p < parts.size(); ++p) {
-        Tensor c = rows.slice(1, H * int64_t(1 + p), H * int64_t(2 + p));
-        ops::copy(parts[p].reshape({L * K, H}), c);
-    }
-    return rows;
-}
 
 Tensor tensor_of(const std::vector<float>& v, const Shape& shape) { return Tensor::of(v, shape); }
 
@@ -276,28 +354,10 @@ std::vector<float> backbone_atoms(const Backbone& b) {
     const float* X = Xc.f32();
     std::vector<float> atoms(static_cast<size_t>(L * 5 * 3));
     for (int64_t i = 0; i < L; ++i) {
-        const float* x = X + i * 12;
-        float bv[3], cv[3], av[3];
-        for (int d = 0; d < 3; ++d) {
-            bv[d] = x[3 + d] - x[d];
-            cv[d] = x[6 + d] - x[3 + d];
-        }
-        av[0] = bv[1] * cv[2] - bv[2] * cv[1];
-        av[1] = bv[2] * cv[0] - bv[0] * cv[2];
-        av[2] = bv[0] * cv[1] - bv[1] * cv[0];
-        float* o = atoms.data() + i * 15;
-        for (int a = 0; a < 4; ++a)
-            for (int d = 0; d < 3; ++d) o[a * 3 + d] = x[a * 3 + d];
-        for (int d = 0; d < 3; ++d)
-            o[12 + d] = -0.58273431f * av[d] + 0.56802827f * bv[d] - 0.54067466f * cv[d] + x[3 + d];
+        std::copy(X + i * 12, X + i * 12 + 12, atoms.data() + i * 15);
+        virtual_cb(X + i * 12, atoms.data() + i * 15 + 12);
     }
     return atoms;
-}
-
-float dist_f(const float* p, const float* q) {
-    float s = 0;
-    for (int d = 0; d < 3; ++d) s += (p[d] - q[d]) * (p[d] - q[d]);
-    return std::sqrt(s + 1e-6f);
 }
 
 double dist_d(const double* p, const double* q) {
@@ -327,43 +387,6 @@ double dot(const std::array<double, 3>& a, const std::array<double, 3>& b) {
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
 }
 
-// Each residue's K nearest by CA (masked pairs pushed past every real one), nearest first;
-// Dn the distances the CA-CA RBF reads.
-void neighbours(const Backbone& b, const std::vector<float>& atoms, Encoded& enc, std::vector<float>& Dn) {
-    const int64_t L = enc.L, K = enc.K;
-    enc.E_idx.resize(size_t(L * K));
-    Dn.resize(size_t(L * K));
-    std::vector<float> D(static_cast<size_t>(L));
-    std::vector<int32_t> idx(static_cast<size_t>(L));
-    const auto ca = [&](int64_t i) { return atoms.data() + i * 15 + 3; };
-    for (int64_t i = 0; i < L; ++i) {
-        float dmax = 0;
-        for (int64_t j = 0; j < L; ++j) {
-            const float m2 = b.mask[size_t(i)] * b.mask[size_t(j)];
-            D[size_t(j)] = m2 * dist_f(ca(i), ca(j));
-            dmax = std::max(dmax, D[size_t(j)]);
-        }
-        for (int64_t j = 0; j < L; ++j) D[size_t(j)] += (1.0f - b.mask[size_t(i)] * b.mask[size_t(j)]) * dmax;
-        std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int32_t p, int32_t q) {
-            return D[size_t(p)] < D[size_t(q)] || (D[size_t(p)] == D[size_t(q)] && p < q);
-        });
-        for (int64_t k = 0; k < K; ++k) {
-            enc.E_idx[size_t(i * K + k)] = idx[size_t(k)];
-            Dn[size_t(i * K + k)] = D[size_t(idx[size_t(k)])];
-        }
-    }
-}
-
-// PositionalEncodings: the linear of the one-hot of the clipped offset (65: another chain) is
-// the weight's column plus the bias. host-side: pw (16, 66) and pb (16) read per edge.
-void positional(const float* pw, const float* pb, const Backbone& b, int64_t i, int64_t j, float* e) {
-    const bool same = b.chain_labels[size_t(i)] == b.chain_labels[size_t(j)];
-    const int64_t off = int64_t(b.R_idx[size_t(i)]) - b.R_idx[size_t(j)];
-    const int64_t d = same ? std::clamp<int64_t>(off + kMaxRel, 0, 2 * kMaxRel) : 2 * kMaxRel + 1;
-    for (int c = 0; c < 16; ++c) e[c] = pw[c * (2 * kMaxRel + 2) + d] + pb[c];
-}
-
 // ProteinFeatures' edges: [positional (16), RBF of 25 atom pairs (25 x 16)] (L * K, 416).
 // host-side: built once per structure from the graph, O(L K) small rows, before any layer runs
 Tensor full_edge_features(const Backbone& b, const std::vector<float>& atoms, const Encoded& enc,
@@ -372,26 +395,18 @@ Tensor full_edge_features(const Backbone& b, const std::vector<float>& atoms, co
                                       {1, 3}, {1, 4}, {0, 2}, {0, 3}, {0, 4}, {4, 2}, {4, 3},
                                       {3, 2}, {0, 1}, {2, 1}, {3, 1}, {4, 1}, {2, 0}, {3, 0},
                                       {4, 0}, {2, 4}, {3, 4}, {2, 3}};
-    const int64_t L = enc.L, K = enc.K, F = kFullEdgeIn;
+    const int64_t K = enc.K;
     const auto atom = [&](int64_t i, int a) { return atoms.data() + i * 15 + a * 3; };
-    Tensor E = Tensor::empty({L * K, F});
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t k = 0; k < K; ++k) {
-            const int64_t j = enc.E_idx[size_t(i * K + k)];
-            // host-side: one edge's features, written once per structure
-            float* e = E.f32() + (i * K + k) * F;
-            positional(pw.f32(), pb.f32(), b, i, j, e);
-            for (int p = 0; p < 25; ++p) {
-                const float D = p == 0 ? Dn[size_t(i * K + k)]
-                                       : dist_f(atom(i, kPairs[p][0]), atom(j, kPairs[p][1]));
-                for (int r = 0; r < kRbf; ++r) {
-                    const float mu = 2.0f + 20.0f * float(r) / float(kRbf - 1);
-                    const float z = (D - mu) / (20.0f / kRbf);
-                    e[16 + p * kRbf + r] = std::exp(-(z * z));
-                }
+    return edge_rows(b, enc.E_idx, K, kFullEdgeIn, pw, pb, [&](int64_t i, int64_t k, int64_t j, float* e) {
+        for (int p = 0; p < 25; ++p) {
+            const float D = p == 0 ? Dn[size_t(i * K + k)] : dist(atom(i, kPairs[p][0]), atom(j, kPairs[p][1]));
+            for (int r = 0; r < kRbf; ++r) {
+                const float mu = 2.0f + 20.0f * float(r) / float(kRbf - 1);
+                const float z = (D - mu) / (20.0f / kRbf);
+                e[16 + p * kRbf + r] = std::exp(-(z * z));
             }
         }
-    return E;
+    });
 }
 
 // CA_ProteinFeatures' edges (proteinmpnn 0.1.3): [positional (16), RBF of 9 pairs among the
@@ -402,7 +417,7 @@ Tensor full_edge_features(const Backbone& b, const std::vector<float>& atoms, co
 Tensor ca_edge_features(const Backbone& b, const std::vector<float>& atoms, const Encoded& enc,
                         const std::vector<float>& Dn, const Tensor& pw, const Tensor& pb) {
     using V3 = std::array<double, 3>;
-    const int64_t L = enc.L, K = enc.K, F = kCaEdgeIn;
+    const int64_t L = enc.L, K = enc.K;
     std::vector<V3> X(static_cast<size_t>(L));
     for (int64_t i = 0; i < L; ++i)
         for (int d = 0; d < 3; ++d) X[size_t(i)][size_t(d)] = atoms[size_t(i * 15 + 3 + d)];
@@ -432,40 +447,33 @@ Tensor ca_edge_features(const Backbone& b, const std::vector<float>& atoms, cons
     };
     static const int kPairs[8][2] = {{0, 0}, {2, 2}, {0, 1}, {0, 2}, {1, 0}, {1, 2}, {2, 0}, {2, 1}};
     const auto sign = [](double x) { return double((x > 0) - (x < 0)); };
-    Tensor E = Tensor::empty({L * K, F});
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t k = 0; k < K; ++k) {
-            const int64_t j = enc.E_idx[size_t(i * K + k)];
-            // host-side: one edge's features, written once per structure
-            float* e = E.f32() + (i * K + k) * F;
-            positional(pw.f32(), pb.f32(), b, i, j, e);
-            for (int r = 0; r < kRbf; ++r) e[16 + r] = rbf(Dn[size_t(i * K + k)], r);
-            for (int p = 0; p < 8; ++p) {
-                const V3 a = ca(i, kPairs[p][0]), c = ca(j, kPairs[p][1]);
-                const double D = dist_d(a.data(), c.data());
-                for (int r = 0; r < kRbf; ++r) e[16 + (1 + p) * kRbf + r] = rbf(D, r);
-            }
-            const auto& Oi = O[size_t(i)];
-            const auto& Oj = O[size_t(j)];
-            const V3 dX{X[size_t(j)][0] - X[size_t(i)][0], X[size_t(j)][1] - X[size_t(i)][1],
-                        X[size_t(j)][2] - X[size_t(i)][2]};
-            const V3 dU = normalized({dot(Oi[0], dX), dot(Oi[1], dX), dot(Oi[2], dX)});
-            double R[3][3];  // O_i^T O_j
-            for (int a = 0; a < 3; ++a)
-                for (int c = 0; c < 3; ++c)
-                    R[a][c] = Oi[0][size_t(a)] * Oj[0][size_t(c)] + Oi[1][size_t(a)] * Oj[1][size_t(c)] +
-                              Oi[2][size_t(a)] * Oj[2][size_t(c)];
-            const double xx = R[0][0], yy = R[1][1], zz = R[2][2];
-            double q[4] = {sign(R[2][1] - R[1][2]) * 0.5 * std::sqrt(std::fabs(1 + xx - yy - zz)),
-                           sign(R[0][2] - R[2][0]) * 0.5 * std::sqrt(std::fabs(1 - xx + yy - zz)),
-                           sign(R[1][0] - R[0][1]) * 0.5 * std::sqrt(std::fabs(1 - xx - yy + zz)),
-                           std::sqrt(std::max(1 + xx + yy + zz, 0.0)) / 2.0};
-            const double qn = std::max(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12);
-            float* o = e + 16 + 9 * kRbf;
-            for (int d = 0; d < 3; ++d) o[d] = float(dU[size_t(d)]);
-            for (int d = 0; d < 4; ++d) o[3 + d] = float(q[d] / qn);
+    return edge_rows(b, enc.E_idx, K, kCaEdgeIn, pw, pb, [&](int64_t i, int64_t k, int64_t j, float* e) {
+        for (int r = 0; r < kRbf; ++r) e[16 + r] = rbf(Dn[size_t(i * K + k)], r);
+        for (int p = 0; p < 8; ++p) {
+            const V3 a = ca(i, kPairs[p][0]), c = ca(j, kPairs[p][1]);
+            const double D = dist_d(a.data(), c.data());
+            for (int r = 0; r < kRbf; ++r) e[16 + (1 + p) * kRbf + r] = rbf(D, r);
         }
-    return E;
+        const auto& Oi = O[size_t(i)];
+        const auto& Oj = O[size_t(j)];
+        const V3 dX{X[size_t(j)][0] - X[size_t(i)][0], X[size_t(j)][1] - X[size_t(i)][1],
+                    X[size_t(j)][2] - X[size_t(i)][2]};
+        const V3 dU = normalized({dot(Oi[0], dX), dot(Oi[1], dX), dot(Oi[2], dX)});
+        double R[3][3];  // O_i^T O_j
+        for (int a = 0; a < 3; ++a)
+            for (int c = 0; c < 3; ++c)
+                R[a][c] = Oi[0][size_t(a)] * Oj[0][size_t(c)] + Oi[1][size_t(a)] * Oj[1][size_t(c)] +
+                          Oi[2][size_t(a)] * Oj[2][size_t(c)];
+        const double xx = R[0][0], yy = R[1][1], zz = R[2][2];
+        double q[4] = {sign(R[2][1] - R[1][2]) * 0.5 * std::sqrt(std::fabs(1 + xx - yy - zz)),
+                       sign(R[0][2] - R[2][0]) * 0.5 * std::sqrt(std::fabs(1 - xx + yy - zz)),
+                       sign(R[1][0] - R[0][1]) * 0.5 * std::sqrt(std::fabs(1 - xx - yy + zz)),
+                       std::sqrt(std::max(1 + xx + yy + zz, 0.0)) / 2.0};
+        const double qn = std::max(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12);
+        float* o = e + 16 + 9 * kRbf;
+        for (int d = 0; d < 3; ++d) o[d] = float(dU[size_t(d)]);
+        for (int d = 0; d < 4; ++d) o[3 + d] = float(q[d] / qn);
+    });
 }
 
 // Y_m of a structure atom: parse_PDB keeps the atoms whose element is known and not hydrogen
@@ -488,24 +496,16 @@ AtomContext ProteinMpnn::nearest_atoms(const Backbone& b, int64_t n) {
     c.Y_m.assign(size_t(L * n), 0.0f);
     c.D_XY.assign(size_t(L), std::sqrt(1000.0f));
     std::vector<float> d2(static_cast<size_t>(M));
-    std::vector<int32_t> idx(static_cast<size_t>(M));
+    std::vector<int32_t> idx;
     const int64_t take = std::min(n, M);
     for (int64_t i = 0; i < L; ++i) {
         const float* cb = atoms.data() + i * 15 + 12;
         // squared distances, masked ones at 1000 (get_nearest_neighbours, in float32)
         for (int64_t a = 0; a < M; ++a) {
             const float m = b.mask[size_t(i)] * atom_present(b.Y_t[size_t(a)]);
-            float s = 0;
-            for (int d = 0; d < 3; ++d) {
-                const float diff = cb[d] - b.Y[size_t(a * 3 + d)];
-                s += diff * diff;
-            }
-            d2[size_t(a)] = s * m + (1.0f - m) * 1000.0f;
+            d2[size_t(a)] = squared_dist(cb, &b.Y[size_t(a * 3)]) * m + (1.0f - m) * 1000.0f;
         }
-        std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + take, idx.end(), [&](int32_t p, int32_t q) {
-            return d2[size_t(p)] < d2[size_t(q)] || (d2[size_t(p)] == d2[size_t(q)] && p < q);
-        });
+        smallest_first(d2, take, idx);
         for (int64_t k = 0; k < take; ++k) {
             const int32_t a = idx[size_t(k)];
             for (int d = 0; d < 3; ++d) c.Y[size_t((i * n + k) * 3 + d)] = b.Y[size_t(a * 3 + d)];
@@ -542,7 +542,7 @@ AtomContext model_context(const Backbone& b, const std::vector<float>& atoms, co
     BI_CHECK(int64_t(b.chain_mask.size()) == L, "mpnn", "chain_mask of ", b.chain_mask.size(), " for ", L, " residues");
     const int64_t C = S * 32 + n;
     std::vector<float> y(static_cast<size_t>(C * 3)), ym(static_cast<size_t>(C)), d2(static_cast<size_t>(C));
-    std::vector<int32_t> yt(static_cast<size_t>(C)), idx(static_cast<size_t>(C));
+    std::vector<int32_t> yt(static_cast<size_t>(C)), idx;
     AtomContext out = c;
     for (int64_t i = 0; i < L; ++i) {
         for (int64_t s = 0; s < S; ++s) {
@@ -562,18 +562,10 @@ AtomContext model_context(const Backbone& b, const std::vector<float>& atoms, co
         }
         const float* cb = atoms.data() + i * 15 + 12;
         for (int64_t r = 0; r < C; ++r) {
-            float s = 0;
-            for (int d = 0; d < 3; ++d) {
-                const float diff = cb[d] - y[size_t(r * 3 + d)];
-                s += diff * diff;
-            }
             const float m = b.mask[size_t(i)] * ym[size_t(r)];
-            d2[size_t(r)] = s * m + (1.0f - m) * 10000.0f;
+            d2[size_t(r)] = squared_dist(cb, &y[size_t(r * 3)]) * m + (1.0f - m) * 10000.0f;
         }
-        std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t p, int32_t q) {
-            return d2[size_t(p)] < d2[size_t(q)] || (d2[size_t(p)] == d2[size_t(q)] && p < q);
-        });
+        smallest_first(d2, n, idx);
         for (int64_t k = 0; k < n; ++k) {
             const int32_t r = idx[size_t(k)];
             for (int d = 0; d < 3; ++d) out.Y[size_t((i * n + k) * 3 + d)] = y[size_t(r * 3 + d)];
@@ -653,26 +645,26 @@ void ProteinMpnn::ligand_context(const Backbone& b, const Encoded& enc, const Li
         }
         // the atoms as seen from the residue: h_E_context (rows, H)
         Tensor type = Tensor::empty({rows, 64});
-        type_linear(onehot, type);
+        cw_.type_linear(onehot, type);
         Tensor type_cols = D.slice(1, 5 * kRbf, 5 * kRbf + 64);
         ops::copy(type, type_cols);
         Tensor V = Tensor::empty({rows, H}), h_E_ctx = Tensor::empty({rows, H});
-        node_project_down(D, V);
-        norm_nodes(V, V);
+        cw_.node_project_down(D, V);
+        cw_.norm_nodes(V, V);
         W_v(V, h_E_ctx);
         // the atoms themselves (rows, H) and their pairs (rows * M, H)
         Tensor yn = Tensor::empty({rows, H}), Y_nodes = Tensor::empty({rows, H});
-        y_nodes(onehot, yn);
-        norm_y_nodes(yn, yn);
-        W_nodes_y(yn, Y_nodes);
+        cw_.y_nodes(onehot, yn);
+        cw_.norm_y_nodes(yn, yn);
+        cw_.W_nodes_y(yn, Y_nodes);
         Tensor ye = Tensor::empty({rows * M, H}), Y_edges = Tensor::empty({rows * M, H});
-        y_edges(pairs, ye);
-        norm_y_edges(ye, ye);
-        W_edges_y(ye, Y_edges);
+        cw_.y_edges(pairs, ye);
+        cw_.norm_y_edges(ye, ye);
+        cw_.W_edges_y(ye, Y_edges);
         // the residues' context state from the encoder's h_V
         const Tensor h_res = ops::contiguous(h_V.slice(0, r0, r0 + n));
         Tensor h_V_C = Tensor::empty({n, H});
-        W_c(h_res, h_V_C);
+        cw_.W_c(h_res, h_V_C);
         const Tensor weights_y = tensor_of(w_y, {rows, M}), weights_c = tensor_of(w_c, {n, M}),
                      mask_y = tensor_of({c.Y_m.begin() + r0 * M, c.Y_m.begin() + r0 * M + rows}, {rows}),
                      mask_c = tensor_of(m_c, {n});
@@ -685,8 +677,8 @@ void ProteinMpnn::ligand_context(const Backbone& b, const Encoded& enc, const Li
                         weights_c, mask_c);
         }
         Tensor v = Tensor::empty({n, H});
-        V_C(h_V_C, v);
-        V_C_norm(v, v);
+        cw_.V_C(h_V_C, v);
+        cw_.V_C_norm(v, v);
         Tensor dst = h_V.slice(0, r0, r0 + n);
         ops::add_into(v, dst);
     }
@@ -706,7 +698,7 @@ Encoded ProteinMpnn::encode(const Backbone& b, const LigandOptions& opt) const {
     enc.K = std::min<int64_t>(k_, L);
     const int64_t K = enc.K;
     std::vector<float> Dn;
-    neighbours(b, atoms, enc, Dn);
+    ca_neighbours(atoms, b.mask, K, enc.E_idx, &Dn);
     // host-side: the positional linear's weight, read per edge by the feature builders
     const Tensor pw = pos_w.to_f32(), pb = pos_b.to_f32();
     const Tensor E = kind_ == ModelKind::CaProteinMpnn ? ca_edge_features(b, atoms, enc, Dn, pw, pb)
@@ -817,14 +809,7 @@ Tensor ProteinMpnn::score(const Backbone& b, const Encoded& enc, const std::vect
     Tensor logits = Tensor::empty({L, kTokens});
     W_out(h_V, logits);
     // host-side: the (L, 21) output's log-softmax, once per call, in double sums
-    for (int64_t i = 0; i < L; ++i) {
-        float* l = logits.f32() + i * kTokens;
-        const float mx = *std::max_element(l, l + kTokens);
-        double sum = 0;
-        for (int t = 0; t < kTokens; ++t) sum += std::exp(double(l[t] - mx));
-        const float lse = mx + float(std::log(sum));
-        for (int t = 0; t < kTokens; ++t) l[t] -= lse;
-    }
+    for (int64_t i = 0; i < L; ++i) log_softmax_row(logits.f32() + i * kTokens, kTokens, logits.f32() + i * kTokens);
     return logits;
 }
 

@@ -122,6 +122,16 @@ struct MessageMlp {
 struct FeedForward {
     nn::Linear W_in, W_out;  // H -> 4H -> H, GELU between
 };
+// LigandMPNN's context-atom weights, the same in the design models and the side-chain packer:
+// per residue and context atom, [5 x 16 RBFs, type_linear(element one-hot, group, period), 4
+// angles] -> node_project_down -> norm_nodes; per atom y_nodes(one-hot) -> norm_y_nodes ->
+// W_nodes_y; per atom pair y_edges(RBF) -> norm_y_edges -> W_edges_y; W_c of the residues' h_V
+// into the context encoder, V_C and V_C_norm out of it.
+struct ContextWeights {
+    nn::Linear node_project_down, type_linear, y_nodes, y_edges, W_c, W_nodes_y, W_edges_y, V_C;
+    nn::LayerNorm norm_nodes, norm_y_nodes, norm_y_edges, V_C_norm;
+    static ContextWeights load(const io::ModelDir& m, int64_t H);
+};
 
 class ProteinMpnn {
 public:
@@ -183,24 +193,15 @@ private:
     // LigandMPNN: W_v of the atoms' node features.
     nn::Linear node_embedding, W_v;
     nn::LayerNorm norm_nodes;
-    // LigandMPNN's context branch (ProteinFeaturesLigand and the context encoder): per residue
-    // and context atom, [5 x 16 RBFs, type_linear(element one-hot, group, period), 4 angles]
-    // -> node_project_down -> norm_nodes -> W_v; per atom y_nodes(one-hot) -> norm -> W_nodes_y;
-    // per atom pair y_edges(RBF) -> norm -> W_edges_y; W_c of the encoder's h_V, two rounds of
-    // (atoms among themselves: ctx_y_, then the residue from its atoms: ctx_), V_C, V_C_norm.
-    nn::Linear node_project_down, type_linear, y_nodes, y_edges, W_c, W_nodes_y, W_edges_y, V_C;
-    nn::LayerNorm norm_y_nodes, norm_y_edges, V_C_norm;
+    // LigandMPNN's context branch (ProteinFeaturesLigand and the context encoder): the atoms'
+    // features through cw_ -> W_v; cw_.W_c of the encoder's h_V, two rounds of (atoms among
+    // themselves: ctx_y_, then the residue from its atoms: ctx_), cw_.V_C, cw_.V_C_norm.
+    ContextWeights cw_;
     std::vector<DecLayer> ctx_, ctx_y_;
     // the ligand model's h_V += V_C_norm(V_C(context)), residues in chunks (the atom pairs'
     // rows are L x M x M); atoms: (L, 5, 3) N, CA, C, O, CB
     void ligand_context(const Backbone& b, const Encoded& enc, const LigandOptions& opt,
                         const std::vector<float>& atoms, Tensor& h_V) const;
-    // h_V (L, H) = LN(h_V + sum over k of weights[i, k] * mlp(rows[i, k])), then the
-    // feed-forward, LN and the mask: the node update both layer kinds share. rows (L * K, H + in)
-    // are [h_V_i, the edge's inputs].
-    void node_update(Tensor& h_V, const MessageMlp& mlp, const FeedForward& ff,
-                     const nn::LayerNorm& n1, const nn::LayerNorm& n2, const Tensor& rows,
-                     const Tensor& weights, const Tensor& mask) const;
 };
 
 }  // namespace bioinfer::mpnn

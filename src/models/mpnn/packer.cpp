@@ -6,16 +6,18 @@
 // host; every layer runs on ops (rows of gathered inputs through a layer's MLP, summed per node by
 // a batched product with the edges' weights, as mpnn.cpp does).
 #include "models/mpnn/packer.h"
+#include "models/mpnn/mpnn_internal.h"
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "bioinfer/error.h"
 #include "io/torch_checkpoint.h"
 #include "ops/ops.h"
 
 namespace bioinfer::mpnn {
+
+using namespace detail;
 
 namespace {
 
@@ -574,23 +576,6 @@ void rbf(float D, float* out) {
     }
 }
 
-float dist(const float* p, const float* q) {
-    float s = 0;
-    for (int d = 0; d < 3; ++d) s += (p[d] - q[d]) * (p[d] - q[d]);
-    return std::sqrt(s + 1e-6f);
-}
-
-// The virtual CB of featurize and ProteinFeatures from N, CA, C.
-void virtual_cb(const float* x, float* cb) {
-    float b[3], c[3];
-    for (int d = 0; d < 3; ++d) {
-        b[d] = x[3 + d] - x[d];
-        c[d] = x[6 + d] - x[3 + d];
-    }
-    const float a[3] = {b[1] * c[2] - b[2] * c[1], b[2] * c[0] - b[0] * c[2], b[0] * c[1] - b[1] * c[0]};
-    for (int d = 0; d < 3; ++d) cb[d] = -0.58273431f * a[d] + 0.56802827f * b[d] - 0.54067466f * c[d] + x[3 + d];
-}
-
 // --- rigid geometry (openfold's Rigid on the host, float32 as the reference) ---
 struct Rigid {
     float R[3][3];
@@ -742,59 +727,6 @@ Tensor linear(const nn::Linear& l, const Tensor& x) {
     return out;
 }
 
-Tensor mlp_rows(const MessageMlp& mlp, const Tensor& rows) {
-    const int64_t n = rows.size(0), H = mlp.W2.out_features();
-    Tensor a = Tensor::empty({n, H}), b = Tensor::empty({n, H});
-    mlp.W1(rows, a, {.act = Act::Gelu});
-    mlp.W2(a, b, {.act = Act::Gelu});
-    mlp.W3(b, a);
-    return a;
-}
-
-Tensor gather(const Tensor& table, const std::vector<int32_t>& ids) {
-    Tensor out = Tensor::empty({int64_t(ids.size()), table.size(1)});
-    ops::embedding(ids, table, out);
-    return out;
-}
-
-// [x_i repeated K times | parts...] as (N * K, H + sum of the parts' widths) rows; each part
-// (N * K, C_p)
-Tensor message_rows(const Tensor& x, int64_t K, const std::vector<Tensor>& parts) {
-    const int64_t N = x.size(0), H = x.size(1);
-    std::vector<int32_t> self(static_cast<size_t>(N * K));
-    for (int64_t i = 0; i < N * K; ++i) self[size_t(i)] = int32_t(i / K);
-    int64_t width = H;
-    for (const Tensor& p : parts) width += p.size(1);
-    Tensor rows = Tensor::empty({N * K, width});
-    Tensor col = rows.slice(1, 0, H);
-    ops::copy(gather(x, self), col);
-    int64_t c0 = H;
-    for (const Tensor& p : parts) {
-        Tensor c = rows.slice(1, c0, c0 + p.size(1));
-        ops::copy(p, c);
-        c0 += p.size(1);
-    }
-    return rows;
-}
-
-// h (N, H) = LN(h + sum_k weights[i, k] mlp(rows[i, k])); then the feed-forward, LN, the mask
-void node_update(Tensor& h, const MessageMlp& mlp, const FeedForward& ff, const nn::LayerNorm& n1,
-                 const nn::LayerNorm& n2, const Tensor& rows, const Tensor& weights, const Tensor& mask) {
-    const int64_t N = h.size(0), H = h.size(1), K = rows.size(0) / N;
-    const Tensor msg = mlp_rows(mlp, rows).reshape({N, K, H});
-    Tensor dh = Tensor::empty({N, 1, H});
-    ops::bmm(weights.reshape({N, 1, K}), msg, dh);
-    Tensor x = Tensor::empty({N, H});
-    ops::add(h, dh.reshape({N, H}), x);
-    n1(x, h);
-    Tensor f = Tensor::empty({N, ff.W_in.out_features()});
-    ff.W_in(h, f, {.act = Act::Gelu});
-    Tensor res = h.clone();
-    ff.W_out(f, res, {.accumulate = true});
-    n2(res, h);
-    ops::scale_rows(h, mask, h);
-}
-
 // [a | b] as (N, Ca + Cb)
 Tensor concat_cols(const Tensor& a, const Tensor& b) {
     Tensor out = Tensor::empty({a.size(0), a.size(1) + b.size(1)});
@@ -858,48 +790,6 @@ void SeededPackerRandom::von_mises(int, int64_t, const double* kappa, int64_t co
     }
 }
 
-// --- context atoms ---
-ContextAtoms nearest_context_atoms(const Backbone& b, int n) {
-    const int64_t L = b.length(), M = int64_t(b.Y.size() / 3);
-    BI_CHECK(int64_t(b.Y_t.size()) == M && int64_t(b.Y.size()) == 3 * M, "mpnn packer",
-             "context atoms Y (", b.Y.size(), " values) and Y_t (", b.Y_t.size(), ") disagree");
-    BI_CHECK(n >= 1, "mpnn packer", "context atoms per residue ", n, " must be positive");
-    ContextAtoms c;
-    c.L = L;
-    c.n = n;
-    c.Y.assign(size_t(L * n * 3), 0.0f);
-    c.Y_t.assign(size_t(L * n), 0);
-    c.Y_m.assign(size_t(L * n), 0);
-    if (M == 0) return c;
-    // host-side: the backbone's coordinates, read once per structure
-    const Tensor Xc = b.X.to_f32();
-    const float* X = Xc.f32();
-    std::vector<float> d2(static_cast<size_t>(M));
-    std::vector<int32_t> idx(static_cast<size_t>(M));
-    const int64_t take = std::min<int64_t>(n, M);
-    for (int64_t i = 0; i < L; ++i) {
-        float cb[3];
-        virtual_cb(X + i * 12, cb);
-        const float m = b.mask[size_t(i)];
-        for (int64_t a = 0; a < M; ++a) {
-            float s = 0;
-            for (int d = 0; d < 3; ++d) s += (cb[d] - b.Y[size_t(a * 3 + d)]) * (cb[d] - b.Y[size_t(a * 3 + d)]);
-            d2[size_t(a)] = s * m + (1 - m) * 1000.0f;
-        }
-        std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + take, idx.end(), [&](int32_t p, int32_t q) {
-            return d2[size_t(p)] < d2[size_t(q)] || (d2[size_t(p)] == d2[size_t(q)] && p < q);
-        });
-        for (int64_t k = 0; k < take; ++k) {
-            const int32_t a = idx[size_t(k)];
-            for (int d = 0; d < 3; ++d) c.Y[size_t((i * n + k) * 3 + d)] = b.Y[size_t(a * 3 + d)];
-            c.Y_t[size_t(i * n + k)] = b.Y_t[size_t(a)];
-            c.Y_m[size_t(i * n + k)] = 1;
-        }
-    }
-    return c;
-}
-
 // --- loading ---
 std::unique_ptr<SideChainPacker> SideChainPacker::load(const std::string& path) {
     io::TorchCheckpoint ck = io::read_torch_checkpoint_full(path);
@@ -940,25 +830,14 @@ std::unique_ptr<SideChainPacker> SideChainPacker::load(const std::string& path) 
     p->dec_norm_edges1 = nn::LayerNorm::load(m, f + "dec_norm_edges1", H, 1e-5f);
     p->dec_node_embedding1 = nn::Linear::load(m, f + "dec_node_embedding1", dec_node_in, H, false);
     p->dec_norm_nodes1 = nn::LayerNorm::load(m, f + "dec_norm_nodes1", H, 1e-5f);
-    p->node_project_down = nn::Linear::load(m, f + "node_project_down", 5 * kRbf + 64 + 4, H);
-    p->norm_nodes = nn::LayerNorm::load(m, f + "norm_nodes", H, 1e-5f);
-    p->type_linear = nn::Linear::load(m, f + "type_linear", kTypeFeatures, 64);
-    p->y_nodes = nn::Linear::load(m, f + "y_nodes", kTypeFeatures, H, false);
-    p->y_edges = nn::Linear::load(m, f + "y_edges", kRbf, H, false);
-    p->norm_y_edges = nn::LayerNorm::load(m, f + "norm_y_edges", H, 1e-5f);
-    p->norm_y_nodes = nn::LayerNorm::load(m, f + "norm_y_nodes", H, 1e-5f);
+    p->cw_ = ContextWeights::load(m, H);
     p->W_e = nn::Linear::load(m, "W_e", H, H);
     p->W_v = nn::Linear::load(m, "W_v", H, H);
     p->W_f = nn::Linear::load(m, "W_f", H, H);
     p->W_v_sc = nn::Linear::load(m, "W_v_sc", H, H);
     p->linear_down = nn::Linear::load(m, "linear_down", 2 * H, H);
     p->W_torsions = nn::Linear::load(m, "W_torsions", H, 12 * p->mix_);
-    p->W_c = nn::Linear::load(m, "W_c", H, H);
     p->W_e_context = nn::Linear::load(m, "W_e_context", H, H);
-    p->W_nodes_y = nn::Linear::load(m, "W_nodes_y", H, H);
-    p->W_edges_y = nn::Linear::load(m, "W_edges_y", H, H);
-    p->V_C = nn::Linear::load(m, "V_C", H, H, false);
-    p->V_C_norm = nn::LayerNorm::load(m, "V_C_norm", H, 1e-5f);
     const auto layer = [&](const std::string& q, int64_t in, bool edge) {
         Layer l;
         l.node = MessageMlp::load(m, q, "123", in, H);
@@ -1002,45 +881,18 @@ struct GraphFeatures {
 };
 
 GraphFeatures graph_features(const Backbone& b, const std::vector<float>& atoms, int64_t k_max,
-                             const Tensor& pos_w, const Tensor& pos_b, const ContextAtoms& ctx) {
-    const int64_t L = b.length(), A = ctx.n;
+                             const Tensor& pos_w, const Tensor& pos_b, const AtomContext& ctx) {
+    const int64_t L = b.length(), A = ctx.M;
     const auto atom = [&](int64_t i, int a) { return atoms.data() + i * 15 + a * 3; };
     GraphFeatures g;
     const int64_t K = g.K = std::min<int64_t>(k_max, L);
-    g.E_idx.resize(size_t(L * K));
-    {
-        std::vector<float> D(static_cast<size_t>(L));
-        std::vector<int32_t> idx(static_cast<size_t>(L));
-        for (int64_t i = 0; i < L; ++i) {
-            float dmax = 0;
-            for (int64_t j = 0; j < L; ++j) {
-                D[size_t(j)] = b.mask[size_t(i)] * b.mask[size_t(j)] * dist(atom(i, 1), atom(j, 1));
-                dmax = std::max(dmax, D[size_t(j)]);
-            }
-            for (int64_t j = 0; j < L; ++j) D[size_t(j)] += (1.0f - b.mask[size_t(i)] * b.mask[size_t(j)]) * dmax;
-            std::iota(idx.begin(), idx.end(), 0);
-            std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int32_t p, int32_t q) {
-                return D[size_t(p)] < D[size_t(q)] || (D[size_t(p)] == D[size_t(q)] && p < q);
-            });
-            std::copy(idx.begin(), idx.begin() + K, g.E_idx.begin() + i * K);
-        }
-    }
-    const int64_t FE = 16 + 25 * kRbf;
-    g.E = Tensor::empty({L * K, FE});
-    // host-side: the positional table, read once
-    const Tensor pw = pos_w.to_f32(), pb = pos_b.to_f32();
-    for (int64_t i = 0; i < L; ++i)
-        for (int64_t k = 0; k < K; ++k) {
-            const int64_t j = g.E_idx[size_t(i * K + k)];
-            // host-side: one edge's features
-            float* e = g.E.f32() + (i * K + k) * FE;
-            const bool same = b.chain_labels[size_t(i)] == b.chain_labels[size_t(j)];
-            const int64_t off = int64_t(b.R_idx[size_t(i)]) - b.R_idx[size_t(j)];
-            const int64_t d = same ? std::clamp<int64_t>(off + kMaxRel, 0, 2 * kMaxRel) : 2 * kMaxRel + 1;
-            for (int c = 0; c < 16; ++c) e[c] = pw.f32()[c * (2 * kMaxRel + 2) + d] + pb.f32()[c];
-            for (int a1 = 0; a1 < 5; ++a1)
-                for (int a2 = 0; a2 < 5; ++a2) rbf(dist(atom(i, a1), atom(j, a2)), e + 16 + (a1 * 5 + a2) * kRbf);
-        }
+    ca_neighbours(atoms, b.mask, K, g.E_idx, nullptr);
+    g.E = edge_rows(b, g.E_idx, K, 16 + 25 * kRbf, pos_w.to_f32(), pos_b.to_f32(),
+                    [&](int64_t i, int64_t, int64_t j, float* e) {
+                        for (int a1 = 0; a1 < 5; ++a1)
+                            for (int a2 = 0; a2 < 5; ++a2)
+                                rbf(dist(atom(i, a1), atom(j, a2)), e + 16 + (a1 * 5 + a2) * kRbf);
+                    });
     const int64_t FC = 5 * kRbf + 64 + 4;
     g.context = Tensor::zeros({L * A, FC});
     for (int64_t i = 0; i < L; ++i) {
@@ -1108,8 +960,8 @@ std::vector<PackedDesign> SideChainPacker::pack(const Backbone& b,
     // host-side: the backbone's coordinates, read once per structure
     const Tensor Xc = b.X.to_f32();
     const float* X = Xc.f32();
-    const ContextAtoms ctx = nearest_context_atoms(b, int(A));
-    std::vector<float> Y_m(ctx.Y_m.begin(), ctx.Y_m.end());
+    const AtomContext ctx = ProteinMpnn::nearest_atoms(b, A);
+    std::vector<float> Y_m = ctx.Y_m;
     if (!opt.ligand_context) std::fill(Y_m.begin(), Y_m.end(), 0.0f);
     const float* Y = ctx.Y.data();
     const Tensor mask_t = Tensor::of(b.mask, {L});
@@ -1129,13 +981,13 @@ std::vector<PackedDesign> SideChainPacker::pack(const Backbone& b,
         for (int64_t a2 = 0; a2 < A; ++a2)
             rbf(dist(Y + r * 3, Y + ((r / A) * A + a2) * 3), y_rbf.f32() + (r * A + a2) * kRbf);
     }
-    const Tensor type_features = linear(type_linear, types);  // (L * A, 64)
-    Tensor Y_nodes = linear(y_nodes, types);
-    norm_y_nodes(Y_nodes, Y_nodes);
-    Y_nodes = linear(W_nodes_y, Y_nodes);
-    Tensor Y_edges = linear(y_edges, y_rbf);
-    norm_y_edges(Y_edges, Y_edges);
-    Y_edges = linear(W_edges_y, Y_edges);  // (L * A * A, H)
+    const Tensor type_features = linear(cw_.type_linear, types);  // (L * A, 64)
+    Tensor Y_nodes = linear(cw_.y_nodes, types);
+    cw_.norm_y_nodes(Y_nodes, Y_nodes);
+    Y_nodes = linear(cw_.W_nodes_y, Y_nodes);
+    Tensor Y_edges = linear(cw_.y_edges, y_rbf);
+    cw_.norm_y_edges(Y_edges, Y_edges);
+    Y_edges = linear(cw_.W_edges_y, Y_edges);  // (L * A * A, H)
     std::vector<float> yy(static_cast<size_t>(L * A * A)), ya(static_cast<size_t>(L * A));
     for (int64_t r = 0; r < L * A; ++r) {
         ya[size_t(r)] = Y_m[size_t(r)] / kScale;
@@ -1222,8 +1074,8 @@ std::vector<PackedDesign> SideChainPacker::pack(const Backbone& b,
             Tensor cols = g.context.slice(1, 5 * kRbf, 5 * kRbf + 64);
             ops::copy(type_features, cols);
         }
-        Tensor E_context = linear(node_project_down, g.context);
-        norm_nodes(E_context, E_context);
+        Tensor E_context = linear(cw_.node_project_down, g.context);
+        cw_.norm_nodes(E_context, E_context);
         const Tensor h_E_context = linear(W_e_context, E_context);  // (L * A, H)
         Tensor h_E = linear(enc_edge_embedding, g.E);
         enc_norm_edges(h_E, h_E);
@@ -1249,15 +1101,15 @@ std::vector<PackedDesign> SideChainPacker::pack(const Backbone& b,
             ops::add_into(h_E, msg);
             l.norm3(msg, h_E);
         }
-        Tensor h_V_C = linear(W_c, h_V);
+        Tensor h_V_C = linear(cw_.W_c, h_V);
         for (size_t c = 0; c < context_.size(); ++c) {
             const Layer& l = context_[c];
             node_update(h_V_C, l.node, l.dense, l.norm1, l.norm2,
                         message_rows(h_V_C, A, {h_E_context, Y_states[c]}), ctx_weights, mask_t);
         }
         {
-            Tensor vc = linear(V_C, h_V_C);
-            V_C_norm(vc, vc);
+            Tensor vc = linear(cw_.V_C, h_V_C);
+            cw_.V_C_norm(vc, vc);
             ops::add_into(vc, h_V);
         }
         if (tap) {

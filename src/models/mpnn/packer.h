@@ -63,17 +63,6 @@ private:
     double uniform();  // [0, 1) with 53 bits
 };
 
-// featurize's get_nearest_neighbours: for each residue the n context atoms nearest its virtual CB
-// (by squared distance; residues without a backbone and missing atoms sorted last), zero-padded
-// past the M atoms there are. Y (L, n, 3), Y_t and Y_m (L, n); Y_m is 1 where an atom was
-// gathered from Backbone::Y (all of whose atoms count as present).
-struct ContextAtoms {
-    int64_t L = 0, n = 0;
-    std::vector<float> Y;
-    std::vector<int32_t> Y_t, Y_m;
-};
-ContextAtoms nearest_context_atoms(const Backbone& b, int n);
-
 // One packed design (pack_side_chains' X, X_m, b_factors and the chis it drew).
 struct PackedDesign {
     int64_t L = 0;
@@ -99,7 +88,8 @@ public:
 
     // Packs each sequence of `designs` (tokens in kAlphabet order, length L each) on b's backbone
     // and context atoms (b.Y, b.Y_t: the structure's, as parse_PDB reads them; the 16 nearest
-    // per residue are gathered here). Draws come from `rng` (design d's with design index d).
+    // per residue are gathered here by ProteinMpnn::nearest_atoms). Draws come from `rng`
+    // (design d's with design index d).
     // As in the reference, the encoder sees the backbone rebuilt from b's frames (ideal N, C, O)
     // and the returned X holds that rebuilt backbone too. run.py packs every batch of designs
     // on one feature dict that pack_side_chains overwrites, so its later calls start from the
@@ -117,12 +107,9 @@ private:
     nn::LayerNorm enc_norm_edges, enc_norm_nodes;
     nn::Linear W_XY_project_down1, dec_edge_embedding1, dec_node_embedding1;
     nn::LayerNorm dec_norm_edges1, dec_norm_nodes1;
-    nn::Linear node_project_down, type_linear, y_nodes, y_edges;
-    nn::LayerNorm norm_nodes, norm_y_edges, norm_y_nodes;
+    ContextWeights cw_;  // the context atoms' features and the context encoder's ends
     // the model
-    nn::Linear W_e, W_v, W_f, W_v_sc, linear_down, W_torsions;
-    nn::Linear W_c, W_e_context, W_nodes_y, W_edges_y, V_C;
-    nn::LayerNorm V_C_norm;
+    nn::Linear W_e, W_v, W_f, W_v_sc, linear_down, W_torsions, W_e_context;
     struct Layer {  // EncLayer (edge set), DecLayer and DecLayerJ (no edge update)
         MessageMlp node, edge;
         FeedForward dense;

