@@ -102,7 +102,9 @@ TEST_F(Design, RefoldsWithEveryFoldModel) {
         ASSERT_EQ(csv.size(), 2u);
         const auto pred = io::read_ca_residues(out + "/refold/" + structure + "_1.pdb");
         EXPECT_EQ(pred.size(), residues);
-        if (structure == "4GYT") EXPECT_NE(pred.front().chain, pred.back().chain);
+        if (structure == "4GYT") {
+            EXPECT_NE(pred.front().chain, pred.back().chain);
+        }
     }
 }
 

@@ -77,9 +77,12 @@ TEST_P(MpnnSample, ReplayedDrawsGiveTheReferencesProbabilities) {
                 GetParam().c_str(), static_cast<long long>(B), lp, sp);
     for (int64_t d = 0; d < B; ++d)
         for (int64_t i = 0; i < L; ++i) {
-            if (b.chain_mask[size_t(i)] == 0) EXPECT_EQ(s.S[size_t(d * L + i)], b.S[size_t(i)]);
-            if (b.chain_mask[size_t(i)] != 0 && opt.bias[size_t(i * mpnn::kTokens + 1)] < -1e7f)
+            if (b.chain_mask[size_t(i)] == 0) {
+                EXPECT_EQ(s.S[size_t(d * L + i)], b.S[size_t(i)]);
+            }
+            if (b.chain_mask[size_t(i)] != 0 && opt.bias[size_t(i * mpnn::kTokens + 1)] < -1e7f) {
                 EXPECT_NE(s.S[size_t(d * L + i)], 1) << "an omitted letter (C) was drawn";
+            }
         }
 }
 
