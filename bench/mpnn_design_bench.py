@@ -66,7 +66,7 @@ def run_bioinfer(pdb, model, threads, batch, batches, out):
     p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "threads": threads, "peak_rss_mb": int(p.stderr.strip().splitlines()[-1]) / 1024,
-            "command": " ".join(["bioinfer"] + cmd[1:])}
+            "command": " ".join(["bioinfer", "design", os.path.relpath(pdb, ROOT), "--out-dir", "OUT"] + cmd[5:])}
 
 
 def main():
