@@ -175,9 +175,12 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path, std::opt
                            nn::Linear::load(m, p + "dense.W_out", 4 * H, H)};
     };
     const auto dec_layer = [&](const std::string& p, int64_t in) {
-        return DecLayer{MessageMlp::load(m, p, "123", in, H), ff(p),
-                        nn::LayerNorm::load(m, p + "norm1", H, 1e-5f),
-                        nn::LayerNorm::load(m, p + "norm2", H, 1e-5f)};
+        DecLayer d;
+        d.node = MessageMlp::load(m, p, "123", in, H);
+        d.dense = ff(p);
+        d.norm1 = nn::LayerNorm::load(m, p + "norm1", H, 1e-5f);
+        d.norm2 = nn::LayerNorm::load(m, p + "norm2", H, 1e-5f);
+        return d;
     };
     for (int l = 0; m.has("encoder_layers." + std::to_string(l) + ".W1.weight"); ++l) {
         const std::string p = "encoder_layers." + std::to_string(l) + ".";
@@ -190,6 +193,17 @@ std::unique_ptr<ProteinMpnn> ProteinMpnn::load(const std::string& path, std::opt
     for (int l = 0; m.has("decoder_layers." + std::to_string(l) + ".W1.weight"); ++l)
         model->dec_.push_back(dec_layer("decoder_layers." + std::to_string(l) + ".", 3 * H));
     BI_CHECK(!model->enc_.empty() && !model->dec_.empty(), path, "no encoder or decoder layers");
+    for (DecLayer& d : model->dec_) {
+        // host-side: W1's column blocks, copied once at load for sample()
+        const Tensor w1 = d.node.W1.w.to_f32();
+        const auto block = [&](int64_t c) { return ops::contiguous(w1.slice(1, c * H, (c + 1) * H)); };
+        d.w1_self = nn::Linear::from(block(0), d.node.W1.b);
+        d.w1_edge = nn::Linear::from(block(1), Tensor());
+        d.w1_token = nn::Linear::from(block(2), Tensor());
+        d.w1_node = nn::Linear::from(block(3), Tensor());
+        d.s_proj = Tensor::empty({kTokens, H});
+        d.w1_token(model->W_s, d.s_proj);
+    }
     std::vector<std::string> unused;
     if (is_membrane(K)) {
         model->node_embedding = nn::Linear::load(m, "features.node_embedding", 3, H, false);
@@ -699,10 +713,9 @@ Encoded ProteinMpnn::encode(const Backbone& b, const LigandOptions& opt) const {
     const int64_t K = enc.K;
     std::vector<float> Dn;
     ca_neighbours(atoms, b.mask, K, enc.E_idx, &Dn);
-    // host-side: the positional linear's weight, read per edge by the feature builders
-    const Tensor pw = pos_w.to_f32(), pb = pos_b.to_f32();
-    const Tensor E = kind_ == ModelKind::CaProteinMpnn ? ca_edge_features(b, atoms, enc, Dn, pw, pb)
-                                                       : full_edge_features(b, atoms, enc, Dn, pw, pb);
+    // the positional linear's weight (loaded as F32), read per edge by the feature builders
+    const Tensor E = kind_ == ModelKind::CaProteinMpnn ? ca_edge_features(b, atoms, enc, Dn, pos_w, pos_b)
+                                                       : full_edge_features(b, atoms, enc, Dn, pos_w, pos_b);
     Tensor Ee = Tensor::empty({L * K, H});
     edge_embedding(E, Ee);
     norm_edges(Ee, Ee);

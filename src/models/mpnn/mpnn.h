@@ -186,6 +186,10 @@ private:
         MessageMlp node;
         FeedForward dense;
         nn::LayerNorm norm1, norm2;
+        // sample()'s pieces of node.W1, split at load by the input they act on ([h_V_i | h_E |
+        // h_S_j | h_V_j]; `self` carries W1's bias), and the token block applied to W_s
+        nn::Linear w1_self, w1_edge, w1_token, w1_node;
+        Tensor s_proj;  // (21, H)
     };
     std::vector<EncLayer> enc_;
     std::vector<DecLayer> dec_;

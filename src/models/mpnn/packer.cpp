@@ -887,7 +887,7 @@ GraphFeatures graph_features(const Backbone& b, const std::vector<float>& atoms,
     GraphFeatures g;
     const int64_t K = g.K = std::min<int64_t>(k_max, L);
     ca_neighbours(atoms, b.mask, K, g.E_idx, nullptr);
-    g.E = edge_rows(b, g.E_idx, K, 16 + 25 * kRbf, pos_w.to_f32(), pos_b.to_f32(),
+    g.E = edge_rows(b, g.E_idx, K, 16 + 25 * kRbf, pos_w, pos_b,
                     [&](int64_t i, int64_t, int64_t j, float* e) {
                         for (int a1 = 0; a1 < 5; ++a1)
                             for (int a2 = 0; a2 < 5; ++a2)

@@ -101,53 +101,38 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
     std::vector<float> chain_mask(static_cast<size_t>(L));
     for (int64_t i = 0; i < L; ++i) chain_mask[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
 
-    // The decoder's state: h_V of every layer, (B * L, H). The first linear of each layer's
-    // message MLP acts on [h_V_i | h_E_ik | h_S_j | h_V_j] and splits into four (H, H) blocks:
-    // the h_E block is applied to every edge once, the h_S block to the 21 token embeddings once,
-    // the h_V_j block to each neighbour's state once when that state is written; each step then
-    // gathers and sums those rows (a masked-out part is a -1 id: a zero row) and applies the
-    // h_V_i block to the B residues it decodes.
+    // The first linear of each decoder layer's message MLP acts on [h_V_i | h_E_ik | h_S_j |
+    // h_V_j] and is split at load into four (H, H) blocks (DecLayer::w1_*): the h_E block is applied
+    // here to every edge once, the h_S block was applied to the 21 token embeddings at load, the
+    // h_V_j block is applied to each neighbour's state once when that state is written; each step
+    // then gathers and sums those rows (a masked-out part is a -1 id: a zero row) and applies the
+    // h_V_i block to the B residues it decodes. A residue's state passes from layer to layer
+    // within its step; only the neighbour block's projection of it is kept, per layer.
     const int64_t NL = int64_t(dec_.size());
-    std::vector<Tensor> stack;
-    {
-        std::vector<int32_t> rep(static_cast<size_t>(B * L));
-        for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
-        stack.push_back(gather(enc.h_V, rep));
-        for (int64_t l = 0; l < NL; ++l) stack.push_back(Tensor::zeros({B * L, H}));
-    }
-    struct Split {
-        nn::Linear self, edge, token, node;  // W1's column blocks; `self` carries W1's bias
+    struct Projected {
         Tensor e_proj;      // (L * K, H): edge block of mask_i * h_E_ik
-        Tensor s_proj;      // (21, H): token block of W_s
         Tensor venc_proj;   // (L, H): node block of the encoder's h_V
         Tensor v_proj;      // (B * L, H): node block of this layer's input states
     };
-    std::vector<Split> split(static_cast<size_t>(NL));
+    std::vector<Projected> proj(static_cast<size_t>(NL));
     {
         std::vector<float> mask_e(static_cast<size_t>(L * K));
         for (int64_t e = 0; e < L * K; ++e) mask_e[size_t(e)] = b.mask[size_t(e / K)];
         Tensor h_E_m = Tensor::empty({L * K, H});
         ops::scale_rows(enc.h_E.reshape({L * K, H}), Tensor::of(mask_e, {L * K}), h_E_m);
         for (int64_t l = 0; l < NL; ++l) {
-            const nn::Linear& W1 = dec_[size_t(l)].node.W1;
-            const auto block = [&](int64_t c) { return ops::contiguous(W1.w.slice(1, c * H, (c + 1) * H)); };
-            Split& sp = split[size_t(l)];
-            sp.self = nn::Linear::from(block(0), W1.b);
-            sp.edge = nn::Linear::from(block(1), Tensor());
-            sp.token = nn::Linear::from(block(2), Tensor());
-            sp.node = nn::Linear::from(block(3), Tensor());
-            sp.e_proj = Tensor::empty({L * K, H});
-            sp.edge(h_E_m, sp.e_proj);
-            sp.s_proj = Tensor::empty({kTokens, H});
-            sp.token(W_s, sp.s_proj);
-            sp.venc_proj = Tensor::empty({L, H});
-            sp.node(enc.h_V, sp.venc_proj);
+            const DecLayer& layer = dec_[size_t(l)];
+            Projected& pr = proj[size_t(l)];
+            pr.e_proj = Tensor::empty({L * K, H});
+            layer.w1_edge(h_E_m, pr.e_proj);
+            pr.venc_proj = Tensor::empty({L, H});
+            layer.w1_node(enc.h_V, pr.venc_proj);
             if (l == 0) {
                 std::vector<int32_t> rep(static_cast<size_t>(B * L));
                 for (int64_t r = 0; r < B * L; ++r) rep[size_t(r)] = int32_t(r % L);
-                sp.v_proj = gather(sp.venc_proj, rep);
+                pr.v_proj = gather(pr.venc_proj, rep);
             } else {
-                sp.v_proj = Tensor::zeros({B * L, H});
+                pr.v_proj = Tensor::zeros({B * L, H});
             }
         }
     }
@@ -164,44 +149,48 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
     out.order.reserve(size_t(B * L));
     for (const auto& o : orders) out.order.insert(out.order.end(), o.begin(), o.end());
 
+    // A step's indices and activations, reused by every step.
+    std::vector<int32_t> self(static_cast<size_t>(B)), enc_self(static_cast<size_t>(B)),
+        edge(static_cast<size_t>(B * K)), tok(static_cast<size_t>(B * K)), nb(static_cast<size_t>(B * K)),
+        nb_enc(static_cast<size_t>(B * K)), self_rep(static_cast<size_t>(B * K));
+    std::vector<float> mask_t(static_cast<size_t>(B));
+    for (int64_t r = 0; r < B * K; ++r) self_rep[size_t(r)] = int32_t(r / K);
+    const Tensor self_rep_t = Tensor::of(self_rep, {B * K});
+    Tensor h = Tensor::empty({B, H}), pre = Tensor::empty({B, H}), a = Tensor::empty({B * K, H}),
+           c = Tensor::empty({B * K, H}), dh = Tensor::empty({B, 1, H}), x = Tensor::empty({B, H}),
+           f = Tensor::empty({B, 4 * H}), res = Tensor::empty({B, H}), hp = Tensor::empty({B, H}),
+           logits = Tensor::empty({B, kTokens});
+
     // One decoding of residue t_d in every design d through all layers: its logits (B, 21).
-    const auto decode = [&](const std::vector<int32_t>& t) {
-        std::vector<int32_t> self(static_cast<size_t>(B)), edge(static_cast<size_t>(B * K)),
-            tok(static_cast<size_t>(B * K)), nb(static_cast<size_t>(B * K)), nb_enc(static_cast<size_t>(B * K)),
-            self_rep(static_cast<size_t>(B * K));
-        std::vector<float> mask_t(static_cast<size_t>(B));
+    const auto decode = [&](const std::vector<int32_t>& t) -> const Tensor& {
         for (int64_t d = 0; d < B; ++d) {
             const int64_t i = t[size_t(d)];
             self[size_t(d)] = int32_t(d * L + i);
+            enc_self[size_t(d)] = int32_t(i);
             mask_t[size_t(d)] = b.mask[size_t(i)];
             for (int64_t k = 0; k < K; ++k) {
                 const int64_t j = enc.E_idx[size_t(i * K + k)];
                 const size_t r = size_t(d * K + k), e = size_t((d * L + i) * K + k);
                 edge[r] = int32_t(i * K + k);
-                self_rep[r] = int32_t(d);
                 // bw: the neighbour's drawn token and current state; fw: its encoder state
                 tok[r] = bw[e] != 0.0f ? tokens_drawn[size_t(d * L + j)] : -1;
                 nb[r] = bw[e] != 0.0f ? int32_t(d * L + j) : -1;
                 nb_enc[r] = fw[e] != 0.0f ? int32_t(j) : -1;
             }
         }
-        const Tensor self_t = Tensor::of(self, {B}), edge_t = Tensor::of(edge, {B * K}),
-                     tok_t = Tensor::of(tok, {B * K}), nb_t = Tensor::of(nb, {B * K}),
-                     nb_enc_t = Tensor::of(nb_enc, {B * K}), self_rep_t = Tensor::of(self_rep, {B * K}),
+        const Tensor edge_t = Tensor::of(edge, {B * K}), tok_t = Tensor::of(tok, {B * K}),
+                     nb_t = Tensor::of(nb, {B * K}), nb_enc_t = Tensor::of(nb_enc, {B * K}),
                      mask_v = Tensor::of(mask_t, {B});
-        Tensor h = Tensor::empty({B, H}), pre = Tensor::empty({B, H}), a = Tensor::empty({B * K, H}),
-               c = Tensor::empty({B * K, H}), dh = Tensor::empty({B, 1, H}), x = Tensor::empty({B, H}),
-               f = Tensor::empty({B, 4 * H});
+        ops::embedding(enc_self, enc.h_V, h);  // the residue's state entering the first layer
         for (int64_t l = 0; l < NL; ++l) {
             const DecLayer& layer = dec_[size_t(l)];
-            const Split& sp = split[size_t(l)];
-            ops::embedding(self_t, stack[size_t(l)], h);
-            sp.self(h, pre);
+            const Projected& pr = proj[size_t(l)];
+            layer.w1_self(h, pre);
             // W1 [h_V_i | h_E_ik | h_S_j | h_V_j] + b1, summed from the blocks' rows
-            ops::embedding(edge_t, sp.e_proj, a);
-            ops::embedding(tok_t, sp.s_proj, a, true);
-            ops::embedding(nb_t, sp.v_proj, a, true);
-            ops::embedding(nb_enc_t, sp.venc_proj, a, true);
+            ops::embedding(edge_t, pr.e_proj, a);
+            ops::embedding(tok_t, layer.s_proj, a, true);
+            ops::embedding(nb_t, pr.v_proj, a, true);
+            ops::embedding(nb_enc_t, pr.venc_proj, a, true);
             ops::embedding(self_rep_t, pre, a, true);
             ops::gelu(a, a);
             layer.node.W2(a, c, {.act = Act::Gelu});
@@ -211,25 +200,19 @@ Samples ProteinMpnn::sample(const Backbone& b, const Encoded& enc,
             ops::add(h, dh.reshape({B, H}), x);
             layer.norm1(x, h);
             layer.dense.W_in(h, f, {.act = Act::Gelu});
-            Tensor res = h.clone();
+            ops::copy(h, res);
             layer.dense.W_out(f, res, {.accumulate = true});
             layer.norm2(res, h);
             ops::scale_rows(h, mask_v, h);
-            for (int64_t d = 0; d < B; ++d) {
-                Tensor dst = stack[size_t(l + 1)].slice(0, self[size_t(d)], self[size_t(d)] + 1);
-                ops::copy(h.slice(0, d, d + 1), dst);
-            }
             if (l + 1 < NL) {
-                Tensor proj = Tensor::empty({B, H});
-                split[size_t(l + 1)].node(h, proj);
+                dec_[size_t(l + 1)].w1_node(h, hp);
                 for (int64_t d = 0; d < B; ++d) {
-                    Tensor dst = split[size_t(l + 1)].v_proj.slice(0, self[size_t(d)], self[size_t(d)] + 1);
-                    ops::copy(proj.slice(0, d, d + 1), dst);
+                    Tensor dst = proj[size_t(l + 1)].v_proj.slice(0, self[size_t(d)], self[size_t(d)] + 1);
+                    ops::copy(hp.slice(0, d, d + 1), dst);
                 }
             }
         }
-        Tensor logits = Tensor::empty({B, kTokens});
-        W_out(gather(stack.back(), self), logits);
+        W_out(h, logits);
         return logits;
     };
     // host-side: the B x 21 logits of one step, turned into probabilities and draws
