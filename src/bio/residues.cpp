@@ -9,6 +9,11 @@ const char* const kResidueTokens[kNumResidueTokens] = {
     "ILE",   "LEU", "LYS", "MET", "PHE", "PRO", "SER", "THR", "TRP", "TYR", "VAL",
     "UNK",   "A",   "G",   "C",   "U",   "N",   "DA",  "DG",  "DC",  "DT",  "DN"};
 
+const char* const kAtom37Names[kNumAtom37] = {
+    "N",   "CA",  "C",   "CB",  "O",   "CG",  "CG1", "CG2", "OG",  "OG1", "SG",  "CD",  "CD1",
+    "CD2", "ND1", "ND2", "OD1", "OD2", "SD",  "CE",  "CE1", "CE2", "CE3", "NE",  "NE1", "NE2",
+    "OE1", "OE2", "CH2", "NH1", "NH2", "OH",  "CZ",  "CZ2", "CZ3", "NZ",  "OXT"};
+
 int residue_token(std::string_view name) {
     for (int i = 0; i < kNumResidueTokens; ++i)
         if (name == kResidueTokens[i]) return i;

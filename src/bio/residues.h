@@ -38,4 +38,9 @@ const char* unknown_residue(MoleculeType t);
 // DN); 'X' otherwise (UNK, ligands, modified residues).
 char residue_letter(std::string_view name);
 
+// The atom37 layout of amino-acid atoms (AlphaFold's atom_types: N, CA, C, CB, O, CG, ..., OXT),
+// which ESMFold writes and the MPNN models read structures in.
+inline constexpr int kNumAtom37 = 37;
+extern const char* const kAtom37Names[kNumAtom37];
+
 }  // namespace bioinfer::bio

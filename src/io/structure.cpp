@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "bio/prediction.h"
+#include "bio/residues.h"
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
 #include "io/limits.h"
@@ -133,11 +134,6 @@ std::vector<CaResidue> read_ca_residues(const std::string& path) {
     return out;
 }
 
-const char* const kAtom37Names[37] = {
-    "N",   "CA",  "C",   "CB",  "O",   "CG",  "CG1", "CG2", "OG",  "OG1", "SG",  "CD",  "CD1",
-    "CD2", "ND1", "ND2", "OD1", "OD2", "SD",  "CE",  "CE1", "CE2", "CE3", "NE",  "NE1", "NE2",
-    "OE1", "OE2", "CH2", "NH1", "NH2", "OH",  "CZ",  "CZ2", "CZ3", "NZ",  "OXT"};
-
 namespace {
 
 // ProDy's amino-acid residue names (atomic/flags.py: the 20 and its nonstandard ones) and water.
@@ -153,14 +149,6 @@ bool prody_water(const std::string& n) {
     static const std::set<std::string> names = {"HOH", "DOD", "WAT", "TIP3", "H2O", "OH2",
                                                 "TIP", "TIP2", "TIP4", "SPC", "SOL", "T3P"};
     return names.count(n) > 0;
-}
-char one_letter_of_20(const std::string& n) {
-    static const std::map<std::string, char> m = {
-        {"ALA", 'A'}, {"ARG", 'R'}, {"ASN", 'N'}, {"ASP", 'D'}, {"CYS", 'C'}, {"GLN", 'Q'}, {"GLU", 'E'},
-        {"GLY", 'G'}, {"HIS", 'H'}, {"ILE", 'I'}, {"LEU", 'L'}, {"LYS", 'K'}, {"MET", 'M'}, {"PHE", 'F'},
-        {"PRO", 'P'}, {"SER", 'S'}, {"THR", 'T'}, {"TRP", 'W'}, {"TYR", 'Y'}, {"VAL", 'V'}};
-    auto it = m.find(n);
-    return it == m.end() ? 'X' : it->second;
 }
 // parse_PDB's element numbers: its table of symbols (with its "Mb" for Mo, and its last entry,
 // "Uuo", left out of the mapping), upper-cased, numbered from 1.
@@ -223,11 +211,12 @@ DesignStructure read_design_structure(const std::string& path, const std::vector
                 d.number = *r.seqid.num;
                 d.icode = r.seqid.icode == '\0' ? ' ' : r.seqid.icode;
                 d.name = r.name;
-                d.letter = one_letter_of_20(r.name);
+                // the 20's letters; ProDy's nonstandard names are X
+                d.letter = bio::residue_letter(r.name);
                 for (const gemmi::Atom& a : r.atoms) {
                     if (!kept(a)) continue;
                     for (int s = 0; s < 36; ++s)  // OXT is not read
-                        if (a.name == kAtom37Names[s]) {
+                        if (a.name == bio::kAtom37Names[s]) {
                             d.xyz[size_t(s * 3)] = float(a.pos.x);
                             d.xyz[size_t(s * 3 + 1)] = float(a.pos.y);
                             d.xyz[size_t(s * 3 + 2)] = float(a.pos.z);

@@ -82,7 +82,5 @@ struct DesignStructure {
 DesignStructure read_design_structure(const std::string& path,
                                       const std::vector<std::string>& chains = {},
                                       bool zero_occupancy = false);
-// The atom37 order (index -> name).
-extern const char* const kAtom37Names[37];
 
 }  // namespace bioinfer::io

@@ -18,6 +18,7 @@
 
 #include "bioinfer/error.h"
 #include "io/atomic_file.h"
+#include "bio/residues.h"
 #include "bio/target.h"
 #include "io/fasta.h"
 #include "io/npy.h"
@@ -153,14 +154,8 @@ int token_of(char letter) {
     return letter && p ? int(p - mpnn::kAlphabet) : -1;
 }
 
-const char* three_letter(char one) {
-    static const std::map<char, const char*> m = {
-        {'A', "ALA"}, {'R', "ARG"}, {'N', "ASN"}, {'D', "ASP"}, {'C', "CYS"}, {'Q', "GLN"}, {'E', "GLU"},
-        {'G', "GLY"}, {'H', "HIS"}, {'I', "ILE"}, {'L', "LEU"}, {'K', "LYS"}, {'M', "MET"}, {'F', "PHE"},
-        {'P', "PRO"}, {'S', "SER"}, {'T', "THR"}, {'W', "TRP"}, {'Y', "TYR"}, {'V', "VAL"}, {'X', "UNK"}};
-    auto it = m.find(one);
-    return it == m.end() ? "UNK" : it->second;
-}
+// the three-letter name of a token's letter (UNK for X)
+const char* three_letter(char one) { return bio::kAminoAcidNames[bio::amino_acid_index(one)]; }
 
 // Python's str() of a float: the shortest repr, with ".0" on integers.
 std::string py_float(double v) {

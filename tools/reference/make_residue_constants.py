@@ -76,7 +76,6 @@ def main():
 // clang-format off
 namespace bioinfer::esmfold::rc {{
 
-const char* const kAtomTypes[37] = {{{strs(rc.atom_types, 37)}}};
 const char* const kAtom14Names[21][14] = {{{strs(a14_names, 14)}}};
 const int8_t kAtom14ToAtom37[21][14] = {{{ints(a14_to_a37, 14)}}};
 const int8_t kAtom37ToAtom14[21][37] = {{{ints(a37_to_a14, 37)}}};

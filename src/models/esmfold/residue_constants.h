@@ -12,7 +12,7 @@ namespace bioinfer::esmfold::rc {
 constexpr int kNumRestypes = bio::kNumAminoAcids + 1;  // 20 amino acids in AlphaFold order, then X
 constexpr int kNumAtom14 = 14, kNumAtom37 = 37, kNumGroups = 8;
 
-extern const char* const kAtomTypes[37];      // atom37 names: N, CA, C, CB, O, ...
+inline constexpr auto& kAtomTypes = bio::kAtom37Names;  // atom37 names: N, CA, C, CB, O, ...
 extern const char* const kAtom14Names[21][14];  // "" where a residue has fewer atoms
 extern const int8_t kAtom14ToAtom37[21][14];
 extern const int8_t kAtom37ToAtom14[21][37];

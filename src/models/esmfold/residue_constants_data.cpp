@@ -5,9 +5,6 @@
 // clang-format off
 namespace bioinfer::esmfold::rc {
 
-const char* const kAtomTypes[37] = {
-    "N", "CA", "C", "CB", "O", "CG", "CG1", "CG2", "OG", "OG1", "SG", "CD", "CD1", "CD2", "ND1", "ND2", "OD1", "OD2", "SD", "CE", "CE1", "CE2", "CE3", "NE", "NE1", "NE2", "OE1", "OE2", "CH2", "NH1", "NH2", "OH", "CZ", "CZ2", "CZ3", "NZ", "OXT"
-};
 const char* const kAtom14Names[21][14] = {
     "N", "CA", "C", "O", "CB", "", "", "", "", "", "", "", "", "",
     "N", "CA", "C", "O", "CB", "CG", "CD", "NE", "CZ", "NH1", "NH2", "", "", "",
