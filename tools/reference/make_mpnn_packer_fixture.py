@@ -147,7 +147,8 @@ def cpp_tables() -> str:
     def ints(a, per_line=16):
         return rows(a, lambda x: str(int(x)), per_line)
 
-    pt = sc_utils.ProteinFeatures().periodic_table_features.numpy()
+    # (the element group/period tables are src/models/mpnn/mpnn_internal.h's: LigandMPNN's
+    # features read them too)
     assert "".join(rc.restypes) == "ARNDCQEGHILKMFPSTWYV"
     out = ["// AlphaFold's residue order (ARNDCQEGHILKMFPSTWYV, then X)\n"]
     for name, ty, dims, body in (
@@ -155,9 +156,7 @@ def cpp_tables() -> str:
             ("kGroupOfAtom14", "int8_t", "[21][14]", ints(rc.restype_atom14_to_rigid_group, 14)),
             ("kAtom14Mask", "float", "[21][14]", floats(rc.restype_atom14_mask, 14)),
             ("kLitPositions", "float", "[21][14][3]", floats(rc.restype_atom14_rigid_group_positions, 9)),
-            ("kChiAtoms", "int8_t", "[21][4][4]", ints(get_chi_atom_indices(), 16)),
-            ("kElementGroup", "int8_t", "[119]", ints(pt[1], 20)),
-            ("kElementPeriod", "int8_t", "[119]", ints(pt[2], 20))):
+            ("kChiAtoms", "int8_t", "[21][4][4]", ints(get_chi_atom_indices(), 16))):
         out.append(f"const {ty} {name}{dims} = {{{body}}};\n")
     return "".join(out)
 

@@ -36,18 +36,6 @@ constexpr int kAtomIn = 5 * kRbf + 64 + 4;      // 5 atom RBFs, type_linear, 4 a
 constexpr int kSideChainNeighbours = 16;        // residues whose side chains are context
 constexpr int64_t kContextChunk = 64;           // residues per pass of the ligand context
 
-// ProteinFeaturesLigand.periodic_table_features rows 1 and 2: group and period per element
-constexpr int8_t kGroup[kElements] = {
-    0,  1,  18, 1,  2,  13, 14, 15, 16, 17, 18, 1,  2,  13, 14, 15, 16, 17, 18, 1,  2,  3,  4,  5,
-    6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
-    12, 13, 14, 15, 16, 17, 18, 1,  2,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,  3,
-    4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 1,  2,  3,  3,  3,  3,  3,  3,  3,
-    3,  3,  3,  3,  3,  3,  3,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18};
-constexpr int8_t kPeriod[kElements] = {
-    0, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6,
-    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7,
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7};
 // the elements of atom37's side-chain slots 5..36 (ProteinFeaturesLigand.side_chain_atom_types)
 constexpr int8_t kSideChainElements[32] = {6, 6, 6, 8, 8, 16, 6, 6, 6, 7, 7, 8, 8, 16, 6, 6,
                                            6, 6, 7, 7, 7, 8, 8, 6, 7, 7, 8, 6, 6, 6, 7, 8};
@@ -642,8 +630,8 @@ void ProteinMpnn::ligand_context(const Backbone& b, const Encoded& enc, const Li
                 // host-side: the type one-hots of the same row
                 float* oh = onehot.f32() + row * kTypeIn;
                 oh[t] = 1.0f;
-                oh[120 + kGroup[t]] = 1.0f;
-                oh[139 + kPeriod[t]] = 1.0f;
+                oh[120 + kElementGroup[t]] = 1.0f;
+                oh[139 + kElementPeriod[t]] = 1.0f;
                 const float ym = c.Y_m[size_t(i * M + m)];
                 w_c[size_t(row)] = ym / kScale;
                 for (int64_t m2 = 0; m2 < M; ++m2) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bio/residues.h"
 #include "bioinfer/error.h"
 #include "io/torch_checkpoint.h"
 #include "ops/ops.h"
@@ -21,8 +22,8 @@ using namespace detail;
 
 namespace {
 
-// The reference package's openfold residue constants and ProteinFeatures' periodic table (group
-// and period per element number, 0..118). Kept here while models may not share a folder; they
+// The reference package's openfold residue constants (the periodic table's group and period per
+// element are mpnn_internal.h's). Kept here while models may not share a folder; they
 // equal src/models/esmfold's except for TRP's atom14 order (CE2, CE3, NE1 in this package).
 // clang-format off
 // <generated: tools/reference/make_mpnn_packer_fixture.py --tables>
@@ -534,22 +535,6 @@ const int8_t kChiAtoms[21][4][4] = {
     0, 1, 3, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 };
-const int8_t kElementGroup[119] = {
-    0, 1, 18, 1, 2, 13, 14, 15, 16, 17, 18, 1, 2, 13, 14, 15, 16, 17, 18, 1,
-    2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 1, 2, 3,
-    4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 1, 2, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-    12, 13, 14, 15, 16, 17, 18, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
-};
-const int8_t kElementPeriod[119] = {
-    0, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5,
-    5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6,
-    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-    6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7
-};
 // </generated>
 // clang-format on
 
@@ -561,11 +546,7 @@ constexpr int kTypeFeatures = kTypes + 19 + 8;  // element, group, period one-ho
 constexpr double kPi = 3.14159265358979323846;
 
 // The residue's index in AlphaFold's order (map_mpnn_to_af2_seq): ARNDCQEGHILKMFPSTWYV, X = 20.
-int af2_type(int32_t token) {
-    static const char af2[] = "ARNDCQEGHILKMFPSTWYVX";
-    const char* p = std::find(af2, af2 + 21, kAlphabet[token]);
-    return int(p - af2);
-}
+int af2_type(int32_t token) { return bio::amino_acid_index(kAlphabet[token]); }
 
 // exp(-((D - mu_r) / 1.25)^2) for the 16 centres mu_r = 20 r / 15
 void rbf(float D, float* out) {
