@@ -28,7 +28,8 @@ def test_design_equals_the_cli(mpnn, tmp_path):
     d = mpnn.design(PDB, num_designs=4, batch_size=2, seed=17, temperature=0.2, omit_AA="C",
                     fixed_residues=["C40", "C41"])
     assert mpnn.kind == "protein_mpnn" and len(d) == 4 and d.seed == 17
-    assert d.log_probs.shape == (4, 93, 21) and d.sampling_probs.shape == (4, 93, 20)
+    L = len(d.native)  # one chain: no separator
+    assert d.log_probs.shape == (4, L, 21) and d.sampling_probs.shape == (4, L, 20)
     env = dict(os.environ)
     subprocess.run([CLI, "design", PDB, "--out-dir", str(tmp_path), "--seed", "17", "--temperature", "0.2",
                     "--batch_size", "2", "--number_of_batches", "2", "--omit_AA", "C",
@@ -49,11 +50,12 @@ def test_design_equals_the_cli(mpnn, tmp_path):
 
 def test_score_is_normalised(mpnn):
     s = mpnn.score(PDB, num_batches=2, seed=3)
-    assert s.log_probs.shape == (2, 93, 21)
+    L = len(s.sequence)
+    assert s.log_probs.shape == (2, L, 21)
     np.testing.assert_allclose(np.exp(s.log_probs).sum(-1), 1.0, atol=1e-4)
     np.testing.assert_allclose(s.mean_of_probs, np.exp(s.log_probs).mean(0), atol=1e-6)
     single = mpnn.score(PDB, mode="single_aa", seed=3)
-    assert single.log_probs.shape == (1, 93, 21)
+    assert single.log_probs.shape == (1, L, 21)
 
 
 def test_bad_options_raise(mpnn):

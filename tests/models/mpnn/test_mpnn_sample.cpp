@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "models/mpnn/mpnn.h"
 #include "mpnn_test_util.h"
@@ -67,6 +68,8 @@ TEST_P(MpnnSample, ReplayedDrawsGiveTheReferencesProbabilities) {
     const mpnn::Samples s = m->sample(b, enc, orders, opt, replay);
     EXPECT_EQ(s.order, ref_order);
     EXPECT_EQ(s.S, ref_S);
+    ASSERT_EQ(int64_t(s.log_probs.size()), t.at("log_probs").numel());
+    ASSERT_EQ(int64_t(s.sampling_probs.size()), t.at("sampling_probs").numel());
     float lp = 0, sp = 0;
     for (size_t i = 0; i < s.log_probs.size(); ++i) lp = std::max(lp, std::fabs(s.log_probs[i] - t.at("log_probs").f32()[i]));
     for (size_t i = 0; i < s.sampling_probs.size(); ++i)
@@ -75,13 +78,14 @@ TEST_P(MpnnSample, ReplayedDrawsGiveTheReferencesProbabilities) {
     EXPECT_LT(sp, 1e-4f);
     std::printf("%s: %lld designs, log-probs %.2e, sampling probabilities %.2e from the reference\n",
                 GetParam().c_str(), static_cast<long long>(B), lp, sp);
+    const int32_t cys = int32_t(std::strchr(mpnn::kAlphabet, 'C') - mpnn::kAlphabet);
     for (int64_t d = 0; d < B; ++d)
         for (int64_t i = 0; i < L; ++i) {
             if (b.chain_mask[size_t(i)] == 0) {
                 EXPECT_EQ(s.S[size_t(d * L + i)], b.S[size_t(i)]);
             }
-            if (b.chain_mask[size_t(i)] != 0 && opt.bias[size_t(i * mpnn::kTokens + 1)] < -1e7f) {
-                EXPECT_NE(s.S[size_t(d * L + i)], 1) << "an omitted letter (C) was drawn";
+            if (b.chain_mask[size_t(i)] != 0 && opt.bias[size_t(i * mpnn::kTokens + cys)] < -1e7f) {
+                EXPECT_NE(s.S[size_t(d * L + i)], cys) << "an omitted letter (C) was drawn";
             }
         }
 }
