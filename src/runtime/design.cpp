@@ -238,6 +238,23 @@ mpnn::Encoded encode_for(const mpnn::ProteinMpnn& model, const mpnn::Backbone& b
     return model.encode(b, lo);
 }
 
+DesignMasks design_masks(const mpnn::Backbone& b, const DesignOptions& o) {
+    const int64_t L = b.length();
+    DesignMasks m;
+    m.designed.resize(size_t(L));
+    for (int64_t i = 0; i < L; ++i) m.designed[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
+    m.near_ligand = m.designed;
+    if (o.model_kind == "ligand_mpnn") {
+        const std::vector<float> xy = mpnn::ProteinMpnn::mask_XY(b, float(o.cutoff_for_score));
+        for (int64_t i = 0; i < L; ++i) m.near_ligand[size_t(i)] *= xy[size_t(i)];
+    }
+    return m;
+}
+
+uint64_t design_seed(const DesignOptions& o) {
+    return o.seed ? uint64_t(o.seed) : 1 + uint64_t(std::random_device{}() % 99999);
+}
+
 DesignScore score_design(const mpnn::Backbone& b, const int32_t* S, const float* log_probs,
                          const std::vector<float>& rec_mask, const std::vector<float>& combined) {
     const int64_t L = b.length();
@@ -536,8 +553,8 @@ void check_design_input(const std::string& path, const DesignOptions& o) {
     (void)design_bias(in, o, path);
     mpnn::SampleOptions so;
     design_symmetry(in, o, path, so);
-    double n = 0;
-    for (int64_t i = 0; i < in.backbone.length(); ++i) n += in.backbone.mask[size_t(i)] * in.backbone.chain_mask[size_t(i)];
+    const DesignMasks masks = design_masks(in.backbone, o);
+    const double n = std::accumulate(masks.designed.begin(), masks.designed.end(), 0.0);
     BI_CHECK(n > 0, path, "no residue is left to design (--chains_to_design, --fixed_residues, --redesigned_residues)");
 }
 
@@ -553,19 +570,13 @@ DesignResult design_structure(const mpnn::ProteinMpnn& model, const std::string&
     BI_CHECK(o.temperature > 0 && std::isfinite(o.temperature), "--temperature", "expected > 0, got ", o.temperature);
     so.bias = design_bias(in, o, path);
     design_symmetry(in, o, path, so);
-    std::vector<float> rec_mask(static_cast<size_t>(L));
-    for (int64_t i = 0; i < L; ++i) rec_mask[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
+    const DesignMasks masks = design_masks(b, o);
+    const std::vector<float>&rec_mask = masks.designed, &combined = masks.near_ligand;
     const double n_rec = std::accumulate(rec_mask.begin(), rec_mask.end(), 0.0);
     BI_CHECK(n_rec > 0, path, "no residue is left to design (--chains_to_design, --fixed_residues, --redesigned_residues)");
-    const bool ligand = o.model_kind == "ligand_mpnn";
-    std::vector<float> combined = rec_mask;
-    if (ligand) {
-        const std::vector<float> xy = mpnn::ProteinMpnn::mask_XY(b, float(o.cutoff_for_score));
-        for (int64_t i = 0; i < L; ++i) combined[size_t(i)] *= xy[size_t(i)];
-    }
     const double n_lig = std::accumulate(combined.begin(), combined.end(), 0.0);
 
-    const uint64_t seed = o.seed ? uint64_t(o.seed) : uint64_t(std::random_device{}() % 99999);
+    const uint64_t seed = design_seed(o);
     Draws draws(seed);
     const mpnn::Encoded enc = encode_for(model, b, o);
     DesignResult r;
@@ -691,7 +702,7 @@ ScoreResult score_structure(const mpnn::ProteinMpnn& model, const std::string& p
     MpnnInput in = read_mpnn_input(path, o);
     const mpnn::Backbone& b = in.backbone;
     const int64_t L = b.length(), N = o.batch_size * o.number_of_batches;
-    const uint64_t seed = o.seed ? uint64_t(o.seed) : uint64_t(std::random_device{}() % 99999);
+    const uint64_t seed = design_seed(o);
     Draws draws(seed);
     const mpnn::Encoded enc = encode_for(model, b, o);
     std::vector<float> lp_all, order_all;

@@ -100,6 +100,17 @@ MpnnInput read_mpnn_input(const std::string& path, const DesignOptions& o);
 // side-chain context).
 mpnn::Encoded encode_for(const mpnn::ProteinMpnn& model, const mpnn::Backbone& b, const DesignOptions& o);
 
+// run.py's masks for a design's scores: the designed residues (mask x chain_mask, its num_res and
+// seq_rec), and of those the ones near the ligand (LigandMPNN: x mask_XY at the cutoff; the other
+// models: the same residues), its num_ligand_res and ligand_confidence.
+struct DesignMasks {
+    std::vector<float> designed, near_ligand;
+};
+DesignMasks design_masks(const mpnn::Backbone& b, const DesignOptions& o);
+
+// The run's seed: o.seed, else a random one in 1..99999 (written into the headers).
+uint64_t design_seed(const DesignOptions& o);
+
 // run.py's header fields of one design: get_score()'s mean cross-entropy of the drawn tokens S
 // under their log-probabilities (L, 21) over the designed residues (rec_mask; combined: those
 // near the ligand), as exp(-mean), and the fraction of rec_mask where S is the native token.

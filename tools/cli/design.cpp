@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -165,6 +166,13 @@ int design_main(int argc, char** argv) {
     const std::string out_dir = a.has("out-dir") ? a.get("out-dir") : a.get("out-folder");
     BI_CHECK(!out_dir.empty(), "--out-dir", "required: where seqs/ and backbones/ go");
     const std::vector<std::string> inputs = structure_inputs(given);
+    {
+        std::map<std::string, std::string> by_name;  // two inputs must not write one seqs/<name>.fa
+        for (const std::string& path : inputs) {
+            const auto [it, fresh] = by_name.emplace(runtime::design_name(path), path);
+            BI_CHECK(fresh, path, "and ", it->second, " both write ", it->first, ".fa: rename one");
+        }
+    }
     set_num_threads(threads_from(a));
 
     runtime::DesignOptions o;

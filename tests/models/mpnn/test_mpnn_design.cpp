@@ -100,14 +100,7 @@ TEST_P(MpnnRunPy, HeaderFieldsAreRunPysForItsDesigns) {
     const auto model = mpnn::ProteinMpnn::load(o.model_path);
     const runtime::MpnnInput in = runtime::read_mpnn_input(kDir + "/" + c.structure + ".pdb", o);
     const mpnn::Backbone& b = in.backbone;
-    const int64_t L = b.length();
-    std::vector<float> rec(static_cast<size_t>(L)), comb;
-    for (int64_t i = 0; i < L; ++i) rec[size_t(i)] = b.mask[size_t(i)] * b.chain_mask[size_t(i)];
-    comb = rec;
-    if (o.model_kind == "ligand_mpnn") {
-        const auto xy = mpnn::ProteinMpnn::mask_XY(b, float(o.cutoff_for_score));
-        for (int64_t i = 0; i < L; ++i) comb[size_t(i)] *= xy[size_t(i)];
-    }
+    const runtime::DesignMasks masks = runtime::design_masks(b, o);
     const mpnn::Encoded enc = runtime::encode_for(*model, b, o);
     for (const auto& d : c.ref["designs"]) {
         const std::vector<int32_t> order = d["decoding_order"].get<std::vector<int32_t>>();
@@ -117,7 +110,7 @@ TEST_P(MpnnRunPy, HeaderFieldsAreRunPysForItsDesigns) {
             return S[size_t(order[size_t(step++)])];
         });
         ASSERT_EQ(s.S, S);
-        const runtime::DesignScore sc = runtime::score_design(b, s.S.data(), s.log_probs.data(), rec, comb);
+        const runtime::DesignScore sc = runtime::score_design(b, s.S.data(), s.log_probs.data(), masks.designed, masks.near_ligand);
         EXPECT_NEAR(sc.overall_confidence, d["overall_confidence"].get<double>(), 1.5e-4);
         EXPECT_NEAR(sc.ligand_confidence, d["ligand_confidence"].get<double>(), 1.5e-4);
         EXPECT_NEAR(sc.seq_rec, d["seq_rec"].get<double>(), 5.1e-5);
