@@ -468,30 +468,6 @@ void design_symmetry(const MpnnInput& in, const DesignOptions& o, const std::str
 
 namespace {
 
-// write_full_PDB's atom14 names per residue type (kAlphabet order; X has none)
-const char* const kAtom14[21][14] = {
-    {"N", "CA", "C", "O", "CB"},
-    {"N", "CA", "C", "O", "CB", "SG"},
-    {"N", "CA", "C", "O", "CB", "CG", "OD1", "OD2"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD", "OE1", "OE2"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE1", "CE2", "CZ"},
-    {"N", "CA", "C", "O"},
-    {"N", "CA", "C", "O", "CB", "CG", "ND1", "CD2", "CE1", "NE2"},
-    {"N", "CA", "C", "O", "CB", "CG1", "CG2", "CD1"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD", "CE", "NZ"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2"},
-    {"N", "CA", "C", "O", "CB", "CG", "SD", "CE"},
-    {"N", "CA", "C", "O", "CB", "CG", "OD1", "ND2"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD", "OE1", "NE2"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD", "NE", "CZ", "NH1", "NH2"},
-    {"N", "CA", "C", "O", "CB", "OG"},
-    {"N", "CA", "C", "O", "CB", "OG1", "CG2"},
-    {"N", "CA", "C", "O", "CB", "CG1", "CG2"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE2", "CE3", "NE1", "CZ2", "CZ3", "CH2"},
-    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE1", "CE2", "CZ", "OH"},
-    {},
-};
 
 // run.py's packing: every design packed number_of_packs_per_design times (the batches of one
 // pack together), each written with its atoms' B-factors and the structure's other atoms.
@@ -520,7 +496,7 @@ void write_packed(const mpnn::SideChainPacker& packer, const MpnnInput& in, cons
                     const io::DesignResidue& res = in.structure.residues[size_t(i)];
                     const int32_t aa = all_S[size_t(d * L + i)];
                     for (int a = 0; a < 14; ++a) {
-                        const char* an = kAtom14[aa][a];
+                        const char* an = mpnn::SideChainPacker::atom14_name(aa, a);
                         if (!an || !*an || pd.X_m[size_t(i * 14 + a)] == 0) continue;
                         const float* x = pd.X.data() + (i * 14 + a) * 3;
                         io::AtomSite s{res.chain, res.number, three_letter(mpnn::kAlphabet[aa]), an,

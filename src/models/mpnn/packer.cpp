@@ -772,6 +772,43 @@ void SeededPackerRandom::von_mises(int, int64_t, const double* kappa, int64_t co
 }
 
 // --- loading ---
+namespace {
+
+// write_full_PDB's atom14 names per token (kAlphabet order; X has none): the slots of X and
+// kAtom14Mask, in this package's order (TRP: CE2, CE3, NE1)
+const char* const kAtom14Names[21][14] = {
+    {"N", "CA", "C", "O", "CB"},
+    {"N", "CA", "C", "O", "CB", "SG"},
+    {"N", "CA", "C", "O", "CB", "CG", "OD1", "OD2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "OE1", "OE2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE1", "CE2", "CZ"},
+    {"N", "CA", "C", "O"},
+    {"N", "CA", "C", "O", "CB", "CG", "ND1", "CD2", "CE1", "NE2"},
+    {"N", "CA", "C", "O", "CB", "CG1", "CG2", "CD1"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "CE", "NZ"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2"},
+    {"N", "CA", "C", "O", "CB", "CG", "SD", "CE"},
+    {"N", "CA", "C", "O", "CB", "CG", "OD1", "ND2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "OE1", "NE2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD", "NE", "CZ", "NH1", "NH2"},
+    {"N", "CA", "C", "O", "CB", "OG"},
+    {"N", "CA", "C", "O", "CB", "OG1", "CG2"},
+    {"N", "CA", "C", "O", "CB", "CG1", "CG2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE2", "CE3", "NE1", "CZ2", "CZ3", "CH2"},
+    {"N", "CA", "C", "O", "CB", "CG", "CD1", "CD2", "CE1", "CE2", "CZ", "OH"},
+    {},
+};
+
+}  // namespace
+
+const char* SideChainPacker::atom14_name(int32_t token, int slot) {
+    BI_CHECK(token >= 0 && token < kTokens && slot >= 0 && slot < 14, "packer", "atom14 slot ", slot,
+             " of token ", token, " out of range");
+    const char* n = kAtom14Names[token][slot];
+    return n ? n : "";
+}
+
 std::unique_ptr<SideChainPacker> SideChainPacker::load(const std::string& path) {
     io::TorchCheckpoint ck = io::read_torch_checkpoint_full(path);
     std::map<std::string, Tensor> sd;

@@ -83,6 +83,9 @@ public:
     // The released checkpoint (.pt: {"num_edges", "noise_level", "atom_context_num",
     // "model_state_dict"}); any other MPNN checkpoint is refused naming what it is.
     static std::unique_ptr<SideChainPacker> load(const std::string& pt_path);
+    // The name of atom14 slot `slot` of token `token` (PackedDesign::X's layout); "" where the
+    // residue has no such atom.
+    static const char* atom14_name(int32_t token, int slot);
     int64_t num_edges() const { return k_; }
     int64_t context_atoms() const { return atoms_; }
 
