@@ -98,7 +98,9 @@ def main():
         pdb = os.path.join(fixtures, f"{a.large}.pdb")
         with tempfile.TemporaryDirectory() as bi_out:
             ours = run_bioinfer(pdb, "proteinmpnn", a.threads, 8, 1, bi_out)
-        large = {"structure": a.large, "residues": 3464, "model": "proteinmpnn", "designs": 8,
+            header = open(os.path.join(bi_out, "seqs", f"{a.large}.fa")).readline()
+            residues = int(re.search(r"num_res=(\d+)", header).group(1))  # every residue designed
+        large = {"structure": a.large, "residues": residues, "model": "proteinmpnn", "designs": 8,
                  "bioinfer": ours}
         print(json.dumps(large), flush=True)
     write_json(a.out, {"benchmark": "mpnn_design", "machine": machine_info(a.threads),
