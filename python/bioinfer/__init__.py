@@ -75,8 +75,7 @@ def load(name_or_dir: Union[str, "os.PathLike[str]"], precision: str = "fp32",
     if device != "cpu":
         raise ValueError(f"device: this build runs on the CPU only, got {device!r}")
     name = os.fspath(name_or_dir)
-    if name in _bioinfer.mpnn_model_names() or name.endswith(".pt") or \
-            name.startswith(("proteinmpnn_v_", "ligandmpnn_v_", "solublempnn_v_")):
+    if name.endswith(".pt") or _bioinfer.is_mpnn_model_name(name):
         if precision != "fp32":
             raise ValueError(f"precision: the MPNN models run in fp32, got {precision!r}")
         if name.endswith(".pt") and not os.path.isfile(name):

