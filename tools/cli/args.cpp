@@ -1,6 +1,7 @@
 // Option parsing with errors that name the option.
 #include "args.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -17,6 +18,16 @@ namespace bioinfer::cli {
 std::string Args::get(const std::string& k, const std::string& dflt) const {
     auto it = opts.find(k);
     return it == opts.end() ? dflt : it->second;
+}
+
+double Args::get_double(const std::string& k, double dflt) const {
+    auto it = opts.find(k);
+    if (it == opts.end()) return dflt;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    BI_CHECK(!it->second.empty() && end && *end == 0 && std::isfinite(v), "--" + k,
+             "expected a number, got '", it->second, "'");
+    return v;
 }
 
 long long Args::get_int(const std::string& k, long long dflt) const {

@@ -21,6 +21,8 @@ struct Args {
     long long get_int_in(const std::string& k, long long dflt, long long lo, long long hi) const;
     // A byte count: digits with an optional unit (K, M, G, T; KB/KiB... all powers of 1024).
     int64_t get_size(const std::string& k, int64_t dflt) const;
+    // A finite number; anything else is "[--k] expected a number, got 'v'".
+    double get_double(const std::string& k, double dflt) const;
     std::vector<int> get_int_list(const std::string& k, const std::vector<int>& dflt) const;
 };
 

@@ -176,7 +176,7 @@ int design_main(int argc, char** argv) {
     set_num_threads(threads_from(a));
 
     runtime::DesignOptions o;
-    o.temperature = std::stod(a.get("temperature", "0.1"));
+    o.temperature = a.get_double("temperature", 0.1);
     BI_CHECK(o.temperature > 0 && o.temperature < 1e6, "--temperature", "expected > 0, got ", a.get("temperature"));
     o.seed = a.get_int_in("seed", 0, 0, (1LL << 62));
     o.batch_size = a.get_int_in("batch-size", 1, 1, 4096);
@@ -211,7 +211,7 @@ int design_main(int argc, char** argv) {
     BI_CHECK(!(o.homo_oligomer && !o.symmetry_residues.empty()), "--homo_oligomer",
              "ties every residue itself: give it or --symmetry_residues, not both");
     o.use_atom_context = flag01(a, "ligand-mpnn-use-atom-context", true);
-    o.cutoff_for_score = std::stod(a.get("ligand-mpnn-cutoff-for-score", "8.0"));
+    o.cutoff_for_score = a.get_double("ligand-mpnn-cutoff-for-score", 8.0);
     o.use_side_chain_context = flag01(a, "ligand-mpnn-use-side-chain-context", false);
     o.transmembrane_buried = a.get("transmembrane-buried");
     o.transmembrane_interface = a.get("transmembrane-interface");
